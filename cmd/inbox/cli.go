@@ -1,0 +1,380 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// Exit codes (SPEC §4). exitCode is the one place errors map to them.
+const (
+	exitOK       = 0
+	exitNoWork   = 10
+	exitConflict = 20
+	exitInvalid  = 30
+	exitNotFound = 40
+	exitStorage  = 50
+)
+
+// defaultDB is the store used when neither --db nor INBOX_DB is set.
+const defaultDB = ".agents/inbox"
+
+// env is the process environment a command runs in.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// usageError is bad command-line usage: exit 30.
+type usageError struct {
+	field string
+	msg   string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(field, format string, args ...any) error {
+	return &usageError{field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+// exitCode maps an error to its exit code.
+func exitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue), errors.Is(err, spool.ErrInvalidInput), errors.Is(err, spool.ErrInvalidState),
+		errors.Is(err, spool.ErrIdempotencyMismatch):
+		return exitInvalid
+	case errors.Is(err, spool.ErrLeaseConflict), errors.Is(err, spool.ErrLeaseExpired),
+		errors.Is(err, spool.ErrStaleToken), errors.Is(err, spool.ErrNotLeaseHolder):
+		return exitConflict
+	case errors.Is(err, spool.ErrNotFound):
+		return exitNotFound
+	}
+	return exitStorage
+}
+
+// errorShape is the "error" member of a failed JSON response.
+func errorShape(err error) map[string]string {
+	shape := map[string]string{"code": "internal_error", "message": err.Error()}
+	var se *spool.Error
+	var ue *usageError
+	switch {
+	case errors.As(err, &se):
+		shape["code"] = se.Code
+		if se.Field != "" {
+			shape["field"] = se.Field
+		}
+	case errors.As(err, &ue):
+		shape["code"] = "invalid_input"
+		if ue.field != "" {
+			shape["field"] = ue.field
+		}
+	}
+	return shape
+}
+
+// globals are the flags every command accepts, before or after its name.
+type globals struct {
+	db       string
+	json     bool
+	agent    string
+	agentSet bool // --agent was given on the command line (not from env)
+}
+
+// command is one subcommand: its help and a constructor for its runner.
+type command struct {
+	name     string
+	args     string // usage after the flags, e.g. "[PROMPT]"
+	short    string
+	long     string
+	examples []string
+	new      func() runner
+}
+
+// runner is one command's flag values and behaviour: flags registers
+// them, run acts on them.
+type runner interface {
+	flags(fs *pflag.FlagSet, c *call)
+	run(c *call) (*result, error)
+}
+
+// call is one invocation of a command.
+type call struct {
+	cmd  *command
+	g    globals
+	env  *env
+	fs   *pflag.FlagSet
+	args []string
+}
+
+// agentFlag registers --agent with command-specific help.
+func (c *call) agentFlag(help string) {
+	c.fs.StringVar(&c.g.agent, "agent", c.g.agent, help)
+}
+
+func run(args []string, e *env) int {
+	g := globals{db: e.getenv("INBOX_DB"), agent: e.getenv("INBOX_AGENT")}
+	rest, help, err := parseLeading(args, &g)
+	if err != nil {
+		return fail(e, g, "", err)
+	}
+	if help || len(rest) == 0 {
+		rootHelp(e.stdout)
+		if len(rest) == 0 && !help {
+			return exitInvalid
+		}
+		return exitOK
+	}
+	name := rest[0]
+	if name == "help" {
+		if len(rest) > 1 {
+			if c := lookup(rest[1]); c != nil {
+				commandHelp(e.stdout, c)
+				return exitOK
+			}
+			return fail(e, g, "help", usagef("", "unknown command %q (inbox help lists them)", rest[1]))
+		}
+		rootHelp(e.stdout)
+		return exitOK
+	}
+	if name == "version" {
+		fmt.Fprintf(e.stdout, "inbox %s (store format %d)\n", version, spool.FormatVersion)
+		return exitOK
+	}
+	c := lookup(name)
+	if c == nil {
+		msg := fmt.Sprintf("unknown command %q", name)
+		if s := suggest(name); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		return fail(e, g, name, usagef("", "%s (inbox help lists the commands)", msg))
+	}
+	cl := &call{cmd: c, g: g, env: e}
+	cl.fs = pflag.NewFlagSet("inbox "+c.name, pflag.ContinueOnError)
+	cl.fs.SetOutput(io.Discard)
+	cl.fs.SortFlags = false
+	r := c.new()
+	r.flags(cl.fs, cl)
+	cl.fs.StringVar(&cl.g.db, "db", g.db, "store directory (env INBOX_DB, default "+defaultDB+")")
+	cl.fs.BoolVar(&cl.g.json, "json", g.json, "print one JSON object instead of text")
+	if cl.fs.Lookup("agent") == nil {
+		cl.fs.StringVar(&cl.g.agent, "agent", g.agent, "your agent name (env INBOX_AGENT)")
+	}
+	cl.fs.BoolP("help", "h", false, "show this help")
+	if err := cl.fs.Parse(rest[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			commandHelp(e.stdout, c)
+			return exitOK
+		}
+		return fail(e, cl.g, c.name, usagef("", "%v (see inbox %s --help)", err, c.name))
+	}
+	if h, _ := cl.fs.GetBool("help"); h {
+		commandHelp(e.stdout, c)
+		return exitOK
+	}
+	if cl.fs.Changed("agent") {
+		cl.g.agentSet = true
+	}
+	cl.args = cl.fs.Args()
+	if cl.g.db == "" {
+		cl.g.db = defaultDB
+	}
+	res, err := r.run(cl)
+	if err != nil {
+		return fail(e, cl.g, c.name, err)
+	}
+	return emit(e, cl.g, c.name, res)
+}
+
+// parseLeading consumes global flags that come before the command name.
+func parseLeading(args []string, g *globals) (rest []string, help bool, err error) {
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		a := args[0]
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch name {
+		case "h", "help":
+			return args[1:], true, nil
+		case "json":
+			g.json = !hasVal || val == "true" || val == "1"
+		case "db", "agent":
+			if !hasVal {
+				if len(args) < 2 {
+					return nil, false, usagef(name, "flag --%s needs a value", name)
+				}
+				val = args[1]
+				args = args[1:]
+			}
+			if name == "db" {
+				g.db = val
+			} else {
+				g.agent, g.agentSet = val, true
+			}
+		case "version":
+			return []string{"version"}, false, nil
+		default:
+			return nil, false, usagef("", "unknown flag %s before the command (global flags are --db, --json, --agent)", a)
+		}
+		args = args[1:]
+	}
+	return args, false, nil
+}
+
+// emit prints a successful result and returns its exit code.
+func emit(e *env, g globals, name string, res *result) int {
+	if g.json {
+		var o obj
+		o.set("ok", true).set("command", name)
+		for _, k := range res.body.keys {
+			o.set(k, res.body.vals[k])
+		}
+		b, err := encodeJSON(&o)
+		if err != nil {
+			return fail(e, g, name, err)
+		}
+		e.stdout.Write(append(b, '\n'))
+	} else if res.human != nil {
+		res.human(e.stdout)
+	}
+	return res.exit
+}
+
+// fail reports err (stderr for people, the error shape on stdout with
+// --json) and returns its exit code.
+func fail(e *env, g globals, name string, err error) int {
+	if g.json {
+		var o obj
+		o.set("ok", false).set("command", name).set("error", errorShape(err))
+		b, _ := encodeJSON(&o)
+		e.stdout.Write(append(b, '\n'))
+	} else {
+		fmt.Fprintf(e.stderr, "inbox: error: %s\n", err.Error())
+		if h := hintFor(err); h != "" {
+			fmt.Fprintf(e.stderr, "inbox: hint: %s\n", h)
+		}
+	}
+	return exitCode(err)
+}
+
+func hintFor(err error) string {
+	switch {
+	case errors.Is(err, spool.ErrNotInitialized):
+		return "inbox uses --db, else $INBOX_DB, else " + defaultDB
+	case errors.Is(err, spool.ErrLeaseExpired), errors.Is(err, spool.ErrNotLeaseHolder):
+		return "inbox claim --agent NAME --thread ID takes the lease again if nobody else holds it"
+	case errors.Is(err, spool.ErrStaleToken):
+		return "a newer claim superseded your lease; stop work on this thread or claim it again"
+	}
+	return ""
+}
+
+// open opens the store named by the globals.
+func (c *call) open() (*spool.Store, error) {
+	return spool.Open(c.g.db, spool.Options{})
+}
+
+// agentName returns the agent for commands that need one.
+func (c *call) agentName(flag string) (string, error) {
+	if c.g.agent == "" {
+		return "", usagef(flag, "--%s is required (or set INBOX_AGENT)", flag)
+	}
+	return c.g.agent, nil
+}
+
+// noArgs refuses positional arguments.
+func (c *call) noArgs() error {
+	if len(c.args) > 0 {
+		return usagef("", "unexpected argument %q (inbox %s takes only flags; see --help)", c.args[0], c.cmd.name)
+	}
+	return nil
+}
+
+// readBody returns --body or the contents of --body-file ("-" is stdin).
+func (c *call) readBody(body, file string) (string, error) {
+	if file == "" {
+		return body, nil
+	}
+	if body != "" {
+		return "", usagef("body-file", "give --body or --body-file, not both")
+	}
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(io.LimitReader(c.env.stdin, spool.MaxBodyLen+1))
+	} else {
+		var f *os.File
+		f, err = os.Open(file)
+		if err == nil {
+			data, err = io.ReadAll(io.LimitReader(f, spool.MaxBodyLen+1))
+			f.Close()
+		}
+	}
+	if err != nil {
+		return "", usagef("body-file", "--body-file %s: %v", file, err)
+	}
+	if len(data) > spool.MaxBodyLen {
+		return "", usagef("body-file", "--body-file %s is larger than %d bytes", file, spool.MaxBodyLen)
+	}
+	return string(data), nil
+}
+
+// suggest returns the command name closest to s, if any is close.
+func suggest(s string) string {
+	best, bestD := "", 3
+	for _, c := range commands {
+		if d := editDistance(s, c.name); d < bestD {
+			best, bestD = c.name, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func sortedNames() []string {
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+type fetchCmd struct {
+	statuses []string
+	limit    int
+	unread   bool
+}
+
+func (r *fetchCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("the worker looking for work (env INBOX_AGENT)")
+	fs.StringSliceVar(&r.statuses, "status", nil, "statuses to consider, comma-separated (default pending,blocked)")
+	fs.IntVar(&r.limit, "limit", spool.DefaultFetchLimit, "at most this many threads")
+	fs.BoolVar(&r.unread, "unread", false, "only threads with a message from someone else past your read cursor")
+}
+
+func (r *fetchCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	agent, err := c.agentName("agent")
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.Fetch(agent, r.statuses, r.limit, r.unread)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("threads", ts)
+	if len(ts) == 0 {
+		res.exit = exitNoWork
+	}
+	st := strings.Join(r.statuses, ",")
+	if st == "" {
+		st = strings.Join(spool.DefaultFetchStatuses, ",")
+	}
+	res.human = func(w io.Writer) {
+		if len(ts) == 0 {
+			fmt.Fprintf(c.env.stderr, "inbox: no candidate threads for %s in %s\n", agent, st)
+			return
+		}
+		table(w, threadHeader, threadRows(ts))
+	}
+	return res, nil
+}
+
+type listCmd struct {
+	statuses              []string
+	createdBy, assignedTo string
+	limit                 int
+}
+
+func (r *listCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("only threads this agent created or is assigned")
+	fs.StringSliceVar(&r.statuses, "status", nil, "statuses, comma-separated (default all)")
+	fs.StringVar(&r.createdBy, "created-by", "", "only threads created by this agent")
+	fs.StringVar(&r.assignedTo, "assigned-to", "", "only threads assigned to this agent")
+	fs.IntVar(&r.limit, "limit", spool.DefaultListLimit, "at most this many threads")
+}
+
+func (r *listCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	f := spool.ListFilter{CreatedBy: r.createdBy, AssignedTo: r.assignedTo, Statuses: r.statuses, Limit: r.limit}
+	if c.g.agentSet {
+		f.Agent = c.g.agent
+	}
+	ts, err := s.List(f)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("threads", ts)
+	res.human = func(w io.Writer) {
+		if len(ts) == 0 {
+			fmt.Fprintln(c.env.stderr, "inbox: no threads match")
+			return
+		}
+		table(w, threadHeader, threadRows(ts))
+	}
+	return res, nil
+}

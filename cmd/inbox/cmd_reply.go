@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+)
+
+type replyCmd struct {
+	from, to, thread, kind string
+	content                contentFlags
+}
+
+func (r *replyCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.from, "from", "", "sender (default --agent / INBOX_AGENT)")
+	fs.StringVar(&r.to, "to", "", "recipient (default: the other party of the thread)")
+	fs.StringVar(&r.thread, "thread", "", "thread to reply in (required)")
+	fs.StringVar(&r.kind, "kind", "", "answer|question|progress|control (required)")
+	r.content.register(fs, "one-line summary (default: the body's first line)", true)
+}
+
+func (r *replyCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	from := r.from
+	if from == "" {
+		from = c.g.agent
+	}
+	if from == "" {
+		return nil, usagef("from", "--from is required (or --agent, or set INBOX_AGENT)")
+	}
+	if r.thread == "" {
+		return nil, usagef("thread", "--thread is required")
+	}
+	content, err := r.content.content(c)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.Reply(from, r.to, r.thread, r.kind, content)
+	if err != nil {
+		return nil, err
+	}
+	res := messageResult(out)
+	res.human = func(w io.Writer) {
+		m := out.Message
+		fmt.Fprintf(w, "replied %s (%s) %s → %s in %s%s\n", m.MessageID, m.Kind, m.FromAgent, m.ToAgent, m.ThreadID, replayNote(out))
+	}
+	return res, nil
+}

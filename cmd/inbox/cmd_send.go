@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+type sendCmd struct {
+	from, to, subject, thread, run_, task, kind, priority string
+	content                                            contentFlags
+}
+
+func (r *sendCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.from, "from", "", "sender (default --agent / INBOX_AGENT)")
+	fs.StringVar(&r.to, "to", "", "recipient; a new thread is assigned to it (default in a thread: the other party)")
+	fs.StringVar(&r.subject, "subject", "", "subject of a new thread (required without --thread)")
+	fs.StringVar(&r.thread, "thread", "", "append to this thread instead of creating one")
+	fs.StringVar(&r.run_, "run", "", "run id to record on a new thread")
+	fs.StringVar(&r.task, "task", "", "task id to record on a new thread")
+	fs.StringVar(&r.kind, "kind", "", "message kind: task|question|answer|progress|result|control|event (default task)")
+	fs.StringVar(&r.priority, "priority", "", "priority of a new thread: low|normal|high (default normal)")
+	r.content.register(fs, "one-line summary (default: the subject, or the body's first line)", true)
+}
+
+func (r *sendCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	from := r.from
+	if from == "" {
+		from = c.g.agent
+	}
+	if from == "" {
+		return nil, usagef("from", "--from is required (or --agent, or set INBOX_AGENT)")
+	}
+	content, err := r.content.content(c)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	in := spool.SendInput{From: from, To: r.to, Subject: r.subject, ThreadID: r.thread, RunID: r.run_,
+		TaskID: r.task, Kind: r.kind, Priority: r.priority, Content: content}
+	out, err := s.Send(in)
+	if err != nil {
+		return nil, err
+	}
+	res := messageResult(out)
+	res.human = func(w io.Writer) {
+		m := out.Message
+		if r.thread == "" {
+			fmt.Fprintf(w, "created thread %s for %s: %s\n", out.Thread.ThreadID, out.Thread.AssignedTo, out.Thread.Subject)
+		}
+		fmt.Fprintf(w, "sent %s (%s) %s → %s in %s%s\n", m.MessageID, m.Kind, m.FromAgent, m.ToAgent, m.ThreadID, replayNote(out))
+	}
+	return res, nil
+}
+
+// messageResult is the JSON of a call that wrote a message.
+func messageResult(out *spool.Result) *result {
+	res := &result{}
+	res.set("thread", out.Thread).set("message", out.Message)
+	if out.Lease != nil {
+		res.set("lease", out.Lease)
+	}
+	if out.Replayed {
+		res.set("replayed", true)
+	}
+	return res
+}
+
+func replayNote(out *spool.Result) string {
+	if out.Replayed {
+		return " (replayed: this idempotency key was used before; nothing new written)"
+	}
+	return ""
+}

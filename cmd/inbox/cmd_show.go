@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+type showCmd struct {
+	thread   string
+	markRead bool
+}
+
+func (r *showCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.thread, "thread", "", "thread id (required)")
+	fs.BoolVar(&r.markRead, "mark-read", false, "advance --agent's read cursor to the latest message")
+	c.agentFlag("whose read cursor --mark-read advances (env INBOX_AGENT)")
+}
+
+func (r *showCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	if r.thread == "" {
+		return nil, usagef("thread", "--thread is required")
+	}
+	var agent string
+	if r.markRead {
+		var err error
+		if agent, err = c.agentName("agent"); err != nil {
+			return nil, usagef("agent", "--mark-read needs --agent (or INBOX_AGENT): whose cursor to move")
+		}
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.Show(r.thread)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("thread", v.Thread).set("messages", v.Messages).set("lease", v.Lease)
+	if r.markRead {
+		cur, err := s.MarkRead(agent, r.thread, v.Thread.MessageCount)
+		if err != nil {
+			return nil, err
+		}
+		res.set("cursor", cur)
+	}
+	now := time.Now()
+	res.human = func(w io.Writer) {
+		transcript(w, v, now)
+		if r.markRead {
+			fmt.Fprintf(w, "\nmarked read for %s up to #%d\n", agent, v.Thread.MessageCount)
+		}
+	}
+	return res, nil
+}

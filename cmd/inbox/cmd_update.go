@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// holderCmd serves update, done and fail: the lease holder's messages.
+type holderCmd struct {
+	verb    string // update | done | fail
+	thread  string
+	status  string
+	token   int64
+	content contentFlags
+}
+
+func (r *holderCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("the lease holder (env INBOX_AGENT)")
+	fs.StringVar(&r.thread, "thread", "", "thread id (required)")
+	summary := map[string]string{
+		"update": "what happened; required with --status blocked: say exactly what is missing",
+		"done":   "the result in one line (required)",
+		"fail":   "why it failed, in one line (required)",
+	}[r.verb]
+	if r.verb == "update" {
+		fs.StringVar(&r.status, "status", "", "in_progress|blocked (required)")
+	}
+	r.content.register(fs, summary, true)
+	fs.Int64Var(&r.token, "lease-token", 0, "refuse unless this is the current lease token (fencing)")
+}
+
+func (r *holderCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	agent, err := c.agentName("agent")
+	if err != nil {
+		return nil, err
+	}
+	if r.thread == "" {
+		return nil, usagef("thread", "--thread is required")
+	}
+	content, err := r.content.content(c)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	var out *spool.Result
+	switch r.verb {
+	case "update":
+		out, err = s.Update(agent, r.thread, r.status, r.token, content)
+	case "done":
+		out, err = s.Done(agent, r.thread, r.token, content)
+	default:
+		out, err = s.Fail(agent, r.thread, r.token, content)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return statusResult(out), nil
+}
+
+// statusResult is the result of a call that moved a thread's status.
+func statusResult(out *spool.Result) *result {
+	res := messageResult(out)
+	res.human = func(w io.Writer) {
+		fmt.Fprintf(w, "%s is now %s (%s: %s)%s\n", out.Thread.ThreadID, out.Thread.Status,
+			out.Message.MessageID, out.Message.Summary, replayNote(out))
+	}
+	return res
+}
+
+type cancelCmd struct {
+	thread, reason string
+	content        contentFlags
+}
+
+func (r *cancelCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("who cancels, usually a leader (env INBOX_AGENT)")
+	fs.StringVar(&r.thread, "thread", "", "thread id (required)")
+	fs.StringVar(&r.reason, "reason", "", "why it is cancelled (the message summary)")
+	r.content.registerArtifacts(fs)
+	fs.StringVar(&r.content.key, "idempotency-key", "", "retry-safe key: repeating the call with it returns the first result and writes nothing")
+}
+
+func (r *cancelCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	agent, err := c.agentName("agent")
+	if err != nil {
+		return nil, err
+	}
+	if r.thread == "" {
+		return nil, usagef("thread", "--thread is required")
+	}
+	arts, err := r.content.artifactInputs()
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.Cancel(agent, r.thread, spool.Content{Summary: r.reason, Artifacts: arts, IdempotencyKey: r.content.key})
+	if err != nil {
+		return nil, err
+	}
+	return statusResult(out), nil
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+)
+
+// commands is the table that drives dispatch and help, in help order.
+var commands = []*command{
+	{name: "init", short: "create the store (safe to repeat)",
+		long: `Create an inbox store: a directory holding threads, messages, leases, read
+cursors, an event log and an index. Running it again on an existing store
+changes nothing. Every other command needs the store to exist.
+
+The store is --db, else $INBOX_DB, else .agents/inbox in the current
+directory. Directories are 0700 and files 0600; --shared makes them 0770 and
+0660 for a group of users.`,
+		examples: []string{"inbox init", "inbox init --db .agents/coord.db"},
+		new:      func() runner { return &initCmd{} }},
+
+	{name: "send", short: "create a thread for an agent, or add a message to one",
+		long: `Start a piece of work: without --thread, send creates a new thread assigned
+to --to, in status pending, whose first message (kind task by default) you
+write. That thread is what the recipient's "inbox fetch" shows. With
+--thread, send adds a message of any kind to an existing live thread.
+
+The output names the thread id; keep it to watch or answer the thread.`,
+		examples: []string{
+			`inbox send --from leader --to backend-worker --subject "Add post CRUD routes" --body "Routes under /posts; see docs/api.md" --task T4`,
+			`inbox send --from leader --to backend-worker --subject "Hotfix login" --priority high --json`,
+			`inbox send --from leader --thread thr_01... --kind task --body "Also cover DELETE"`,
+		},
+		new: func() runner { return &sendCmd{} }},
+
+	{name: "fetch", short: "list work waiting for an agent (never claims)",
+		long: `Worker step 1: see which threads are waiting for you. fetch lists threads
+assigned to --agent in the given statuses (default pending,blocked) that no
+other agent holds a live lease on: high priority first, then oldest. It
+changes nothing and grants nothing; only claim gives you a thread.
+
+--unread keeps only threads with a message from someone else that you have
+not marked read (show --mark-read): use it to see which of your blocked
+threads got an answer.
+
+Exit 10 (not an error) when nothing is waiting. fetch is the worker's view;
+"inbox list" is the leader's filter over all threads.`,
+		examples: []string{
+			"inbox fetch --agent backend-worker --json",
+			"inbox fetch --agent backend-worker --status pending --limit 1 --json",
+			"inbox fetch --agent backend-worker --unread",
+		},
+		new: func() runner { return &fetchCmd{} }},
+
+	{name: "claim", short: "take the lease on a thread before working on it",
+		long: `Worker step 2: own a thread. claim gives --agent the thread's lease for
+--lease-seconds (default 900): the status becomes claimed and assigned_to
+becomes you. Only one agent holds a live lease; a second claimer gets exit 20
+(lease_conflict). Claiming a thread whose lease expired succeeds, and the
+holder may claim again.
+
+Each claim returns a lease_token that is larger than every earlier one on the
+thread. Pass it as --lease-token to update, renew, done and fail so that a
+worker whose lease was taken over is refused (exit 20) instead of
+overwriting the new holder's work. Renew before the lease runs out.`,
+		examples: []string{
+			"inbox claim --agent backend-worker --thread thr_01... --json",
+			"inbox claim --agent backend-worker --thread thr_01... --lease-seconds 1800",
+		},
+		new: func() runner { return &claimCmd{} }},
+
+	{name: "renew", short: "extend your lease",
+		long: `Extend the lease you hold to --lease-seconds from now (default 900). Only the
+holder may renew, and only while the lease is live; after it expires, claim
+again. With --lease-token, a stale token is refused with exit 20.`,
+		examples: []string{"inbox renew --agent backend-worker --thread thr_01... --lease-seconds 900 --lease-token 3"},
+		new:      func() runner { return &claimCmd{renew: true} }},
+
+	{name: "update", short: "post progress, or say you are blocked and why",
+		long: `Worker step 3: tell the thread where you are. Only the lease holder may
+update. --status in_progress posts a progress message. --status blocked
+posts a question: the --summary must say exactly what is missing, and the
+leader answers with "inbox reply". Then wait for the answer with
+"inbox wait-reply" instead of sleeping.`,
+		examples: []string{
+			`inbox update --agent backend-worker --thread thr_01... --status in_progress --summary "Implementing post CRUD routes" --json`,
+			`inbox update --agent backend-worker --thread thr_01... --status blocked --summary "Need auth decision" --payload-json '{"question":"email/password or OAuth for MVP?"}' --json`,
+		},
+		new: func() runner { return &holderCmd{verb: "update"} }},
+
+	{name: "reply", short: "answer or comment inside a thread (anyone)",
+		long: `Append a message to a live thread; anyone may reply. This is how a leader
+answers a blocked worker (--kind answer), steers it (--kind control), or how
+anyone asks a follow-up (--kind question) or notes progress. --to defaults to
+the other party of the thread. reply never changes the thread's status.`,
+		examples: []string{
+			`inbox reply --from leader --thread thr_01... --kind answer --summary "Use email/password for MVP" --body "Keep it simple for now." --json`,
+		},
+		new: func() runner { return &replyCmd{} }},
+
+	{name: "done", short: "finish the thread with its result",
+		long: `Worker's last step on success: the holder marks the thread done with a result
+message (kind result) addressed to the thread's creator. --summary is
+required; put the details in --body, --body-file, --payload-json or
+artifacts. The lease is released and the thread is terminal.`,
+		examples: []string{
+			`inbox done --agent backend-worker --thread thr_01... --summary "Post CRUD implemented" --body-file result.md --artifact patch.diff --artifact-kind patch --json`,
+		},
+		new: func() runner { return &holderCmd{verb: "done"} }},
+
+	{name: "fail", short: "give up on the thread, saying why",
+		long: `Worker's last step when the work cannot be done: the holder marks the thread
+failed with a result message whose --summary says why. The lease is released
+and the thread is terminal. Deciding whether to retry belongs to the leader.`,
+		examples: []string{`inbox fail --agent backend-worker --thread thr_01... --summary "Tests need a database this machine lacks" --json`},
+		new:      func() runner { return &holderCmd{verb: "fail"} }},
+
+	{name: "cancel", short: "stop a thread (leader override)",
+		long: `Cancel a live thread: its status becomes cancelled (terminal), any lease is
+released, and a control message carrying --reason goes to the assignee, so a
+worker waiting with wait-reply wakes up. Any agent may cancel: it is the
+leader's override.`,
+		examples: []string{`inbox cancel --agent leader --thread thr_01... --reason "Superseded by T9"`},
+		new:      func() runner { return &cancelCmd{} }},
+
+	{name: "list", short: "filter all threads (leader's view)",
+		long: `List threads across all agents, newest first, filtered by --status,
+--created-by, --assigned-to and --agent (created by or assigned to). Unlike
+fetch, which shows a worker the work it could claim next (and hides threads
+leased by others), list shows every thread that matches, whatever its lease,
+and exits 0 even when nothing matches.`,
+		examples: []string{
+			"inbox list --status blocked",
+			"inbox list --assigned-to backend-worker --status done,failed --limit 10 --json",
+			"inbox list --created-by leader",
+		},
+		new: func() runner { return &listCmd{} }},
+
+	{name: "show", short: "inspect one thread's full history",
+		long: `The thread-history inspection command: print one thread with its header,
+lease and every message in order, with artifacts. fetch and list only show
+headers; show is where you read the conversation. --mark-read moves
+--agent's read cursor to the latest message shown, which is what
+"fetch --unread" compares against.`,
+		examples: []string{
+			"inbox show --thread thr_01...",
+			"inbox show --thread thr_01... --mark-read --agent backend-worker --json",
+		},
+		new: func() runner { return &showCmd{} }},
+
+	{name: "skill", short: "print SKILL.md, the guide for agents using inbox",
+		long: `Print the embedded SKILL.md: when and how an agent should use inbox, with
+the worker loop and copyable commands. Install it where your agent runtime
+looks for skills.`,
+		examples: []string{"inbox skill > ~/.claude/skills/inbox/SKILL.md"},
+		new:      func() runner { return &skillCmd{} }},
+}
+
+func rootHelp(w io.Writer) {
+	fmt.Fprint(w, `inbox — a durable coordination bus for AI agents on one machine.
+
+Threads, messages, leases, read cursors and an event log live in a directory
+(--db, else $INBOX_DB, else .agents/inbox). Every write is on disk before the
+command exits, and any number of agents may use the store at once.
+
+As a worker, the normal loop is:
+
+  inbox fetch   --agent me --json                       # 1. what is waiting for me?
+  inbox claim   --agent me --thread T --json            # 2. own one thread (lease + token)
+  inbox update  --agent me --thread T --status in_progress --summary "..."
+  inbox update  --agent me --thread T --status blocked --summary "what is missing"
+  inbox wait-reply --thread T --timeout-seconds 1800    # 3. block until the answer lands
+  inbox done    --agent me --thread T --summary "result"   (or: inbox fail)
+
+fetch never grants ownership; only claim does. Work only while you hold the
+lease, renew it for long work, and never sleep-poll: wait-reply wakes you.
+As a leader: send work, list and show threads, reply to blocked workers,
+cancel what is no longer needed.
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.short)
+	}
+	fmt.Fprint(w, `
+Global flags (before or after the command):
+  --db PATH      store directory (env INBOX_DB, default .agents/inbox)
+  --json         print one JSON object: {"ok":true,"command":...} or {"ok":false,"error":{...}}
+  --agent NAME   your agent name (env INBOX_AGENT); also the default --from
+
+Exit codes: 0 ok · 10 nothing to do (fetch empty, wait timed out) · 20 lease
+conflict or stale token · 30 invalid input or transition · 40 not found ·
+50 storage or internal error.
+
+Run "inbox help COMMAND" or "inbox COMMAND --help" for details and examples.
+`)
+}
+
+func commandHelp(w io.Writer, c *command) {
+	args := ""
+	if c.args != "" {
+		args = " " + c.args
+	}
+	fmt.Fprintf(w, "inbox %s — %s\n\nUsage: inbox %s [flags]%s\n\n%s\n", c.name, c.short, c.name, args, c.long)
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	cl := &call{cmd: c, fs: fs}
+	c.new().flags(fs, cl)
+	if fs.Lookup("agent") == nil {
+		fs.String("agent", "", "your agent name (env INBOX_AGENT)")
+	}
+	fs.String("db", "", "store directory (env INBOX_DB, default "+defaultDB+")")
+	fs.Bool("json", false, "print one JSON object instead of text")
+	fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsagesWrapped(100))
+	if len(c.examples) > 0 {
+		fmt.Fprintf(w, "\nExamples:\n")
+		for _, e := range c.examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+	fmt.Fprintf(w, "\nExit codes: 0 ok · 10 nothing to do · 20 lease conflict · 30 invalid · 40 not found · 50 storage\n")
+}

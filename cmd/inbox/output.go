@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// obj is a JSON object that keeps its keys in insertion order, so every
+// response starts with "ok" and "command".
+type obj struct {
+	keys []string
+	vals map[string]any
+}
+
+func (o *obj) set(k string, v any) *obj {
+	if o.vals == nil {
+		o.vals = map[string]any{}
+	}
+	if _, ok := o.vals[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.vals[k] = v
+	return o
+}
+
+func (o *obj) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		vb, err := encodeJSON(o.vals[k])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// encodeJSON marshals without HTML escaping (bodies stay readable).
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// result is what a command hands back to run: the JSON members after ok
+// and command, a renderer for people, and the exit code (0 or 10).
+type result struct {
+	body  obj
+	human func(w io.Writer)
+	exit  int
+}
+
+func (r *result) set(k string, v any) *result {
+	r.body.set(k, v)
+	return r
+}
+
+// table writes aligned columns.
+func table(w io.Writer, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func threadRows(ts []*spool.Thread) [][]string {
+	rows := make([][]string, 0, len(ts))
+	for _, t := range ts {
+		rows = append(rows, []string{t.ThreadID, t.Status, t.Priority, t.AssignedTo, t.CreatedBy,
+			shortTime(t.UpdatedAt), oneLine(t.Subject, 60)})
+	}
+	return rows
+}
+
+var threadHeader = []string{"THREAD", "STATUS", "PRIORITY", "ASSIGNED", "CREATED-BY", "UPDATED", "SUBJECT"}
+
+// shortTime renders a stored timestamp as "2006-01-02 15:04:05".
+func shortTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func leaseLine(l *spool.Lease, now time.Time) string {
+	if l == nil {
+		return "none"
+	}
+	switch {
+	case l.ReleasedAt != "":
+		return fmt.Sprintf("released by %s at %s (token %d)", l.AgentID, shortTime(l.ReleasedAt), l.LeaseToken)
+	case l.Live(now):
+		return fmt.Sprintf("held by %s until %s (token %d)", l.AgentID, shortTime(l.ExpiresAt), l.LeaseToken)
+	}
+	return fmt.Sprintf("expired: %s held it until %s (token %d)", l.AgentID, shortTime(l.ExpiresAt), l.LeaseToken)
+}
+
+// transcript renders a thread for people.
+func transcript(w io.Writer, v *spool.ThreadView, now time.Time) {
+	t := v.Thread
+	fmt.Fprintf(w, "%s  %s\n", t.ThreadID, t.Subject)
+	fmt.Fprintf(w, "  status %s · priority %s · created by %s · assigned to %s\n", t.Status, t.Priority, t.CreatedBy, t.AssignedTo)
+	if t.RunID != "" || t.TaskID != "" {
+		fmt.Fprintf(w, "  run %s · task %s\n", dash(t.RunID), dash(t.TaskID))
+	}
+	fmt.Fprintf(w, "  lease: %s\n", leaseLine(v.Lease, now))
+	fmt.Fprintf(w, "  %d messages · created %s · updated %s · last event %d\n", t.MessageCount,
+		shortTime(t.CreatedAt), shortTime(t.UpdatedAt), t.LastEventID)
+	for _, m := range v.Messages {
+		fmt.Fprintln(w)
+		status := ""
+		if m.Status != "" {
+			status = " → " + m.Status
+		}
+		fmt.Fprintf(w, "#%d  %s  %s → %s  [%s%s]  %s\n", m.Seq, shortTime(m.CreatedAt), m.FromAgent, m.ToAgent, m.Kind, status, m.MessageID)
+		fmt.Fprintf(w, "    %s\n", m.Summary)
+		if m.Body != "" && m.Body != m.Summary {
+			for _, line := range strings.Split(strings.TrimRight(m.Body, "\n"), "\n") {
+				fmt.Fprintf(w, "    │ %s\n", line)
+			}
+		}
+		if p := string(m.PayloadJSON); p != "" && p != "{}" {
+			fmt.Fprintf(w, "    payload: %s\n", p)
+		}
+		for _, a := range m.Artifacts {
+			meta := ""
+			if md := string(a.MetadataJSON); md != "" && md != "{}" {
+				meta = " " + md
+			}
+			fmt.Fprintf(w, "    artifact: %s (%s)%s\n", a.Path, a.Kind, meta)
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

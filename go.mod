@@ -1,0 +1,15 @@
+module github.com/inbox-dev/inbox
+
+go 1.26.8
+
+require (
+	github.com/gofrs/flock v0.13.1
+	github.com/google/renameio/v2 v2.0.2
+	github.com/rogpeppe/go-internal v1.16.0
+	github.com/spf13/pflag v1.0.10
+)
+
+require (
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/tools v0.26.0 // indirect
+)

@@ -1,0 +1,444 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gofrs/flock"
+)
+
+// The event log is a directory of segments, each named by the id of its
+// first event (20 digits) with the suffix .jsonl. Each line is one event as
+// a JSON object whose last member is "crc": the CRC-32 (IEEE) of the line's
+// bytes with that member removed, as 8 hex digits.
+//
+// Appends take events.lock, read the last line to learn the last id, write
+// one whole line in one write, fdatasync, and unlock; that makes ids unique
+// and increasing across processes. A torn tail (a crash mid-append) is
+// copied aside to a .bad file and truncated by the next writer; readers
+// only ever consume complete lines whose CRC matches.
+
+const segSuffix = ".jsonl"
+
+// crcSuffixLen is len(`,"crc":"01234567"}`).
+const crcSuffixLen = 18
+
+type eventLog struct {
+	dir      string
+	lockPath string
+	tmpDir   string
+	segBytes int64
+	fileMode os.FileMode
+}
+
+func segmentName(first int64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
+
+// encodeEvent renders ev as one log line, newline included.
+func encodeEvent(ev *Event) []byte { return encodeLine(marshal(ev)) }
+
+// checkLine verifies a line (without its newline) and returns the JSON
+// object it carries without the crc member.
+func checkLine(line []byte) ([]byte, bool) {
+	if len(line) < crcSuffixLen+2 || line[0] != '{' {
+		return nil, false
+	}
+	suf := line[len(line)-crcSuffixLen:]
+	if !bytes.HasPrefix(suf, []byte(`,"crc":"`)) || suf[len(suf)-2] != '"' || suf[len(suf)-1] != '}' {
+		return nil, false
+	}
+	want, err := strconv.ParseUint(string(suf[8:16]), 16, 32)
+	if err != nil {
+		return nil, false
+	}
+	body := make([]byte, 0, len(line)-crcSuffixLen+1)
+	body = append(body, line[:len(line)-crcSuffixLen]...)
+	body = append(body, '}')
+	if crc32.ChecksumIEEE(body) != uint32(want) {
+		return nil, false
+	}
+	return body, true
+}
+
+// lineID reads the event id at the start of a verified line body.
+func lineID(body []byte) (int64, bool) {
+	const pre = `{"event_id":`
+	if !bytes.HasPrefix(body, []byte(pre)) {
+		return 0, false
+	}
+	rest := body[len(pre):]
+	end := bytes.IndexByte(rest, ',')
+	if end < 0 {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	return id, err == nil
+}
+
+// segments returns the first ids of all segments, ascending.
+func (l *eventLog) segments() ([]int64, error) {
+	f, err := os.Open(l.dir)
+	if err != nil {
+		return nil, storageErr(err, "open event log")
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, storageErr(err, "list event log")
+	}
+	var segs []int64
+	for _, n := range names {
+		if !strings.HasSuffix(n, segSuffix) || len(n) != 20+len(segSuffix) {
+			continue
+		}
+		id, err := strconv.ParseInt(n[:20], 10, 64)
+		if err == nil {
+			segs = append(segs, id)
+		}
+	}
+	slices.Sort(segs)
+	if len(segs) == 0 {
+		return nil, &Error{Code: "corrupt_store", Err: ErrFormat, Message: "event log has no segment (run inbox fsck --repair)"}
+	}
+	return segs, nil
+}
+
+func (l *eventLog) segPath(first int64) string { return filepath.Join(l.dir, segmentName(first)) }
+
+// tail finds the last valid event in a segment of the given size. It
+// returns its id (first-1 when the segment holds none) and the offset where
+// valid data ends.
+func tail(f *os.File, size, first int64) (lastID, end int64, err error) {
+	body, end, err := lastLine(f, size, func(b []byte) bool { _, ok := lineID(b); return ok })
+	if err != nil || body == nil {
+		return first - 1, end, err
+	}
+	id, _ := lineID(body)
+	return id, end, nil
+}
+
+// lastLine finds the last complete, checksummed line of a file of the given
+// size that accept approves, and returns its body (nil if there is none) and
+// the offset just past it. Bytes after that offset are a torn tail.
+func lastLine(f *os.File, size int64, accept func([]byte) bool) (body []byte, end int64, err error) {
+	window := int64(16 << 10)
+	for {
+		if window > size {
+			window = size
+		}
+		buf := make([]byte, window)
+		if _, err := f.ReadAt(buf, size-window); err != nil && !errors.Is(err, io.EOF) {
+			return nil, 0, err
+		}
+		base := size - window
+		// Walk complete lines backwards from the last newline.
+		stop := bytes.LastIndexByte(buf, '\n')
+		for stop >= 0 {
+			start := bytes.LastIndexByte(buf[:stop], '\n') + 1
+			if start == 0 && base > 0 {
+				break // the line may begin before the window: widen it
+			}
+			if body, ok := checkLine(buf[start:stop]); ok && accept(body) {
+				return body, base + int64(stop) + 1, nil
+			}
+			stop = start - 1
+		}
+		if base == 0 {
+			return nil, 0, nil
+		}
+		window *= 4
+	}
+}
+
+// appender holds the log lock from reserve to release: while it is held,
+// next is the id the next event gets and end the offset its line starts at.
+type appender struct {
+	l     *eventLog
+	lk    *flock.Flock
+	f     *os.File
+	first int64 // the segment being appended to
+	end   int64
+	next  int64
+}
+
+// reserve locks the log, repairs a torn tail, rotates the segment if it
+// is full, and returns an appender positioned at the end.
+func (l *eventLog) reserve() (*appender, error) {
+	lk := flock.New(l.lockPath, flock.SetPermissions(l.fileMode))
+	if err := lk.Lock(); err != nil {
+		return nil, storageErr(err, "lock event log")
+	}
+	a := &appender{l: l, lk: lk}
+	if err := a.open(); err != nil {
+		a.release()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *appender) open() error {
+	l := a.l
+	segs, err := l.segments()
+	if err != nil {
+		return err
+	}
+	first := segs[len(segs)-1]
+	f, err := os.OpenFile(l.segPath(first), os.O_RDWR, l.fileMode)
+	if err != nil {
+		return storageErr(err, "open event log")
+	}
+	a.f, a.first = f, first
+	fi, err := f.Stat()
+	if err != nil {
+		return storageErr(err, "stat event log")
+	}
+	lastID, end, err := tail(f, fi.Size(), first)
+	if err != nil {
+		return storageErr(err, "read event log")
+	}
+	if end < fi.Size() {
+		if err := l.repair(f, first, end, fi.Size()); err != nil {
+			return err
+		}
+	}
+	if end >= l.segBytes && lastID >= first {
+		first = lastID + 1
+		nf, err := os.OpenFile(l.segPath(first), os.O_CREATE|os.O_EXCL|os.O_RDWR, l.fileMode)
+		if err != nil {
+			return storageErr(err, "start event log segment")
+		}
+		f.Close()
+		a.f, a.first, end = nf, first, 0
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+	}
+	a.end, a.next = end, lastID+1
+	return nil
+}
+
+// write appends one encoded line (for event id a.next) and makes it
+// durable; it returns the position just past it.
+func (a *appender) write(line []byte) (Pos, error) {
+	if _, err := a.f.WriteAt(line, a.end); err != nil {
+		a.f.Truncate(a.end) // leave no partial line behind
+		return Pos{}, storageErr(err, "append event")
+	}
+	if err := fdatasync(a.f); err != nil {
+		return Pos{}, storageErr(err, "fsync event log")
+	}
+	a.end += int64(len(line))
+	a.next++
+	return Pos{Segment: a.first, Offset: a.end}, nil
+}
+
+// release closes the segment and unlocks the log. It is safe to call twice.
+func (a *appender) release() {
+	if a.f != nil {
+		a.f.Close()
+		a.f = nil
+	}
+	if a.lk != nil {
+		a.lk.Unlock()
+		a.lk = nil
+	}
+}
+
+// append writes ev as the next event and returns its id and position.
+func (l *eventLog) append(ev *Event) (int64, Pos, error) {
+	a, err := l.reserve()
+	if err != nil {
+		return 0, Pos{}, err
+	}
+	defer a.release()
+	ev.EventID = a.next
+	pos, err := a.write(encodeEvent(ev))
+	return ev.EventID, pos, err
+}
+
+// eventAt returns the verified body of the line that ends at p, if any.
+func (l *eventLog) eventAt(p Pos) ([]byte, bool, error) {
+	f, err := os.Open(l.segPath(p.Segment))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, storageErr(err, "open event log")
+	}
+	defer f.Close()
+	for window := int64(4096); ; window *= 4 {
+		start := max(p.Offset-window, 0)
+		buf := make([]byte, p.Offset-start)
+		if _, err := f.ReadAt(buf, start); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, false, nil // the log is shorter than p
+			}
+			return nil, false, storageErr(err, "read event log")
+		}
+		if len(buf) == 0 || buf[len(buf)-1] != '\n' {
+			return nil, false, nil
+		}
+		i := bytes.LastIndexByte(buf[:len(buf)-1], '\n')
+		if i < 0 && start > 0 && window < 1<<20 {
+			continue
+		}
+		body, ok := checkLine(buf[i+1 : len(buf)-1])
+		return body, ok, nil
+	}
+}
+
+// repair copies the torn bytes [end, size) of a segment aside and
+// truncates them. Called under the log lock.
+func (l *eventLog) repair(f *os.File, first, end, size int64) error {
+	torn := make([]byte, size-end)
+	if _, err := f.ReadAt(torn, end); err != nil && !errors.Is(err, io.EOF) {
+		return storageErr(err, "read torn event log tail")
+	}
+	bad := filepath.Join(l.dir, fmt.Sprintf("%020d.torn-%d.bad", first, end))
+	if err := publishFile(bad, l.tmpDir, l.fileMode, torn); err != nil {
+		return err
+	}
+	if err := f.Truncate(end); err != nil {
+		return storageErr(err, "truncate torn event log tail")
+	}
+	if err := fdatasync(f); err != nil {
+		return storageErr(err, "fsync event log")
+	}
+	return syncDir(l.dir)
+}
+
+// lastID returns the id of the newest event (0 for an empty log) and the
+// position just past it. It takes no lock: a concurrent append may add
+// more.
+func (l *eventLog) lastID() (int64, Pos, error) {
+	segs, err := l.segments()
+	if err != nil {
+		return 0, Pos{}, err
+	}
+	for i := len(segs) - 1; i >= 0; i-- {
+		f, err := os.Open(l.segPath(segs[i]))
+		if err != nil {
+			return 0, Pos{}, storageErr(err, "open event log")
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return 0, Pos{}, storageErr(err, "stat event log")
+		}
+		id, end, err := tail(f, fi.Size(), segs[i])
+		f.Close()
+		if err != nil {
+			return 0, Pos{}, storageErr(err, "read event log")
+		}
+		if id >= segs[i] || i == 0 {
+			return id, Pos{Segment: segs[i], Offset: end}, nil
+		}
+	}
+	return 0, Pos{}, nil
+}
+
+// scan calls fn for every valid event from position from onwards (across
+// segments) until fn returns false or the log ends. Torn or corrupt lines
+// are skipped.
+func (l *eventLog) scan(from Pos, fn func(ev *Event, end Pos) bool) error {
+	segs, err := l.segments()
+	if err != nil {
+		return err
+	}
+	for _, first := range segs {
+		if first < from.Segment {
+			continue
+		}
+		off := int64(0)
+		if first == from.Segment {
+			off = from.Offset
+		}
+		more, err := l.scanSegment(first, off, fn)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *eventLog) scanSegment(first, off int64, fn func(ev *Event, end Pos) bool) (bool, error) {
+	f, err := os.Open(l.segPath(first))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, storageErr(err, "open event log")
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return false, storageErr(err, "seek event log")
+	}
+	r := newLineReader(f)
+	pos := off
+	for {
+		line, err := r.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return true, nil // a final line without newline is torn: ignore it
+			}
+			return false, storageErr(err, "read event log")
+		}
+		pos += int64(len(line)) + 1
+		body, ok := checkLine(line)
+		if !ok {
+			continue
+		}
+		var ev Event
+		if err := json.Unmarshal(body, &ev); err != nil {
+			continue
+		}
+		if !fn(&ev, Pos{Segment: first, Offset: pos}) {
+			return false, nil
+		}
+	}
+}
+
+// lineReader yields complete newline-terminated lines.
+type lineReader struct {
+	r   io.Reader
+	buf []byte
+	beg int
+	end int
+}
+
+func newLineReader(r io.Reader) *lineReader { return &lineReader{r: r, buf: make([]byte, 64<<10)} }
+
+// next returns the next complete line without its newline; the slice is
+// valid until the following call. io.EOF means no complete line is left.
+func (lr *lineReader) next() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(lr.buf[lr.beg:lr.end], '\n'); i >= 0 {
+			line := lr.buf[lr.beg : lr.beg+i]
+			lr.beg += i + 1
+			return line, nil
+		}
+		if lr.beg > 0 {
+			n := copy(lr.buf, lr.buf[lr.beg:lr.end])
+			lr.beg, lr.end = 0, n
+		}
+		if lr.end == len(lr.buf) {
+			nb := make([]byte, 2*len(lr.buf))
+			copy(nb, lr.buf[:lr.end])
+			lr.buf = nb
+		}
+		n, err := lr.r.Read(lr.buf[lr.end:])
+		lr.end += n
+		if n == 0 && err != nil {
+			return nil, err
+		}
+	}
+}

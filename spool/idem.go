@@ -1,0 +1,127 @@
+package spool
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// idemRecord remembers that a call with an idempotency key produced a
+// message. It is written before the message, so a retry after a crash at
+// any point either finds the committed message (and replays it) or finds
+// that nothing was committed (and runs the call afresh).
+type idemRecord struct {
+	Key       string `json:"key"`
+	Command   string `json:"command"`
+	ThreadID  string `json:"thread_id"`
+	MessageID string `json:"message_id"`
+	Seq       int    `json:"seq"`
+	CreatedAt string `json:"created_at"`
+	hash      string
+}
+
+// idemHash names a key's record file: FNV-1a, 128 bits. The record keeps
+// the key itself, so a collision is detected rather than trusted.
+func idemHash(key string) string {
+	h := fnv.New128a()
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func validateIdemKey(key string) error {
+	if len(key) > MaxIdemKeyLen {
+		return invalidf("idempotency-key", "--idempotency-key is %d bytes long; the limit is %d", len(key), MaxIdemKeyLen)
+	}
+	return validateText("idempotency-key", key, MaxIdemKeyLen)
+}
+
+func readIdem(path string) (*idemRecord, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, storageErr(err, "read idempotency record")
+	}
+	var r idemRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, nil // a record we cannot read protects nothing: run afresh
+	}
+	return &r, nil
+}
+
+func mismatch(key, used, cmd string) error {
+	return newErr(ErrIdempotencyMismatch, "idempotency_key_reused", "idempotency-key",
+		"--idempotency-key %q was already used by %s in this scope; use a new key for %s", key, used, cmd)
+}
+
+// idempotent checks key inside a thread transaction. When an earlier call
+// with the key committed, it returns that call's result (the message it
+// wrote, the thread and lease as they are now) and marks the transaction
+// as having nothing to commit. Otherwise it stages a new record for the
+// message the caller is about to add.
+func (t *tx) idempotent(cmd, key string) (*Result, error) {
+	if key == "" {
+		return nil, nil
+	}
+	hash := idemHash(key)
+	rec, err := readIdem(filepath.Join(t.dir, threadIdemName(hash)))
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil && rec.Key == key {
+		if rec.Command != cmd {
+			return nil, mismatch(key, rec.Command, cmd)
+		}
+		if rec.Seq >= 1 && rec.Seq <= t.h.MessageCount {
+			m, err := t.s.readMessage(t.tid, rec.Seq)
+			if err == nil && m.MessageID == rec.MessageID {
+				t.skip = true
+				return &Result{Thread: &t.old.Thread, Message: m, Lease: t.old.Lease, Replayed: true}, nil
+			}
+		}
+	}
+	t.idem = &idemRecord{Key: key, Command: cmd, ThreadID: t.tid, CreatedAt: FormatTime(t.now), hash: hash}
+	return nil, nil
+}
+
+// sealIdem fills in the message the staged record stands for.
+func (t *tx) sealIdem() {
+	if t.idem != nil && t.msg != nil {
+		t.idem.MessageID, t.idem.Seq = t.msg.MessageID, t.msg.Seq
+	}
+}
+
+// newThreadReplay looks up a store-scoped key for a thread-creating send.
+func (s *Store) newThreadReplay(key string) (*Result, error) {
+	rec, err := readIdem(s.idemPath(idemHash(key)))
+	if err != nil || rec == nil || rec.Key != key {
+		return nil, err
+	}
+	if rec.Command != "send" {
+		return nil, mismatch(key, rec.Command, "send")
+	}
+	h, err := s.readHeader(rec.ThreadID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil // the earlier call never committed
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.readMessage(rec.ThreadID, 1)
+	if err != nil || m.MessageID != rec.MessageID {
+		return nil, nil
+	}
+	return &Result{Thread: &h.Thread, Message: m, Lease: h.Lease, Replayed: true}, nil
+}
+
+func (s *Store) writeNewThreadIdem(key string, r *idemRecord) error {
+	if err := s.publish(s.idemPath(idemHash(key)), r); err != nil {
+		return err
+	}
+	return syncDir(filepath.Join(s.dir, idemDir))
+}

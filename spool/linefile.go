@@ -1,0 +1,81 @@
+package spool
+
+import (
+	"errors"
+	"hash/crc32"
+	"io/fs"
+	"os"
+)
+
+// Line files hold checksummed JSON lines (the event log format, see
+// eventlog.go). The thread header and the read cursors are line logs: each
+// change appends a whole line and fdatasyncs, and the last valid line is
+// the current value. Appending allocates no inode and replaces no file, so
+// it is cheaper than a rename, and a torn last line (a crash mid-append) is
+// simply not valid: readers fall back to the line before it.
+
+// encodeLine turns a JSON object into a checksummed line, newline included.
+func encodeLine(body []byte) []byte {
+	sum := crc32.ChecksumIEEE(body)
+	line := make([]byte, 0, len(body)+crcSuffixLen+1)
+	line = append(line, body[:len(body)-1]...)
+	line = append(line, `,"crc":"`...)
+	const hex = "0123456789abcdef"
+	for i := 7; i >= 0; i-- {
+		line = append(line, hex[(sum>>(4*uint(i)))&15])
+	}
+	line = append(line, '"', '}', '\n')
+	return line
+}
+
+// readLastLine returns the body of the last valid line of the file at p, or
+// nil when the file is missing or holds no valid line.
+func readLastLine(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := lastLine(f, fi.Size(), func([]byte) bool { return true })
+	return body, err
+}
+
+// appendLine appends line to the line log at p, creating it, cutting a torn
+// tail first and compacting the log to this one line once it would pass
+// max bytes; the line is durable when it returns. The caller serialises
+// writers of p.
+func (s *Store) appendLine(p string, line []byte, max int64) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
+	if err != nil {
+		return storageErr(err, "open %s", p)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return storageErr(err, "stat %s", p)
+	}
+	_, end, err := lastLine(f, fi.Size(), func([]byte) bool { return true })
+	if err != nil {
+		return storageErr(err, "read %s", p)
+	}
+	if end+int64(len(line)) > max {
+		return publishFile(p, s.tmpDir(), s.fileMode, line)
+	}
+	if _, err := f.WriteAt(line, end); err != nil {
+		f.Truncate(end)
+		return storageErr(err, "append to %s", p)
+	}
+	if newEnd := end + int64(len(line)); newEnd < fi.Size() {
+		if err := f.Truncate(newEnd); err != nil {
+			return storageErr(err, "truncate %s", p)
+		}
+	}
+	return storageErr(fdatasync(f), "fsync %s", p)
+}

@@ -1,0 +1,527 @@
+package spool
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// Result is what a mutating call returns.
+type Result struct {
+	Thread  *Thread  `json:"thread,omitempty"`
+	Message *Message `json:"message,omitempty"`
+	Lease   *Lease   `json:"lease,omitempty"`
+	// Replayed is true when an idempotency key matched an earlier call:
+	// nothing was written and Message is the one that call wrote.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// ArtifactInput is a file reference to attach to a message.
+type ArtifactInput struct {
+	Path         string
+	Kind         string // default "file"
+	MetadataJSON string // default {}
+}
+
+// Content is the text a message carries.
+type Content struct {
+	Summary        string
+	Body           string
+	PayloadJSON    string
+	Artifacts      []ArtifactInput
+	IdempotencyKey string
+}
+
+// SendInput describes a send: a new thread when ThreadID is empty, else a
+// message appended to that thread.
+type SendInput struct {
+	From, To, Subject, ThreadID, RunID, TaskID, Kind, Priority string
+	Content
+}
+
+// DefaultLeaseSeconds is the lease length when a caller gives none.
+const DefaultLeaseSeconds = 900
+
+// message validates c and builds an unsaved message.
+func (s *Store) message(now time.Time, from, to, kind string, c Content, defSummary string) (*Message, error) {
+	if err := validateText("summary", c.Summary, MaxSummaryLen); err != nil {
+		return nil, err
+	}
+	if err := validateText("body", c.Body, MaxBodyLen); err != nil {
+		return nil, err
+	}
+	payload, err := validJSON("payload-json", c.PayloadJSON, "{}")
+	if err != nil {
+		return nil, err
+	}
+	if err := validateIdemKey(c.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	summary := strings.TrimSpace(c.Summary)
+	if summary == "" {
+		summary = defSummary
+	}
+	if summary == "" {
+		line, _, _ := strings.Cut(strings.TrimSpace(c.Body), "\n")
+		summary = cut(strings.TrimSpace(line), 200)
+	}
+	mid := NewID("msg_", now)
+	m := &Message{MessageID: mid, FromAgent: from, ToAgent: to, Kind: kind, Summary: summary,
+		Body: c.Body, PayloadJSON: payload, CreatedAt: FormatTime(now)}
+	if len(c.Artifacts) > MaxArtifacts {
+		return nil, invalidf("artifact", "%d artifacts given; the limit is %d", len(c.Artifacts), MaxArtifacts)
+	}
+	for i, a := range c.Artifacts {
+		if a.Path == "" {
+			return nil, invalidf("artifact", "--artifact #%d: the path is empty", i+1)
+		}
+		if err := validateText("artifact", a.Path, MaxPathLen); err != nil {
+			return nil, err
+		}
+		kind := a.Kind
+		if kind == "" {
+			kind = "file"
+		}
+		if err := validateLabel("artifact-kind", kind); err != nil {
+			return nil, err
+		}
+		meta, err := validJSON("artifact-metadata-json", a.MetadataJSON, "{}")
+		if err != nil {
+			return nil, err
+		}
+		m.Artifacts = append(m.Artifacts, Artifact{ArtifactID: NewID("art_", now), MessageID: mid,
+			Path: a.Path, Kind: kind, MetadataJSON: meta, CreatedAt: m.CreatedAt})
+	}
+	return m, nil
+}
+
+// Send creates a thread (ThreadID empty) or appends a message to one.
+func (s *Store) Send(in SendInput) (*Result, error) {
+	if err := ValidateAgent("from", in.From); err != nil {
+		return nil, err
+	}
+	if in.Kind == "" {
+		in.Kind = KindTask
+	}
+	if err := ValidateKind("kind", in.Kind, Kinds); err != nil {
+		return nil, err
+	}
+	if in.ThreadID != "" {
+		for _, f := range []struct{ name, val string }{{"subject", in.Subject}, {"run", in.RunID}, {"task", in.TaskID}, {"priority", in.Priority}} {
+			if f.val != "" {
+				return nil, invalidf(f.name, "--%s applies only when send creates a thread; leave it out with --thread", f.name)
+			}
+		}
+		return s.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content)
+	}
+	if err := ValidateAgent("to", in.To); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(in.Subject) == "" {
+		return nil, invalidf("subject", "--subject is required when send creates a thread")
+	}
+	if err := validateText("subject", in.Subject, MaxSubjectLen); err != nil {
+		return nil, err
+	}
+	if in.Priority == "" {
+		in.Priority = "normal"
+	}
+	if err := ValidateKind("priority", in.Priority, Priorities); err != nil {
+		return nil, err
+	}
+	if err := validateLabel("run", in.RunID); err != nil {
+		return nil, err
+	}
+	if err := validateLabel("task", in.TaskID); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	m, err := s.message(now, in.From, in.To, in.Kind, in.Content, strings.TrimSpace(in.Subject))
+	if err != nil {
+		return nil, err
+	}
+	key := in.IdempotencyKey
+	if key != "" {
+		lk := flock.New(s.lockFile("idem.lock"), flock.SetPermissions(s.fileMode))
+		if err := lk.Lock(); err != nil {
+			return nil, storageErr(err, "lock idempotency records")
+		}
+		defer lk.Unlock()
+		if r, err := s.newThreadReplay(key); r != nil || err != nil {
+			return r, err
+		}
+	}
+	tid := NewID("thr_", now)
+	ts := FormatTime(now)
+	h := &header{Thread: Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
+		CreatedBy: in.From, AssignedTo: in.To, Status: StatusPending, Priority: in.Priority,
+		CreatedAt: ts, UpdatedAt: ts}}
+	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h}
+	t.ev = Event{EventType: EventThreadCreated, Agent: in.From, Summary: m.Summary}
+	t.addMessage(m)
+	if key != "" {
+		rec := &idemRecord{Key: key, Command: "send", ThreadID: tid, MessageID: m.MessageID, Seq: 1, CreatedAt: ts}
+		if err := s.writeNewThreadIdem(key, rec); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Mkdir(t.dir, s.dirMode); err != nil {
+		return nil, storageErr(err, "create thread %s", tid)
+	}
+	if err := t.commit(); err != nil {
+		return nil, err
+	}
+	return &Result{Thread: &t.h.Thread, Message: m}, nil
+}
+
+// otherParty is the default recipient of a message from `from` in a thread.
+func otherParty(h *header, from string) string {
+	if from == h.AssignedTo {
+		return h.CreatedBy
+	}
+	return h.AssignedTo
+}
+
+func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content) (*Result, error) {
+	if err := ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	if to != "" {
+		if err := ValidateAgent("to", to); err != nil {
+			return nil, err
+		}
+	}
+	now := s.now()
+	m, err := s.message(now, from, to, kind, c, "")
+	if err != nil {
+		return nil, err
+	}
+	if m.Summary == "" && len(c.Artifacts) == 0 && string(m.PayloadJSON) == "{}" {
+		return nil, invalidf("summary", "give --summary or --body: a message must say something")
+	}
+	var res *Result
+	err = s.mutate(tid, func(t *tx) error {
+		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
+			res = r
+			return err
+		}
+		if IsTerminal(t.h.Status) {
+			return stateErr("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.h.Status)
+		}
+		if m.ToAgent == "" {
+			m.ToAgent = otherParty(t.h, from)
+		}
+		t.ev = Event{EventType: EventMessageAdded, Agent: from, Summary: m.Summary}
+		t.addMessage(m)
+		res = &Result{Thread: &t.h.Thread, Message: m}
+		return nil
+	})
+	return res, err
+}
+
+// Reply appends a message inside a thread; anyone may reply.
+func (s *Store) Reply(from, to, tid, kind string, c Content) (*Result, error) {
+	if err := ValidateAgent("from", from); err != nil {
+		return nil, err
+	}
+	if kind == "" {
+		return nil, invalidf("kind", "--kind is required: one of %s", strings.Join(ReplyKinds, "|"))
+	}
+	if err := ValidateKind("kind", kind, ReplyKinds); err != nil {
+		return nil, err
+	}
+	return s.appendMessage("reply", tid, from, to, kind, c)
+}
+
+func validateLeaseSeconds(secs int) error {
+	if secs <= 0 || secs > MaxLeaseSecs {
+		return invalidf("lease-seconds", "--lease-seconds %d is out of range: give 1 to %d", secs, MaxLeaseSecs)
+	}
+	return nil
+}
+
+func checkAgentThread(agent, tid string) error {
+	if err := ValidateAgent("agent", agent); err != nil {
+		return err
+	}
+	return ValidateID("thread", tid)
+}
+
+// Claim grants agent the lease on a thread: status claimed, assigned_to
+// agent, a new lease token. It fails with ErrLeaseConflict while another
+// agent holds a live lease. The holder may claim again (a new token).
+func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
+	if err := checkAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	if err := validateLeaseSeconds(leaseSeconds); err != nil {
+		return nil, err
+	}
+	var res *Result
+	err := s.mutate(tid, func(t *tx) error {
+		if IsTerminal(t.h.Status) {
+			return stateErr("thread %s is %s; terminal threads cannot be claimed", tid, t.h.Status)
+		}
+		cur := t.h.Lease
+		if cur.Live(t.now) && cur.AgentID != agent {
+			return newErr(ErrLeaseConflict, "lease_conflict", "",
+				"thread %s is already claimed by %s until %s", tid, cur.AgentID, cur.ExpiresAt)
+		}
+		var token int64 = 1
+		if cur != nil {
+			token = cur.LeaseToken + 1
+		}
+		l := Lease{AgentID: agent, LeaseToken: token, ClaimedAt: FormatTime(t.now),
+			ExpiresAt: FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))}
+		t.setLease(l)
+		t.h.Status, t.h.AssignedTo = StatusClaimed, agent
+		payload := marshal(map[string]any{"lease_token": token, "expires_at": l.ExpiresAt})
+		t.ev = Event{EventType: EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent, PayloadJSON: payload}
+		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
+		return nil
+	})
+	return res, err
+}
+
+// checkHolder enforces the lease for holder commands: agent must hold the
+// live lease and, when token is non-zero, it must be the current token.
+func checkHolder(h *header, agent string, token int64, now time.Time) error {
+	l := h.Lease
+	if l == nil || l.AgentID == "" || l.ReleasedAt != "" || h.Status == StatusPending {
+		return stateErr("thread %s is %s and nobody holds its lease; claim it first", h.ThreadID, h.Status)
+	}
+	live := l.Live(now)
+	switch {
+	case l.AgentID != agent && live:
+		return newErr(ErrLeaseConflict, "lease_conflict", "",
+			"thread %s is claimed by %s until %s", h.ThreadID, l.AgentID, l.ExpiresAt)
+	case l.AgentID != agent:
+		return newErr(ErrNotLeaseHolder, "not_lease_holder", "",
+			"%s does not hold the lease on thread %s (last held by %s, expired %s); claim it first", agent, h.ThreadID, l.AgentID, l.ExpiresAt)
+	case token != 0 && token != l.LeaseToken:
+		return newErr(ErrStaleToken, "stale_lease_token", "lease-token",
+			"--lease-token %d is stale: the current lease token on thread %s is %d", token, h.ThreadID, l.LeaseToken)
+	case !live:
+		return newErr(ErrLeaseExpired, "lease_expired", "",
+			"the lease of %s on thread %s expired at %s; claim it again", agent, h.ThreadID, l.ExpiresAt)
+	}
+	return nil
+}
+
+// Renew extends the holder's lease to leaseSeconds from now.
+func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*Result, error) {
+	if err := checkAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	if err := validateLeaseSeconds(leaseSeconds); err != nil {
+		return nil, err
+	}
+	var res *Result
+	err := s.mutate(tid, func(t *tx) error {
+		if IsTerminal(t.h.Status) {
+			return stateErr("thread %s is %s; there is no lease to renew", tid, t.h.Status)
+		}
+		if err := checkHolder(t.h, agent, token, t.now); err != nil {
+			return err
+		}
+		l := *t.h.Lease
+		l.ExpiresAt = FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))
+		t.setLease(l)
+		payload := marshal(map[string]any{"lease_token": l.LeaseToken, "expires_at": l.ExpiresAt})
+		t.ev = Event{EventType: EventLeaseRenewed, Agent: agent, Summary: "lease renewed by " + agent, PayloadJSON: payload}
+		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
+		return nil
+	})
+	return res, err
+}
+
+// Update lets the holder post progress (status in_progress) or a blocked
+// question (status blocked, summary required).
+func (s *Store) Update(agent, tid, status string, token int64, c Content) (*Result, error) {
+	if err := checkAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	kind := KindProgress
+	switch status {
+	case StatusInProgress:
+	case StatusBlocked:
+		kind = KindQuestion
+		if strings.TrimSpace(c.Summary) == "" {
+			return nil, invalidf("summary", "--summary is required with --status blocked: say exactly what is missing")
+		}
+	case "":
+		return nil, invalidf("status", "--status is required: in_progress or blocked")
+	default:
+		return nil, invalidf("status", "--status %q is not one of in_progress|blocked", status)
+	}
+	def := map[string]string{StatusInProgress: "in progress"}[status]
+	return s.holderMessage("update", agent, tid, token, kind, status, EventThreadUpdated, c, def)
+}
+
+// Done completes the thread with its result; the lease is released.
+func (s *Store) Done(agent, tid string, token int64, c Content) (*Result, error) {
+	if err := checkAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(c.Summary) == "" {
+		return nil, invalidf("summary", "--summary is required: say what the result is")
+	}
+	return s.holderMessage("done", agent, tid, token, KindResult, StatusDone, EventThreadDone, c, "")
+}
+
+// Fail marks the thread failed; the lease is released.
+func (s *Store) Fail(agent, tid string, token int64, c Content) (*Result, error) {
+	if err := checkAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(c.Summary) == "" {
+		return nil, invalidf("summary", "--summary is required: say why it failed")
+	}
+	return s.holderMessage("fail", agent, tid, token, KindResult, StatusFailed, EventThreadFailed, c, "")
+}
+
+func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status, evType string, c Content, def string) (*Result, error) {
+	now := s.now()
+	m, err := s.message(now, agent, "", kind, c, def)
+	if err != nil {
+		return nil, err
+	}
+	m.Status = status
+	var res *Result
+	err = s.mutate(tid, func(t *tx) error {
+		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
+			res = r
+			return err
+		}
+		if IsTerminal(t.h.Status) {
+			return stateErr("thread %s is already %s; it cannot move to %s", tid, t.h.Status, status)
+		}
+		if err := checkHolder(t.h, agent, token, t.now); err != nil {
+			return err
+		}
+		m.ToAgent = t.h.CreatedBy
+		from := t.h.Status
+		t.h.Status = status
+		if IsTerminal(status) {
+			l := *t.h.Lease
+			l.ReleasedAt = FormatTime(t.now)
+			t.setLease(l)
+		}
+		payload := marshal(map[string]string{"from": from, "to": status})
+		t.ev = Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
+		t.addMessage(m)
+		res = &Result{Thread: &t.h.Thread, Message: m, Lease: t.h.Lease}
+		return nil
+	})
+	return res, err
+}
+
+// Cancel moves a live thread to cancelled; any agent (a leader) may cancel.
+// A lease, if any, is released.
+func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
+	if err := checkAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	m, err := s.message(now, agent, "", KindControl, c, "cancelled by "+agent)
+	if err != nil {
+		return nil, err
+	}
+	m.Status = StatusCancelled
+	var res *Result
+	err = s.mutate(tid, func(t *tx) error {
+		if r, err := t.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
+			res = r
+			return err
+		}
+		if IsTerminal(t.h.Status) {
+			return stateErr("thread %s is already %s; it cannot be cancelled", tid, t.h.Status)
+		}
+		m.ToAgent = t.h.AssignedTo
+		from := t.h.Status
+		t.h.Status = StatusCancelled
+		if t.h.Lease != nil && t.h.Lease.ReleasedAt == "" {
+			l := *t.h.Lease
+			l.ReleasedAt = FormatTime(t.now)
+			t.setLease(l)
+		}
+		payload := marshal(map[string]string{"from": from, "to": StatusCancelled})
+		t.ev = Event{EventType: EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
+		t.addMessage(m)
+		res = &Result{Thread: &t.h.Thread, Message: m, Lease: t.h.Lease}
+		return nil
+	})
+	return res, err
+}
+
+// MarkRead advances agent's read cursor in a thread to message seq (0:
+// the latest). The cursor never moves backwards.
+func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
+	if err := checkAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	lk, err := s.lockThread(tid)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	h, err := s.readHeader(tid)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.readCursor(tid, agent)
+	if err != nil {
+		return nil, err
+	}
+	if seq <= 0 || seq > h.MessageCount {
+		seq = h.MessageCount
+	}
+	if cur != nil && cur.LastReadSeq >= seq {
+		return cur, nil
+	}
+	mid := h.LatestMessageID
+	if seq != h.MessageCount {
+		m, err := s.readMessage(tid, seq)
+		if err != nil {
+			return nil, err
+		}
+		mid = m.MessageID
+	}
+	c := &Cursor{ThreadID: tid, AgentID: agent, LastReadMessageID: mid, LastReadSeq: seq, ReadAt: FormatTime(s.now())}
+	dir := s.threadDir(tid)
+	p := filepath.Join(dir, cursorName(agent))
+	created := !exists(p)
+	if err := s.appendLine(p, encodeLine(marshal(c)), maxCursorLog); err != nil {
+		return nil, err
+	}
+	payload := marshal(map[string]any{"last_read_message_id": c.LastReadMessageID, "last_read_seq": c.LastReadSeq})
+	ev := Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: s.source, EventType: EventThreadRead,
+		MessageID: c.LastReadMessageID, Summary: "read by " + agent, PayloadJSON: payload, CreatedAt: c.ReadAt,
+		Agent: agent, Status: h.Status}
+	if _, _, err := s.log.append(&ev); err != nil {
+		return nil, err
+	}
+	if created {
+		return c, syncDir(dir)
+	}
+	return c, nil
+}
+
+func (s *Store) readCursor(tid, agent string) (*Cursor, error) {
+	body, err := readLastLine(filepath.Join(s.threadDir(tid), cursorName(agent)))
+	if err != nil {
+		return nil, storageErr(err, "read cursor of %s in %s", agent, tid)
+	}
+	if body == nil {
+		return nil, nil
+	}
+	var c Cursor
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, corrupt(err, "thread %s: read cursor of %s is not valid JSON", tid, agent)
+	}
+	return &c, nil
+}

@@ -1,0 +1,207 @@
+package spool
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/inbox-dev/inbox/index"
+)
+
+// Limits on how many threads one fetch or list returns.
+const (
+	DefaultFetchLimit = 20
+	DefaultListLimit  = 50
+	MaxLimit          = 10000
+)
+
+// DefaultFetchStatuses are the statuses fetch looks at by default.
+var DefaultFetchStatuses = []string{StatusPending, StatusBlocked}
+
+func validateLimit(limit int) error {
+	if limit < 1 || limit > MaxLimit {
+		return invalidf("limit", "--limit %d is out of range: give 1 to %d", limit, MaxLimit)
+	}
+	return nil
+}
+
+// Fetch lists candidate threads for agent without claiming them: threads
+// assigned to agent in one of statuses that no other agent holds a live
+// lease on, high priority first, then oldest. With unread, only threads
+// with a message from someone else past agent's read cursor are returned.
+// Fetch never writes.
+func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) ([]*Thread, error) {
+	if err := ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if len(statuses) == 0 {
+		statuses = DefaultFetchStatuses
+	}
+	if err := ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	if err := validateLimit(limit); err != nil {
+		return nil, err
+	}
+	entries, err := s.idx.ByAssignee(agent, statuses)
+	if err != nil {
+		return nil, storageErr(err, "read index")
+	}
+	index.SortForFetch(entries)
+	now := s.now()
+	out := []*Thread{}
+	for _, e := range entries {
+		h, err := s.readHeader(e.ThreadID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.Status != e.Status || h.AssignedTo != agent {
+			continue // a stale marker
+		}
+		if h.Lease.Live(now) && h.Lease.AgentID != agent {
+			continue
+		}
+		if unread {
+			u, err := s.unread(h, agent)
+			if err != nil {
+				return nil, err
+			}
+			if !u {
+				continue
+			}
+		}
+		out = append(out, &h.Thread)
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// unread reports whether the thread has a message from someone other than
+// agent past agent's read cursor.
+func (s *Store) unread(h *header, agent string) (bool, error) {
+	c, err := s.readCursor(h.ThreadID, agent)
+	if err != nil {
+		return false, err
+	}
+	seen := 0
+	if c != nil {
+		seen = c.LastReadSeq
+	}
+	for from, seq := range h.LastFrom {
+		if from != agent && seq > seen {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ListFilter selects threads for List. Empty fields do not filter.
+type ListFilter struct {
+	Agent      string // assigned to or created by this agent
+	CreatedBy  string
+	AssignedTo string
+	Statuses   []string
+	Limit      int
+}
+
+// List returns threads matching f, newest first.
+func (s *Store) List(f ListFilter) ([]*Thread, error) {
+	for _, a := range []struct{ field, name string }{{"agent", f.Agent}, {"created-by", f.CreatedBy}, {"assigned-to", f.AssignedTo}} {
+		if a.name != "" {
+			if err := ValidateAgent(a.field, a.name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	statuses := f.Statuses
+	if len(statuses) == 0 {
+		statuses = Statuses
+	}
+	if err := ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	if err := validateLimit(f.Limit); err != nil {
+		return nil, err
+	}
+	var entries []index.Entry
+	var err error
+	if f.AssignedTo != "" {
+		entries, err = s.idx.ByAssignee(f.AssignedTo, statuses)
+	} else {
+		entries, err = s.idx.ByStatus(statuses)
+	}
+	if err != nil {
+		return nil, storageErr(err, "read index")
+	}
+	index.SortNewestFirst(entries)
+	out := []*Thread{}
+	for i, e := range entries {
+		if i > 0 && entries[i-1].ThreadID == e.ThreadID {
+			continue
+		}
+		h, err := s.readHeader(e.ThreadID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !slices.Contains(statuses, h.Status),
+			f.AssignedTo != "" && h.AssignedTo != f.AssignedTo,
+			f.CreatedBy != "" && h.CreatedBy != f.CreatedBy,
+			f.Agent != "" && h.AssignedTo != f.Agent && h.CreatedBy != f.Agent:
+			continue
+		}
+		out = append(out, &h.Thread)
+		if len(out) == f.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// ThreadView is one thread with its full history.
+type ThreadView struct {
+	Thread   *Thread
+	Messages []*Message
+	// Lease is the thread's lease (live, expired or released), nil if the
+	// thread was never claimed.
+	Lease *Lease
+}
+
+// Show returns a thread with every message in order.
+func (s *Store) Show(tid string) (*ThreadView, error) {
+	if err := ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	h, err := s.readHeader(tid)
+	if err != nil {
+		return nil, err
+	}
+	v := &ThreadView{Thread: &h.Thread, Lease: h.Lease, Messages: make([]*Message, 0, h.MessageCount)}
+	for seq := 1; seq <= h.MessageCount; seq++ {
+		m, err := s.readMessage(tid, seq)
+		if err != nil {
+			return nil, err
+		}
+		v.Messages = append(v.Messages, m)
+	}
+	return v, nil
+}
+
+// Thread returns one thread's header.
+func (s *Store) Thread(tid string) (*Thread, error) {
+	if err := ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	h, err := s.readHeader(tid)
+	if err != nil {
+		return nil, err
+	}
+	return &h.Thread, nil
+}

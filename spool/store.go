@@ -1,0 +1,276 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/inbox-dev/inbox/index"
+)
+
+// FormatVersion is the on-disk format this package reads and writes.
+const FormatVersion = 1
+
+// formatName identifies an inbox store in inbox.json.
+const formatName = "inbox-store"
+
+// Layout of a store directory (docs/FORMAT.md has the whole picture).
+const (
+	formatFile   = "inbox.json"
+	tmpDirName   = "tmp"
+	threadsDir   = "threads"
+	eventsDir    = "events"
+	indexDirName = "index"
+	locksDir     = "locks"
+	idemDir      = "idem"
+)
+
+type formatInfo struct {
+	Format    string `json:"format"`
+	Version   int    `json:"version"`
+	Shared    bool   `json:"shared"`
+	CreatedAt string `json:"created_at"`
+}
+
+// Options tune a Store. The zero value is what the CLI uses.
+type Options struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Source names the writer in events ("cli" when empty).
+	Source string
+	// SegmentBytes is the size at which the event log starts a new
+	// segment; 0 means DefaultSegmentBytes.
+	SegmentBytes int64
+}
+
+// DefaultSegmentBytes is the event-log segment size bound.
+const DefaultSegmentBytes = 16 << 20
+
+// Store is an inbox store: a directory tree of threads, messages, leases,
+// read cursors, an event log and a derived index. A Store holds no open
+// files between calls and is safe for use by many processes at once; one
+// Store value must not be used by several goroutines at the same time
+// unless noted.
+type Store struct {
+	dir      string
+	fileMode os.FileMode
+	dirMode  os.FileMode
+	now      func() time.Time
+	source   string
+	log      *eventLog
+	idx      *index.Index
+}
+
+// Dir returns the store's root directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Init creates a store at dir, or checks the one already there. shared makes
+// files 0660 and directories 0770 (group-shared) instead of 0600/0700. It
+// reports whether it created the store.
+func Init(dir string, shared bool) (created bool, err error) {
+	if dir == "" {
+		return false, invalidf("db", "--db is empty")
+	}
+	if _, err := readFormat(dir); err == nil {
+		return false, nil
+	} else if !errors.Is(err, ErrNotInitialized) {
+		return false, err
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return false, invalidf("db", "%s exists, is not empty and holds no inbox store; choose another --db", dir)
+	}
+	fileMode, dirMode := modes(shared)
+	parent := filepath.Dir(filepath.Clean(dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return false, storageErr(err, "create %s", parent)
+	}
+	if err := os.Mkdir(dir, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return false, storageErr(err, "create store %s", dir)
+	}
+	if err := os.Chmod(dir, dirMode); err != nil {
+		return false, storageErr(err, "chmod %s", dir)
+	}
+	for _, sub := range []string{tmpDirName, threadsDir, eventsDir, indexDirName, locksDir, idemDir} {
+		p := filepath.Join(dir, sub)
+		if err := os.Mkdir(p, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+			return false, storageErr(err, "create %s", p)
+		}
+		if err := os.Chmod(p, dirMode); err != nil {
+			return false, storageErr(err, "chmod %s", p)
+		}
+	}
+	if err := index.Init(filepath.Join(dir, indexDirName), dirMode); err != nil {
+		return false, storageErr(err, "create index")
+	}
+	seg := filepath.Join(dir, eventsDir, segmentName(1))
+	f, err := os.OpenFile(seg, os.O_CREATE|os.O_WRONLY, fileMode)
+	if err != nil {
+		return false, storageErr(err, "create event log")
+	}
+	if err := f.Close(); err != nil {
+		return false, storageErr(err, "create event log")
+	}
+	for _, d := range []string{filepath.Join(dir, eventsDir), filepath.Join(dir, indexDirName), dir, parent} {
+		if err := syncDir(d); err != nil {
+			return false, err
+		}
+	}
+	info := formatInfo{Format: formatName, Version: FormatVersion, Shared: shared, CreatedAt: FormatTime(time.Now())}
+	// inbox.json goes last: its presence means the store is complete.
+	if err := publishFile(filepath.Join(dir, formatFile), filepath.Join(dir, tmpDirName), fileMode, marshal(info)); err != nil {
+		return false, err
+	}
+	return true, syncDir(dir)
+}
+
+func modes(shared bool) (file, dir os.FileMode) {
+	if shared {
+		return 0o660, 0o770
+	}
+	return 0o600, 0o700
+}
+
+func readFormat(dir string) (*formatInfo, error) {
+	data, err := os.ReadFile(filepath.Join(dir, formatFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &Error{Code: "store_not_initialized", Err: ErrNotInitialized, Cause: err,
+			Message: fmt.Sprintf("no inbox store at %s (create it with: inbox init --db %s)", dir, dir)}
+	}
+	if err != nil {
+		return nil, storageErr(err, "read %s", formatFile)
+	}
+	var info formatInfo
+	if err := json.Unmarshal(data, &info); err != nil || info.Format != formatName {
+		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
+			Message: fmt.Sprintf("%s is not an inbox store format file", filepath.Join(dir, formatFile))}
+	}
+	if info.Version > FormatVersion || info.Version < 1 {
+		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
+			Message: fmt.Sprintf("store %s has format version %d; this inbox reads version %d (upgrade inbox)", dir, info.Version, FormatVersion)}
+	}
+	return &info, nil
+}
+
+// Open opens the store at dir, which must have been created by Init.
+func Open(dir string, opts Options) (*Store, error) {
+	info, err := readFormat(dir)
+	if err != nil {
+		return nil, err
+	}
+	fileMode, dirMode := modes(info.Shared)
+	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.source == "" {
+		s.source = "cli"
+	}
+	seg := opts.SegmentBytes
+	if seg <= 0 {
+		seg = DefaultSegmentBytes
+	}
+	s.log = &eventLog{dir: filepath.Join(dir, eventsDir), lockPath: filepath.Join(dir, locksDir, "events.lock"),
+		tmpDir: filepath.Join(dir, tmpDirName), segBytes: seg, fileMode: fileMode}
+	s.idx = index.Open(filepath.Join(dir, indexDirName), fileMode, dirMode)
+	return s, nil
+}
+
+func (s *Store) tmpDir() string              { return filepath.Join(s.dir, tmpDirName) }
+func (s *Store) threadDir(tid string) string { return filepath.Join(s.dir, threadsDir, tid) }
+func (s *Store) threadsRoot() string         { return filepath.Join(s.dir, threadsDir) }
+func (s *Store) lockFile(name string) string { return filepath.Join(s.dir, locksDir, name) }
+func msgName(seq int) string                 { return fmt.Sprintf("m-%08d.json", seq) }
+func cursorName(agent string) string         { return "cursor-" + agent + ".log" }
+func (s *Store) idemPath(hash string) string { return filepath.Join(s.dir, idemDir, hash+".json") }
+func threadIdemName(hash string) string      { return "idem-" + hash + ".json" }
+func (s *Store) publish(path string, v any) error {
+	return publishFile(path, s.tmpDir(), s.fileMode, marshal(v))
+}
+
+// publishFile writes data to path atomically: a temp file in tmpDir,
+// fsync, rename. The caller fsyncs path's directory when the rename must
+// survive power loss (see syncSet).
+func publishFile(path, tmpDir string, mode os.FileMode, data []byte) error {
+	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(tmpDir), renameio.WithStaticPermissions(mode))
+	if err != nil {
+		return storageErr(err, "write %s", path)
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(data); err != nil {
+		return storageErr(err, "write %s", path)
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return storageErr(err, "write %s", path)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so that creations, renames and removals in it
+// survive power loss.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return storageErr(err, "open directory %s", dir)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return storageErr(err, "fsync directory %s", dir)
+}
+
+// syncSet collects directories to fsync once at the end of an operation.
+type syncSet []string
+
+func (ss *syncSet) add(dirs ...string) {
+	for _, d := range dirs {
+		dup := false
+		for _, x := range *ss {
+			if x == d {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			*ss = append(*ss, d)
+		}
+	}
+}
+
+// flush fsyncs the directories concurrently: each fsync ends in a device
+// cache flush, and concurrent flushes are merged by the block layer.
+func (ss syncSet) flush() error {
+	if len(ss) == 1 {
+		return syncDir(ss[0])
+	}
+	errs := make(chan error, len(ss))
+	for _, d := range ss {
+		go func() { errs <- syncDir(d) }()
+	}
+	var first error
+	for range ss {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// marshal encodes v as compact JSON without HTML escaping.
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only our own types are encoded here; failing is a programming error.
+		panic(fmt.Sprintf("spool: marshal %T: %v", v, err))
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}

@@ -1,0 +1,485 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/google/renameio/v2"
+
+	"github.com/inbox-dev/inbox/index"
+)
+
+// Files inside a thread directory.
+const (
+	headerLog = "thread.log" // the header: one checksummed JSON line per change
+	leaseFile = "lease.json" // the lease: one checksummed JSON line, rewritten in place
+)
+
+// lockStripes is the number of thread lock files. Threads share them by
+// hash, so creating a thread allocates no lock file; two threads in one
+// stripe merely take turns.
+const lockStripes = 256
+
+// maxHeaderLog and maxCursorLog are the sizes past which a thread's header
+// log or a read-cursor log is compacted to its last line.
+const (
+	maxHeaderLog = 1 << 20
+	maxCursorLog = 64 << 10
+)
+
+// A thread mutation runs under the thread's lock and proceeds so that every
+// crash leaves a state the next writer can settle:
+//
+//  1. the idempotency record and the message are written to temp files and
+//     their writeback started;
+//  2. the event log is locked, which fixes the event's id;
+//  3. the temp files are fsynced and renamed into the thread directory,
+//     index markers for the new status and assignee are linked, and
+//     lease.json is rewritten;
+//  4. the new header is appended to thread.log and fdatasynced — the commit
+//     point;
+//  5. the event line is appended and fdatasynced, and the log unlocked;
+//  6. the touched directories are fsynced and stale markers removed.
+//
+// A crash before 4 leaves records the header does not count (a message
+// past message_count, a lease file whose rev is not lease_rev): the next
+// writer removes or restores them. A crash between 4 and 5 leaves a header
+// whose event is not in the log: the next writer appends it. See
+// loadForWrite.
+type tx struct {
+	s   *Store
+	tid string
+	dir string
+	now time.Time
+	old *header // committed header before the operation; nil for a new thread
+	h   *header // the header being built
+	msg *Message
+	// lease, when set, is written to lease.json with the next rev.
+	lease *Lease
+	idem  *idemRecord
+	ev    Event
+	// skip is set when an idempotency key replayed an earlier call:
+	// there is nothing to commit.
+	skip bool
+}
+
+func corrupt(err error, format string, args ...any) error {
+	return &Error{Code: "corrupt_store", Err: ErrFormat, Cause: err,
+		Message: fmt.Sprintf(format, args...) + " (run inbox fsck)"}
+}
+
+// readHeader loads a thread's header: the last valid line of thread.log.
+func (s *Store) readHeader(tid string) (*header, error) {
+	body, err := readLastLine(filepath.Join(s.threadDir(tid), headerLog))
+	if err != nil {
+		return nil, storageErr(err, "read thread %s", tid)
+	}
+	if body == nil {
+		return nil, notFound("thread %s not found", tid) // absent, or created but never committed
+	}
+	var h header
+	if err := json.Unmarshal(body, &h); err != nil {
+		return nil, corrupt(err, "thread %s: header is not valid JSON", tid)
+	}
+	return &h, nil
+}
+
+// readLeaseFile reads lease.json; a missing or torn file gives nil (the
+// header holds the committed copy).
+func (s *Store) readLeaseFile(tid string) (*Lease, error) {
+	data, err := os.ReadFile(filepath.Join(s.threadDir(tid), leaseFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, storageErr(err, "read lease of %s", tid)
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	body, ok := checkLine(line)
+	if !ok {
+		return &Lease{Rev: -1}, nil // torn: never equal to a committed rev
+	}
+	var l Lease
+	if err := json.Unmarshal(body, &l); err != nil {
+		return &Lease{Rev: -1}, nil
+	}
+	return &l, nil
+}
+
+// writeLeaseFile rewrites lease.json in place, under the thread lock. It is
+// not fsynced on its own: the header line that commits the change carries
+// the lease, and a lease file that disagrees with the header after a crash
+// is rewritten from it (loadForWrite).
+func (s *Store) writeLeaseFile(dir string, l *Lease) (created bool, err error) {
+	p := filepath.Join(dir, leaseFile)
+	f, err := os.OpenFile(p, os.O_RDWR, s.fileMode)
+	if errors.Is(err, fs.ErrNotExist) {
+		created = true
+		f, err = os.OpenFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
+	}
+	if err != nil {
+		return false, storageErr(err, "write lease")
+	}
+	defer f.Close()
+	line := encodeLine(marshal(l))
+	if _, err := f.WriteAt(line, 0); err != nil {
+		return false, storageErr(err, "write lease")
+	}
+	if err := f.Truncate(int64(len(line))); err != nil {
+		return false, storageErr(err, "write lease")
+	}
+	return created, nil
+}
+
+func (s *Store) readMessage(tid string, seq int) (*Message, error) {
+	data, err := os.ReadFile(filepath.Join(s.threadDir(tid), msgName(seq)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, notFound("thread %s: message #%d not found", tid, seq)
+	}
+	if err != nil {
+		return nil, storageErr(err, "read message %d of %s", seq, tid)
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, corrupt(err, "thread %s: message #%d is not valid JSON", tid, seq)
+	}
+	return &m, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// threadLock returns the lock guarding thread tid.
+func (s *Store) threadLock(tid string) *flock.Flock {
+	h := fnv.New32a()
+	h.Write([]byte(tid))
+	name := fmt.Sprintf("thread-%02x.lock", h.Sum32()%lockStripes)
+	return flock.New(s.lockFile(name), flock.SetPermissions(s.fileMode))
+}
+
+// lockThread takes the thread's lock; a missing thread is ErrNotFound.
+func (s *Store) lockThread(tid string) (*flock.Flock, error) {
+	if !exists(filepath.Join(s.threadDir(tid), headerLog)) {
+		return nil, notFound("thread %s not found", tid)
+	}
+	lk := s.threadLock(tid)
+	if err := lk.Lock(); err != nil {
+		return nil, storageErr(err, "lock thread %s", tid)
+	}
+	return lk, nil
+}
+
+// mutate runs fn on thread tid under its lock and commits what fn staged
+// (nothing, when fn found an idempotent replay).
+func (s *Store) mutate(tid string, fn func(tx *tx) error) error {
+	lk, err := s.lockThread(tid)
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	h, err := s.loadForWrite(tid)
+	if err != nil {
+		return err
+	}
+	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: s.now(), old: h, h: h.clone()}
+	if err := fn(t); err != nil || t.skip {
+		return err
+	}
+	t.sealIdem()
+	return t.commit()
+}
+
+// loadForWrite reads the header under the thread lock and settles what a
+// crashed writer left behind.
+func (s *Store) loadForWrite(tid string) (*header, error) {
+	h, err := s.readHeader(tid)
+	if err != nil {
+		return nil, err
+	}
+	logged, err := s.hasOwnEvent(h)
+	if err != nil {
+		return nil, err
+	}
+	orphans := exists(filepath.Join(s.threadDir(tid), msgName(h.MessageCount+1)))
+	if !orphans {
+		l, err := s.readLeaseFile(tid)
+		if err != nil {
+			return nil, err
+		}
+		orphans = (l == nil) != (h.LeaseRev == 0) || l != nil && l.Rev != h.LeaseRev
+	}
+	if logged && !orphans {
+		return h, nil
+	}
+	return s.settle(tid, h, logged)
+}
+
+// hasOwnEvent reports whether the header's last event is in the log where
+// the header says it ends (true too when that segment was archived).
+func (s *Store) hasOwnEvent(h *header) (bool, error) {
+	if h.LastEventID == 0 {
+		return false, nil
+	}
+	if !exists(s.log.segPath(h.LogPos.Segment)) {
+		return true, nil
+	}
+	body, ok, err := s.log.eventAt(h.LogPos)
+	if err != nil || !ok {
+		return false, err
+	}
+	id, _ := lineID(body)
+	return id == h.LastEventID && bytes.Contains(body, []byte(`"thread_id":"`+h.ThreadID+`"`)), nil
+}
+
+// settle repairs a thread after a crash: a header whose event never reached
+// the log gets it appended; events past the header (possible only after a
+// power loss) roll the header forward; records that no header counts are
+// removed (messages) or restored from the header (the lease file); the
+// index is reconciled.
+func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
+	newest := h
+	if logged {
+		err := s.log.scan(h.LogPos, func(ev *Event, end Pos) bool {
+			if ev.ThreadID == tid && ev.State != nil && ev.EventID > newest.LastEventID {
+				st := ev.State
+				last := *ev
+				last.State = nil
+				st.LastEventID, st.LogPos, st.LastEvent = ev.EventID, end, &last
+				newest = st
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		ev := Event{EventType: EventThreadUpdated, ThreadID: tid}
+		if h.LastEvent != nil {
+			ev = *h.LastEvent
+		}
+		n := h.clone()
+		ev.State = snapshot(n)
+		id, pos, err := s.log.append(&ev)
+		if err != nil {
+			return nil, err
+		}
+		ev.State = nil
+		n.LastEventID, n.LogPos, n.LastEvent = id, pos, &ev
+		newest = n
+	}
+	dir := s.threadDir(tid)
+	var ss syncSet
+	ss.add(dir)
+	for seq := newest.MessageCount + 1; ; seq++ {
+		p := filepath.Join(dir, msgName(seq))
+		if !exists(p) {
+			break
+		}
+		if err := os.Remove(p); err != nil {
+			return nil, storageErr(err, "remove uncommitted message %s", p)
+		}
+	}
+	if newest.Lease != nil {
+		rec := *newest.Lease
+		rec.Rev = newest.LeaseRev
+		if _, err := s.writeLeaseFile(dir, &rec); err != nil {
+			return nil, err
+		}
+	} else if err := os.Remove(filepath.Join(dir, leaseFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, storageErr(err, "remove uncommitted lease of %s", tid)
+	}
+	if newest != h {
+		dirs, err := s.idx.Add(entryOf(newest), filepath.Join(dir, msgName(1)))
+		if err != nil {
+			return nil, storageErr(err, "index thread %s", tid)
+		}
+		ss.add(dirs...)
+		if err := s.appendHeader(dir, newest); err != nil {
+			return nil, err
+		}
+	}
+	if err := ss.flush(); err != nil {
+		return nil, err
+	}
+	if newest != h && indexChanged(h, newest) {
+		if err := s.idx.Remove(entryOf(h)); err != nil {
+			return nil, storageErr(err, "index thread %s", tid)
+		}
+	}
+	return newest, nil
+}
+
+// appendHeader commits h: it appends it to the thread's header log and
+// fdatasyncs. The caller holds the thread lock.
+func (s *Store) appendHeader(dir string, h *header) error {
+	return s.appendLine(filepath.Join(dir, headerLog), encodeLine(marshal(h)), maxHeaderLog)
+}
+
+func entryOf(h *header) index.Entry {
+	return index.Entry{ThreadID: h.ThreadID, Status: h.Status, AssignedTo: h.AssignedTo, Priority: h.Priority}
+}
+
+func indexChanged(a, b *header) bool {
+	return a.Status != b.Status || a.AssignedTo != b.AssignedTo || a.Priority != b.Priority
+}
+
+// snapshot is the copy of a header stored in its event: without the fields
+// that only the event's own position determines.
+func snapshot(h *header) *header {
+	c := h.clone()
+	c.LastEventID, c.LogPos, c.LastEvent = 0, Pos{}, nil
+	return c
+}
+
+// setLease stages a lease write; the header's copy is updated at once.
+func (t *tx) setLease(l Lease) {
+	l.ThreadID, l.Rev = t.tid, 0
+	t.lease = &l
+	c := l
+	t.h.Lease = &c
+}
+
+// addMessage stages m as the thread's next message.
+func (t *tx) addMessage(m *Message) {
+	t.h.MessageCount++
+	m.Seq = t.h.MessageCount
+	m.ThreadID = t.tid
+	t.h.LatestMessageID = m.MessageID
+	if t.h.LastFrom == nil {
+		t.h.LastFrom = map[string]int{}
+	}
+	t.h.LastFrom[m.FromAgent] = m.Seq
+	t.msg = m
+	t.ev.MessageID = m.MessageID
+	t.ev.Kind = m.Kind
+}
+
+// stage writes data to a temp file destined for path and starts its
+// writeback; the caller commits it with CloseAtomicallyReplace.
+func (s *Store) stage(path string, data []byte) (*renameio.PendingFile, error) {
+	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(s.tmpDir()), renameio.WithStaticPermissions(s.fileMode))
+	if err != nil {
+		return nil, storageErr(err, "write %s", path)
+	}
+	if _, err := pf.Write(data); err != nil {
+		pf.Cleanup()
+		return nil, storageErr(err, "write %s", path)
+	}
+	startWriteback(pf.File)
+	return pf, nil
+}
+
+// commit writes what the transaction staged, in the order described on tx.
+func (t *tx) commit() error {
+	s := t.s
+	var ss syncSet
+	ss.add(t.dir)
+	if t.old == nil {
+		ss.add(s.threadsRoot())
+	}
+	t.h.UpdatedAt = FormatTime(t.now)
+
+	var pending []*renameio.PendingFile
+	defer func() {
+		for _, pf := range pending {
+			pf.Cleanup()
+		}
+	}()
+	stage := func(path string, v any) error {
+		pf, err := s.stage(path, marshal(v))
+		if err == nil {
+			pending = append(pending, pf)
+		}
+		return err
+	}
+	if t.idem != nil {
+		if err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem); err != nil {
+			return err
+		}
+	}
+	if t.msg != nil {
+		if err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), t.msg); err != nil {
+			return err
+		}
+	}
+
+	ap, err := s.log.reserve()
+	if err != nil {
+		return err
+	}
+	defer ap.release()
+	for _, pf := range pending { // fsync and rename
+		if err := pf.CloseAtomicallyReplace(); err != nil {
+			return storageErr(err, "commit %s", pf.Name())
+		}
+	}
+	changed := t.old == nil || indexChanged(t.old, t.h)
+	if changed {
+		dirs, err := s.idx.Add(entryOf(t.h), filepath.Join(t.dir, msgName(1)))
+		if err != nil {
+			return storageErr(err, "index thread %s", t.tid)
+		}
+		ss.add(dirs...)
+	}
+	if t.lease != nil {
+		t.h.LeaseRev++
+		rec := *t.lease
+		rec.Rev = t.h.LeaseRev
+		if _, err := s.writeLeaseFile(t.dir, &rec); err != nil {
+			return err
+		}
+	}
+	ev := t.ev
+	ev.EventID = ap.next
+	ev.RunID, ev.TaskID, ev.ThreadID = t.h.RunID, t.h.TaskID, t.tid
+	ev.Source = s.source
+	ev.CreatedAt = t.h.UpdatedAt
+	ev.Status = t.h.Status
+	ev.Summary = cut(ev.Summary, maxEventSumLen)
+	if ev.PayloadJSON == nil {
+		ev.PayloadJSON = json.RawMessage("{}")
+	}
+	ev.State = snapshot(t.h)
+	line := encodeEvent(&ev)
+	ev.State = nil
+	t.h.LastEventID = ev.EventID
+	t.h.LogPos = Pos{Segment: ap.first, Offset: ap.end + int64(len(line))}
+	t.h.LastEvent = &ev
+	if err := s.appendHeader(t.dir, t.h); err != nil { // the commit point
+		return err
+	}
+	if _, err := ap.write(line); err != nil {
+		return err
+	}
+	ap.release()
+	if err := ss.flush(); err != nil {
+		return err
+	}
+	if changed && t.old != nil {
+		if err := s.idx.Remove(entryOf(t.old)); err != nil {
+			return storageErr(err, "index thread %s", t.tid)
+		}
+	}
+	return nil
+}
+
+// cut shortens s to at most n bytes on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,209 @@
+package spool
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Thread statuses (SPEC §3). Done, failed and cancelled are terminal.
+const (
+	StatusPending    = "pending"
+	StatusClaimed    = "claimed"
+	StatusInProgress = "in_progress"
+	StatusBlocked    = "blocked"
+	StatusDone       = "done"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+)
+
+// Statuses lists every thread status in lifecycle order.
+var Statuses = []string{StatusPending, StatusClaimed, StatusInProgress, StatusBlocked,
+	StatusDone, StatusFailed, StatusCancelled}
+
+// Message kinds (SPEC §3).
+const (
+	KindTask     = "task"
+	KindProgress = "progress"
+	KindQuestion = "question"
+	KindAnswer   = "answer"
+	KindResult   = "result"
+	KindControl  = "control"
+	KindEvent    = "event"
+)
+
+// Kinds lists every message kind.
+var Kinds = []string{KindTask, KindProgress, KindQuestion, KindAnswer, KindResult, KindControl, KindEvent}
+
+// ReplyKinds are the kinds `reply` may append.
+var ReplyKinds = []string{KindAnswer, KindQuestion, KindProgress, KindControl}
+
+// Priorities, highest first.
+var Priorities = []string{"high", "normal", "low"}
+
+// Event types appended to the event log.
+const (
+	EventThreadCreated   = "thread_created"
+	EventMessageAdded    = "message_added"
+	EventThreadClaimed   = "thread_claimed"
+	EventLeaseRenewed    = "lease_renewed"
+	EventThreadUpdated   = "thread_updated"
+	EventThreadDone      = "thread_done"
+	EventThreadFailed    = "thread_failed"
+	EventThreadCancelled = "thread_cancelled"
+	EventLeaseExpired    = "lease_expired"
+	EventThreadRead      = "thread_read"
+)
+
+// IsTerminal reports whether status admits no further transitions.
+func IsTerminal(status string) bool {
+	return status == StatusDone || status == StatusFailed || status == StatusCancelled
+}
+
+// Thread is the durable container for one work conversation.
+type Thread struct {
+	ThreadID        string `json:"thread_id"`
+	RunID           string `json:"run_id"`
+	TaskID          string `json:"task_id"`
+	Subject         string `json:"subject"`
+	CreatedBy       string `json:"created_by"`
+	AssignedTo      string `json:"assigned_to"`
+	Status          string `json:"status"`
+	Priority        string `json:"priority"`
+	LatestMessageID string `json:"latest_message_id"`
+	CreatedAt       string `json:"created_at"`
+	UpdatedAt       string `json:"updated_at"`
+	MessageCount    int    `json:"message_count"`
+	LastEventID     int64  `json:"last_event_id"`
+}
+
+// Artifact is a reference to a file attached to a message. The path is
+// stored as given; the file is never opened or copied.
+type Artifact struct {
+	ArtifactID   string          `json:"artifact_id"`
+	MessageID    string          `json:"message_id"`
+	Path         string          `json:"path"`
+	Kind         string          `json:"kind"`
+	MetadataJSON json.RawMessage `json:"metadata_json"`
+	CreatedAt    string          `json:"created_at"`
+}
+
+// Message is one immutable entry of a thread.
+type Message struct {
+	MessageID   string          `json:"message_id"`
+	ThreadID    string          `json:"thread_id"`
+	Seq         int             `json:"seq"`
+	FromAgent   string          `json:"from_agent"`
+	ToAgent     string          `json:"to_agent"`
+	Kind        string          `json:"kind"`
+	Summary     string          `json:"summary"`
+	Body        string          `json:"body"`
+	PayloadJSON json.RawMessage `json:"payload_json"`
+	CreatedAt   string          `json:"created_at"`
+	Artifacts   []Artifact      `json:"artifacts,omitempty"`
+	// Status is the thread status this message moved the thread to, when
+	// it was written by update, done, fail or cancel.
+	Status string `json:"status,omitempty"`
+}
+
+// Lease is an exclusive, expiring claim on a thread. LeaseToken increases
+// with every grant on the thread and fences out earlier holders.
+type Lease struct {
+	ThreadID   string `json:"thread_id"`
+	AgentID    string `json:"agent_id"`
+	LeaseToken int64  `json:"lease_token"`
+	ClaimedAt  string `json:"claimed_at"`
+	ExpiresAt  string `json:"expires_at"`
+	ReleasedAt string `json:"released_at"`
+	// Rev counts writes of the lease file; the thread header records the
+	// last committed one. It is zero (and omitted) outside lease.json.
+	Rev int64 `json:"rev,omitempty"`
+}
+
+// MarshalJSON renders an unreleased lease's released_at as null.
+func (l Lease) MarshalJSON() ([]byte, error) {
+	type plain Lease
+	var rel *string
+	if l.ReleasedAt != "" {
+		rel = &l.ReleasedAt
+	}
+	return marshal(struct {
+		plain
+		ReleasedAt *string `json:"released_at"`
+	}{plain(l), rel}), nil
+}
+
+// Live reports whether the lease is held at time now.
+func (l *Lease) Live(now time.Time) bool {
+	if l == nil || l.AgentID == "" || l.ReleasedAt != "" {
+		return false
+	}
+	exp, err := parseTime(l.ExpiresAt)
+	return err == nil && now.Before(exp)
+}
+
+// Cursor is an agent's read position in a thread.
+type Cursor struct {
+	ThreadID          string `json:"thread_id"`
+	AgentID           string `json:"agent_id"`
+	LastReadMessageID string `json:"last_read_message_id"`
+	LastReadSeq       int    `json:"last_read_seq"`
+	ReadAt            string `json:"read_at"`
+}
+
+// Event is one line of the append-only event log.
+type Event struct {
+	EventID     int64           `json:"event_id"`
+	RunID       string          `json:"run_id"`
+	TaskID      string          `json:"task_id"`
+	ThreadID    string          `json:"thread_id"`
+	Source      string          `json:"source"`
+	EventType   string          `json:"event_type"`
+	MessageID   string          `json:"message_id"`
+	Summary     string          `json:"summary"`
+	PayloadJSON json.RawMessage `json:"payload_json"`
+	CreatedAt   string          `json:"created_at"`
+	// Agent is who caused the event; Kind the kind of the message it adds
+	// (if any); Status the thread's status after it.
+	Agent  string `json:"agent,omitempty"`
+	Kind   string `json:"kind,omitempty"`
+	Status string `json:"status,omitempty"`
+	// State is the thread header after the event, used to roll a thread
+	// forward after a crash. It is not part of the public event shape.
+	State *header `json:"state,omitempty"`
+}
+
+// header is thread.json: the public thread plus bookkeeping.
+type header struct {
+	Thread
+	// Lease is the committed lease (a copy of lease.json at LeaseRev).
+	Lease    *Lease `json:"lease,omitempty"`
+	LeaseRev int64  `json:"lease_rev"`
+	// LastFrom maps each sender to the seq of its latest message, so that
+	// "unread for A" is a lookup, not a scan.
+	LastFrom map[string]int `json:"last_from,omitempty"`
+	// LogPos is where the thread's last event ends in the log, and
+	// LastEvent that event (without its state); a writer that finds the
+	// event missing after a crash appends it again.
+	LogPos    Pos    `json:"log_pos"`
+	LastEvent *Event `json:"last_event,omitempty"`
+}
+
+// Pos is a position in the event log: the segment (named by its first
+// event id) and the byte offset just past an event's line.
+type Pos struct {
+	Segment int64 `json:"segment"`
+	Offset  int64 `json:"offset"`
+}
+
+func (h *header) clone() *header {
+	c := *h
+	if h.Lease != nil {
+		l := *h.Lease
+		c.Lease = &l
+	}
+	c.LastFrom = make(map[string]int, len(h.LastFrom)+1)
+	for k, v := range h.LastFrom {
+		c.LastFrom[k] = v
+	}
+	return &c
+}

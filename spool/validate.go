@@ -1,0 +1,137 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on what the store accepts. They keep every file and every event
+// line bounded; see docs/FORMAT.md.
+const (
+	MaxNameLen     = 64      // agent names
+	MaxIDLen       = 100     // thread, message, run and task ids
+	MaxSubjectLen  = 1000    // bytes
+	MaxSummaryLen  = 2000    // bytes
+	MaxBodyLen     = 1 << 20 // bytes
+	MaxPayloadLen  = 256 << 10
+	MaxArtifacts   = 100
+	MaxPathLen     = 4096
+	MaxLeaseSecs   = 7 * 24 * 3600
+	MaxIdemKeyLen  = 200
+	maxEventSumLen = 300 // summaries are cut to this in event lines
+)
+
+const timeLayout = "2006-01-02T15:04:05.000000Z"
+
+// FormatTime renders t as fixed-width UTC RFC 3339 with microseconds, so
+// that string order is time order.
+func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func parseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
+
+// ValidateAgent checks an agent name: 1–64 characters from letters, digits
+// and . _ - : @ +, starting with a letter or digit. Agent names become file
+// names in the store, so nothing else is allowed.
+func ValidateAgent(field, name string) error {
+	if name == "" {
+		return invalidf(field, "--%s is required (an agent name)", field)
+	}
+	if len(name) > MaxNameLen {
+		return invalidf(field, "--%s: agent name is %d bytes long; the limit is %d", field, len(name), MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !ok && i > 0 {
+			ok = strings.IndexByte("._-:@+", c) >= 0
+		}
+		if !ok {
+			return invalidf(field, "--%s %q: agent names may contain only letters, digits and . _ - : @ + and must start with a letter or digit", field, name)
+		}
+	}
+	return nil
+}
+
+// ValidateID checks a thread or message id given by a user: 1–100
+// characters from letters, digits, _ and -. It keeps ids from ever naming
+// a path outside the store ("/", "..", NUL and the like are refused).
+func ValidateID(field, id string) error {
+	if id == "" {
+		return invalidf(field, "--%s is required", field)
+	}
+	if len(id) > MaxIDLen {
+		return invalidf(field, "--%s: id is %d bytes long; the limit is %d", field, len(id), MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return invalidf(field, "--%s %q: ids may contain only letters, digits, _ and -", field, id)
+		}
+	}
+	return nil
+}
+
+// validateText checks free text: valid UTF-8, no NUL, at most max bytes.
+func validateText(field, s string, max int) error {
+	if len(s) > max {
+		return invalidf(field, "--%s is %d bytes long; the limit is %d", field, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return invalidf(field, "--%s is not valid UTF-8", field)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return invalidf(field, "--%s contains a NUL byte", field)
+	}
+	return nil
+}
+
+// validateLabel checks a short single-line value such as a run or task id.
+func validateLabel(field, s string) error {
+	if err := validateText(field, s, MaxIDLen); err != nil {
+		return err
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return invalidf(field, "--%s contains a control character", field)
+		}
+	}
+	return nil
+}
+
+// ValidateKind checks a message kind against the allowed set.
+func ValidateKind(field, kind string, allowed []string) error {
+	if !slices.Contains(allowed, kind) {
+		return invalidf(field, "--%s %q is not one of %s", field, kind, strings.Join(allowed, "|"))
+	}
+	return nil
+}
+
+// ValidateStatuses checks a list of statuses.
+func ValidateStatuses(field string, statuses []string) error {
+	for _, st := range statuses {
+		if !slices.Contains(Statuses, st) {
+			return invalidf(field, "--%s %q is not one of %s", field, st, strings.Join(Statuses, ","))
+		}
+	}
+	return nil
+}
+
+// validJSON checks that s is one JSON value and returns it compacted; an
+// empty s gives def.
+func validJSON(field, s string, def string) (json.RawMessage, error) {
+	if strings.TrimSpace(s) == "" {
+		return json.RawMessage(def), nil
+	}
+	if len(s) > MaxPayloadLen {
+		return nil, invalidf(field, "--%s is %d bytes long; the limit is %d", field, len(s), MaxPayloadLen)
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		return nil, invalidf(field, "--%s is not valid JSON: %v", field, err)
+	}
+	return json.RawMessage(b.Bytes()), nil
+}
