@@ -11,7 +11,7 @@ import (
 
 type sendCmd struct {
 	from, to, subject, thread, run_, task, kind, priority string
-	content                                            contentFlags
+	content                                               contentFlags
 }
 
 func (r *sendCmd) flags(fs *pflag.FlagSet, c *call) {

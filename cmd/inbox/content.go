@@ -8,8 +8,8 @@ import (
 
 // contentFlags are the flags of every command that writes a message.
 type contentFlags struct {
-	summary, body, bodyFile, payload, key string
-	artifacts, artifactKinds, artifactMeta  []string
+	summary, body, bodyFile, payload, key  string
+	artifacts, artifactKinds, artifactMeta []string
 }
 
 func (f *contentFlags) register(fs *pflag.FlagSet, summaryHelp string, withBody bool) {

@@ -126,4 +126,3 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Fatalf("%s did not appear within %v", args[0], limit)
 }
-
