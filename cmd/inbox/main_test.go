@@ -13,7 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"inbox": main})
+	testscript.Main(m, map[string]func(){"inbox": main, "inbox-test-helper": helperMain})
 }
 
 // TestScripts runs the CLI scripts in testdata/script against the real

@@ -1,0 +1,29 @@
+package spool
+
+// Events calls fn for each event with an id greater than after, in order,
+// until fn returns false. The state snapshot is stripped from each event.
+func (s *Store) Events(after int64, fn func(ev *Event) bool) error {
+	segs, err := s.log.segments()
+	if err != nil {
+		return err
+	}
+	from := Pos{Segment: segs[0]}
+	for i, first := range segs {
+		if first <= after+1 && (i == len(segs)-1 || segs[i+1] > after+1) {
+			from = Pos{Segment: first}
+		}
+	}
+	return s.log.scan(from, func(ev *Event, _ Pos) bool {
+		if ev.EventID <= after {
+			return true
+		}
+		ev.State = nil
+		return fn(ev)
+	})
+}
+
+// LastEventID returns the id of the newest event in the log (0 if none).
+func (s *Store) LastEventID() (int64, error) {
+	id, _, err := s.log.lastID()
+	return id, err
+}
