@@ -1,0 +1,460 @@
+package spool_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+func newStore(t *testing.T) (*spool.Store, string) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "store")
+	if _, err := spool.Init(db, false); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, db
+}
+
+func send(t *testing.T, s *spool.Store, to string) *spool.Result {
+	t.Helper()
+	r, err := s.Send(spool.SendInput{From: "boss", To: to, Subject: "work for " + to, Content: spool.Content{Body: "please"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func events(t *testing.T, s *spool.Store) []*spool.Event {
+	t.Helper()
+	var out []*spool.Event
+	if err := s.Events(0, func(ev *spool.Event) bool { out = append(out, ev); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestInitIsIdempotentAndRefusesForeignDirs(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "a", "store")
+	created, err := spool.Init(db, false)
+	if err != nil || !created {
+		t.Fatalf("first Init: created %v err %v", created, err)
+	}
+	created, err = spool.Init(db, false)
+	if err != nil || created {
+		t.Fatalf("second Init: created %v err %v, want false nil", created, err)
+	}
+	fi, err := os.Stat(db)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("store mode %v err %v, want 0700", fi.Mode().Perm(), err)
+	}
+	foreign := t.TempDir()
+	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("x"), 0o600)
+	if _, err := spool.Init(foreign, false); !errors.Is(err, spool.ErrInvalidInput) {
+		t.Fatalf("Init on a non-empty foreign dir: %v, want ErrInvalidInput", err)
+	}
+	if _, err := spool.Open(filepath.Join(t.TempDir(), "nope"), spool.Options{}); !errors.Is(err, spool.ErrNotInitialized) {
+		t.Fatalf("Open of a missing store: %v, want ErrNotInitialized", err)
+	}
+}
+
+func TestNewerFormatIsRefused(t *testing.T) {
+	_, db := newStore(t)
+	os.WriteFile(filepath.Join(db, "inbox.json"), []byte(`{"format":"inbox-store","version":99}`), 0o600)
+	if _, err := spool.Open(db, spool.Options{}); !errors.Is(err, spool.ErrFormat) || !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("Open: %v, want ErrFormat naming version 99", err)
+	}
+}
+
+func TestLifecycleAndEvents(t *testing.T) {
+	s, _ := newStore(t)
+	r := send(t, s, "X")
+	tid := r.Thread.ThreadID
+	c, err := s.Claim("X", tid, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lease.LeaseToken != 1 || c.Thread.Status != spool.StatusClaimed {
+		t.Fatalf("claim: %+v %+v", c.Thread, c.Lease)
+	}
+	if _, err := s.Update("X", tid, spool.StatusBlocked, 1, spool.Content{Summary: "need input"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: "here"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Done("X", tid, 1, spool.Content{Summary: "finished"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Thread.Status != spool.StatusDone || d.Lease.ReleasedAt == "" {
+		t.Fatalf("done: %+v %+v", d.Thread, d.Lease)
+	}
+	types := []string{}
+	for _, ev := range events(t, s) {
+		types = append(types, ev.EventType)
+		if ev.State != nil {
+			t.Errorf("event %d leaks its state snapshot", ev.EventID)
+		}
+	}
+	want := "thread_created thread_claimed thread_updated message_added thread_done"
+	if got := strings.Join(types, " "); got != want {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if d.Thread.LastEventID != 5 {
+		t.Fatalf("last_event_id %d, want 5", d.Thread.LastEventID)
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	s, _ := newStore(t)
+	tid := send(t, s, "X").Thread.ThreadID
+	cases := []struct {
+		name string
+		do   func() error
+		want error
+	}{
+		{"update before claim", func() error {
+			_, err := s.Update("X", tid, spool.StatusInProgress, 0, spool.Content{})
+			return err
+		}, spool.ErrInvalidState},
+		{"done before claim", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, spool.ErrInvalidState},
+		{"claim", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
+		{"claim by another", func() error { _, err := s.Claim("Y", tid, 60); return err }, spool.ErrLeaseConflict},
+		{"update by another", func() error {
+			_, err := s.Update("Y", tid, spool.StatusInProgress, 0, spool.Content{})
+			return err
+		}, spool.ErrLeaseConflict},
+		{"reclaim by holder", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
+		{"stale token", func() error {
+			_, err := s.Update("X", tid, spool.StatusInProgress, 1, spool.Content{})
+			return err
+		}, spool.ErrStaleToken},
+		{"current token", func() error {
+			_, err := s.Update("X", tid, spool.StatusInProgress, 2, spool.Content{})
+			return err
+		}, nil},
+		{"blocked without summary", func() error {
+			_, err := s.Update("X", tid, spool.StatusBlocked, 0, spool.Content{})
+			return err
+		}, spool.ErrInvalidInput},
+		{"cancel by leader", func() error { _, err := s.Cancel("leader", tid, spool.Content{Summary: "stop"}); return err }, nil},
+		{"done after cancel", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, spool.ErrInvalidState},
+		{"reply after cancel", func() error {
+			_, err := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: "x"})
+			return err
+		}, spool.ErrInvalidState},
+		{"claim after cancel", func() error { _, err := s.Claim("X", tid, 60); return err }, spool.ErrInvalidState},
+	}
+	for _, c := range cases {
+		err := c.do()
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Fatalf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestLeaseExpiry(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	_, db := newStore(t)
+	s, _ := spool.Open(db, spool.Options{Now: clock})
+	tid := send(t, s, "X").Thread.ThreadID
+	if _, err := s.Claim("X", tid, 10); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(11 * time.Second)
+	if _, err := s.Renew("X", tid, 10, 0); !errors.Is(err, spool.ErrLeaseExpired) {
+		t.Fatalf("renew after expiry: %v, want ErrLeaseExpired", err)
+	}
+	if _, err := s.Claim("Y", tid, 10); err != nil {
+		t.Fatalf("claim of an expired lease: %v", err)
+	}
+	if _, err := s.Done("X", tid, 0, spool.Content{Summary: "late"}); !errors.Is(err, spool.ErrLeaseConflict) {
+		t.Fatalf("old holder's done: %v, want ErrLeaseConflict", err)
+	}
+	now = now.Add(20 * time.Second)
+	if _, err := s.Update("X", tid, spool.StatusInProgress, 0, spool.Content{}); !errors.Is(err, spool.ErrNotLeaseHolder) {
+		t.Fatalf("update by a non-holder after Y's lease lapsed: %v, want ErrNotLeaseHolder", err)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	s, _ := newStore(t)
+	bad := []struct {
+		name string
+		in   spool.SendInput
+		flag string
+	}{
+		{"slash in agent", spool.SendInput{From: "a/b", To: "X", Subject: "s"}, "from"},
+		{"dotdot agent", spool.SendInput{From: "boss", To: "..", Subject: "s"}, "to"},
+		{"NUL in agent", spool.SendInput{From: "bo\x00ss", To: "X", Subject: "s"}, "from"},
+		{"long agent", spool.SendInput{From: strings.Repeat("a", 65), To: "X", Subject: "s"}, "from"},
+		{"missing subject", spool.SendInput{From: "boss", To: "X"}, "subject"},
+		{"bad kind", spool.SendInput{From: "boss", To: "X", Subject: "s", Kind: "chat"}, "kind"},
+		{"bad priority", spool.SendInput{From: "boss", To: "X", Subject: "s", Priority: "urgent"}, "priority"},
+		{"bad payload", spool.SendInput{From: "boss", To: "X", Subject: "s", Content: spool.Content{PayloadJSON: "{nope"}}, "payload-json"},
+		{"thread path", spool.SendInput{From: "boss", ThreadID: "../../etc", Content: spool.Content{Body: "x"}}, "thread"},
+		{"subject with --thread", spool.SendInput{From: "boss", ThreadID: "thr_x", Subject: "s", Content: spool.Content{Body: "x"}}, "subject"},
+	}
+	for _, c := range bad {
+		_, err := s.Send(c.in)
+		var e *spool.Error
+		if !errors.As(err, &e) || !errors.Is(err, spool.ErrInvalidInput) || e.Field != c.flag {
+			t.Errorf("%s: got %v (field %q), want ErrInvalidInput naming %q", c.name, err, fieldOf(err), c.flag)
+		}
+	}
+	if n := len(events(t, s)); n != 0 {
+		t.Fatalf("refused sends wrote %d events", n)
+	}
+	if _, err := s.Show("thr_doesnotexist"); !errors.Is(err, spool.ErrNotFound) {
+		t.Fatalf("show of an unknown thread: %v, want ErrNotFound", err)
+	}
+}
+
+func fieldOf(err error) string {
+	var e *spool.Error
+	if errors.As(err, &e) {
+		return e.Field
+	}
+	return ""
+}
+
+func TestIdempotency(t *testing.T) {
+	s, _ := newStore(t)
+	in := spool.SendInput{From: "boss", To: "X", Subject: "once", Content: spool.Content{IdempotencyKey: "k1"}}
+	a, err := s.Send(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Send(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Replayed || a.Thread.ThreadID != b.Thread.ThreadID || a.Message.MessageID != b.Message.MessageID {
+		t.Fatalf("retry made %s/%s, first %s/%s", b.Thread.ThreadID, b.Message.MessageID, a.Thread.ThreadID, a.Message.MessageID)
+	}
+	tid := a.Thread.ThreadID
+	rep := func() (*spool.Result, error) {
+		return s.Reply("boss", "", tid, spool.KindQuestion, spool.Content{Summary: "status?", IdempotencyKey: "k1"})
+	}
+	r1, err := rep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := rep()
+	if err != nil || !r2.Replayed || r2.Message.MessageID != r1.Message.MessageID {
+		t.Fatalf("reply retry: %v %+v", err, r2)
+	}
+	if _, err := s.Cancel("boss", tid, spool.Content{IdempotencyKey: "k1"}); !errors.Is(err, spool.ErrIdempotencyMismatch) {
+		t.Fatalf("key reused by cancel: %v, want ErrIdempotencyMismatch", err)
+	}
+	v, _ := s.Show(tid)
+	if len(v.Messages) != 2 || len(events(t, s)) != 2 {
+		t.Fatalf("%d messages, %d events after retries, want 2 and 2", len(v.Messages), len(events(t, s)))
+	}
+}
+
+func TestFetchOrderLeasesAndUnread(t *testing.T) {
+	s, _ := newStore(t)
+	low, _ := s.Send(spool.SendInput{From: "boss", To: "X", Subject: "low", Priority: "low"})
+	norm1 := send(t, s, "X")
+	high, _ := s.Send(spool.SendInput{From: "boss", To: "X", Subject: "high", Priority: "high"})
+	norm2 := send(t, s, "X")
+	send(t, s, "Y")
+	ts, err := s.Fetch("X", nil, 10, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for _, th := range ts {
+		got = append(got, th.ThreadID)
+	}
+	want := []string{high.Thread.ThreadID, norm1.Thread.ThreadID, norm2.Thread.ThreadID, low.Thread.ThreadID}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("fetch order %v, want %v", got, want)
+	}
+	if ts, _ := s.Fetch("X", nil, 2, false); len(ts) != 2 {
+		t.Fatalf("limit 2 gave %d", len(ts))
+	}
+	// A blocked thread whose lease another agent took is hidden from X.
+	tid := norm1.Thread.ThreadID
+	s.Claim("X", tid, 60)
+	s.Update("X", tid, spool.StatusBlocked, 0, spool.Content{Summary: "q"})
+	if ts, _ := s.Fetch("X", []string{spool.StatusBlocked}, 10, false); len(ts) != 1 {
+		t.Fatalf("X's own blocked thread: fetch gave %d, want 1", len(ts))
+	}
+	// Unread: X's own question does not make the thread unread for X.
+	s.MarkRead("X", tid, 0)
+	if ts, _ := s.Fetch("X", []string{spool.StatusBlocked}, 10, true); len(ts) != 0 {
+		t.Fatalf("after mark-read: %d unread", len(ts))
+	}
+	s.Update("X", tid, spool.StatusBlocked, 0, spool.Content{Summary: "still waiting"})
+	if ts, _ := s.Fetch("X", []string{spool.StatusBlocked}, 10, true); len(ts) != 0 {
+		t.Fatalf("X's own message made the thread unread")
+	}
+	s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: "answer"})
+	if ts, _ := s.Fetch("X", []string{spool.StatusBlocked}, 10, true); len(ts) != 1 {
+		t.Fatalf("after an answer: %d unread, want 1", len(ts))
+	}
+	// list sees everything, newest first.
+	all, err := s.List(spool.ListFilter{Limit: 50})
+	if err != nil || len(all) != 5 || all[0].ThreadID < all[4].ThreadID {
+		t.Fatalf("list: %d threads, err %v", len(all), err)
+	}
+}
+
+// threadDir finds a thread's directory by the layout in docs/FORMAT.md.
+func threadDir(db, tid string) string { return filepath.Join(db, "threads", tid) }
+
+func lastSegment(t *testing.T, db string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(db, "events", "*.jsonl"))
+	if len(m) == 0 {
+		t.Fatal("no event log segment")
+	}
+	return m[len(m)-1]
+}
+
+func TestTornEventLogTailIsRepaired(t *testing.T) {
+	s, db := newStore(t)
+	send(t, s, "X")
+	seg := lastSegment(t, db)
+	f, _ := os.OpenFile(seg, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"event_id":2,"run_id":"","tas`) // a crash mid-append
+	f.Close()
+	if n := len(events(t, s)); n != 1 {
+		t.Fatalf("readers saw %d events with a torn tail, want 1", n)
+	}
+	send(t, s, "X")
+	evs := events(t, s)
+	if len(evs) != 2 || evs[1].EventID != 2 {
+		t.Fatalf("after repair: %d events, last id %d", len(evs), evs[len(evs)-1].EventID)
+	}
+	bad, _ := filepath.Glob(filepath.Join(db, "events", "*.bad"))
+	if len(bad) != 1 {
+		t.Fatalf("torn tail not set aside: %v", bad)
+	}
+}
+
+func TestGarbageLineInEventLogIsSkipped(t *testing.T) {
+	s, db := newStore(t)
+	send(t, s, "X")
+	f, _ := os.OpenFile(lastSegment(t, db), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("{\"event_id\":2,\"garbage\":true,\"crc\":\"00000000\"}\n\x00\x00\x00")
+	f.Close()
+	send(t, s, "X")
+	evs := events(t, s)
+	if len(evs) != 2 || evs[1].EventID != 2 || evs[1].EventType != spool.EventThreadCreated {
+		t.Fatalf("events after garbage: %+v", evs)
+	}
+}
+
+func TestOrphanMessageIsDiscarded(t *testing.T) {
+	s, db := newStore(t)
+	tid := send(t, s, "X").Thread.ThreadID
+	// A writer died after renaming message 2 into place, before committing.
+	orphan := filepath.Join(threadDir(db, tid), "m-00000002.json")
+	os.WriteFile(orphan, []byte(`{"message_id":"msg_orphan","seq":2}`), 0o600)
+	if v, _ := s.Show(tid); len(v.Messages) != 1 {
+		t.Fatalf("show counted an uncommitted message: %d", len(v.Messages))
+	}
+	r, err := s.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: "real"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.Show(tid)
+	if len(v.Messages) != 2 || v.Messages[1].MessageID != r.Message.MessageID {
+		t.Fatalf("messages after settle: %+v", v.Messages)
+	}
+}
+
+func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
+	s, db := newStore(t)
+	tid := send(t, s, "X").Thread.ThreadID
+	seg := lastSegment(t, db)
+	before, _ := os.ReadFile(seg)
+	if _, err := s.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	// A writer died after committing the header, before appending the event.
+	os.WriteFile(seg, before, 0o600)
+	if n := len(events(t, s)); n != 1 {
+		t.Fatalf("setup: %d events", n)
+	}
+	if _, err := s.Claim("X", tid, 60); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, s)
+	types := []string{}
+	for _, ev := range evs {
+		types = append(types, ev.EventType)
+	}
+	if strings.Join(types, " ") != "thread_created message_added thread_claimed" {
+		t.Fatalf("events after settle: %v", types)
+	}
+	v, _ := s.Show(tid)
+	if v.Thread.LastEventID != 3 || len(v.Messages) != 2 {
+		t.Fatalf("thread after settle: %+v", v.Thread)
+	}
+}
+
+func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
+	s, db := newStore(t)
+	tid := send(t, s, "X").Thread.ThreadID
+	if _, err := s.Claim("X", tid, 60); err != nil {
+		t.Fatal(err)
+	}
+	dir := threadDir(db, tid)
+	f, _ := os.OpenFile(filepath.Join(dir, "thread.log"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"thread_id":"` + tid + `","status":"do`) // torn header append
+	f.Close()
+	os.WriteFile(filepath.Join(dir, "lease.json"), []byte("{garbage"), 0o600)
+	v, err := s.Show(tid)
+	if err != nil || v.Thread.Status != spool.StatusClaimed {
+		t.Fatalf("reader with torn header: %v %+v", err, v)
+	}
+	if _, err := s.Done("X", tid, 1, spool.Content{Summary: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	v, _ = s.Show(tid)
+	if v.Thread.Status != spool.StatusDone || v.Lease.ReleasedAt == "" {
+		t.Fatalf("after done: %+v %+v", v.Thread, v.Lease)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "lease.json"))
+	if !strings.Contains(string(data), `"released_at":"`) {
+		t.Fatalf("lease file not rewritten: %s", data)
+	}
+}
+
+func TestSegmentRotation(t *testing.T) {
+	_, db := newStore(t)
+	s, _ := spool.Open(db, spool.Options{SegmentBytes: 2000})
+	for i := 0; i < 10; i++ {
+		send(t, s, "X")
+	}
+	segs, _ := filepath.Glob(filepath.Join(db, "events", "*.jsonl"))
+	if len(segs) < 3 {
+		t.Fatalf("%d segments after 10 events with a 2000-byte bound", len(segs))
+	}
+	evs := events(t, s)
+	if len(evs) != 10 || evs[9].EventID != 10 {
+		t.Fatalf("%d events across segments", len(evs))
+	}
+	var after []int64
+	s.Events(6, func(ev *spool.Event) bool { after = append(after, ev.EventID); return true })
+	if len(after) != 4 || after[0] != 7 {
+		t.Fatalf("Events(6) gave %v", after)
+	}
+	if id, _ := s.LastEventID(); id != 10 {
+		t.Fatalf("LastEventID %d", id)
+	}
+}
