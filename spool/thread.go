@@ -38,9 +38,9 @@ const (
 // A thread mutation runs under the thread's lock and proceeds so that every
 // crash leaves a state the next writer can settle:
 //
-//  1. the idempotency record and the message are written to temp files and
-//     their writeback started;
-//  2. the event log is locked, which fixes the event's id;
+//  1. the event log is locked, which fixes the event's id;
+//  2. the idempotency record and the message (naming that event id) are
+//     written to temp files and their writeback started;
 //  3. the temp files are fsynced and renamed into the thread directory,
 //     index markers for the new status and assignee are linked, and
 //     lease.json is rewritten;
@@ -402,22 +402,22 @@ func (t *tx) commit() error {
 		}
 		return err
 	}
+	ap, err := s.log.reserve()
+	if err != nil {
+		return err
+	}
+	defer ap.release()
 	if t.idem != nil {
 		if err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem); err != nil {
 			return err
 		}
 	}
 	if t.msg != nil {
+		t.msg.EventID = ap.next
 		if err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), t.msg); err != nil {
 			return err
 		}
 	}
-
-	ap, err := s.log.reserve()
-	if err != nil {
-		return err
-	}
-	defer ap.release()
 	for _, pf := range pending { // fsync and rename
 		if err := pf.CloseAtomicallyReplace(); err != nil {
 			return storageErr(err, "commit %s", pf.Name())

@@ -99,7 +99,10 @@ type Message struct {
 	Body        string          `json:"body"`
 	PayloadJSON json.RawMessage `json:"payload_json"`
 	CreatedAt   string          `json:"created_at"`
-	Artifacts   []Artifact      `json:"artifacts,omitempty"`
+	// EventID is the id of the event that added the message: the cursor
+	// to pass as --after-event to wait for what comes after it.
+	EventID   int64      `json:"event_id"`
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Status is the thread status this message moved the thread to, when
 	// it was written by update, done, fail or cancel.
 	Status string `json:"status,omitempty"`

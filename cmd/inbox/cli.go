@@ -231,6 +231,9 @@ func parseLeading(args []string, g *globals) (rest []string, help bool, err erro
 
 // emit prints a successful result and returns its exit code.
 func emit(e *env, g globals, name string, res *result) int {
+	if res == nil {
+		return exitOK
+	}
 	if g.json {
 		var o obj
 		o.set("ok", true).set("command", name)

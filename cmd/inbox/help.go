@@ -149,6 +149,54 @@ headers; show is where you read the conversation. --mark-read moves
 		},
 		new: func() runner { return &showCmd{} }},
 
+	{name: "wait-reply", short: "block until an answer lands in a thread",
+		long: `The normal wait primitive for a blocked worker: block until the thread has a
+message of one of --kinds (default answer,control,result) later than the
+cursor, then print it. It returns at once if such a message already exists.
+It wakes the moment the message is written (file notifications on the event
+log, not a sleep loop) and never misses one that lands while it starts.
+
+The cursor is --after-event N (the next_event_id or last_event_id of an
+earlier output), or --after-message ID; with neither, only messages written
+after the call starts count. The output's next_event_id is the cursor for the
+next wait. On timeout it exits 10 with "woke":false.
+
+wait-reply waits on one thread for messages; "inbox watch" waits on all of an
+agent's threads for new threads and status changes.`,
+		examples: []string{
+			"inbox wait-reply --thread thr_01... --timeout-seconds 1800 --json",
+			"inbox wait-reply --thread thr_01... --after-event 51 --kinds answer,control --json",
+		},
+		new: func() runner { return &waitReplyCmd{} }},
+
+	{name: "watch", short: "block until an agent gets a new thread or a status change",
+		long: `Block until something happens to --agent's threads after the call starts (or
+after --after-event N): a new thread assigned to it, or a thread it is
+assigned to or created changing status (only the statuses in --status, if
+given). Prints the event and the thread, and next_event_id to continue from.
+Exit 10 with "woke":false on timeout.
+
+Use watch as a leader waiting for results (--status done,failed,blocked) or as
+an idle worker waiting for work (--status pending); use wait-reply to wait for
+messages inside one thread.`,
+		examples: []string{
+			"inbox watch --agent backend-worker --status pending --timeout-seconds 600 --json",
+			"inbox watch --agent leader --status done,failed,blocked --json",
+		},
+		new: func() runner { return &watchCmd{} }},
+
+	{name: "events", short: "print or follow the event log",
+		long: `Print the store's event log: every state change, in order, with its
+monotonic event_id. --thread keeps one thread's events, --after-event starts
+after a cursor. --follow keeps streaming new events as they are appended
+until interrupted; with --json each event is then one JSON object per line,
+for leaders and orchestrators that tail the bus.`,
+		examples: []string{
+			"inbox events --thread thr_01...",
+			"inbox events --after-event 120 --follow --json",
+		},
+		new: func() runner { return &eventsCmd{} }},
+
 	{name: "skill", short: "print SKILL.md, the guide for agents using inbox",
 		long: `Print the embedded SKILL.md: when and how an agent should use inbox, with
 the worker loop and copyable commands. Install it where your agent runtime

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// DefaultWaitSeconds bounds wait-reply and watch when --timeout-seconds is
+// not given.
+const defaultWaitSeconds = 600
+
+// blockingContext is cancelled by SIGINT or SIGTERM.
+func blockingContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func waitDuration(secs float64) (time.Duration, error) {
+	if secs < 0 || math.IsNaN(secs) || secs > 365*24*3600 {
+		return 0, usagef("timeout-seconds", "--timeout-seconds %v is out of range: give 0 (check once) up to a year", secs)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// fallbackNotice returns an OnFallback that says once on stderr that the
+// wait polls.
+func (c *call) fallbackNotice() func(error) {
+	var once sync.Once
+	return func(reason error) {
+		once.Do(func() {
+			fmt.Fprintf(c.env.stderr, "inbox: warning: file notifications unavailable (%v); polling every 100ms\n", reason)
+		})
+	}
+}
+
+func (c *call) forcePoll() bool { return c.env.getenv("INBOX_POLL") == "1" }
+
+type waitReplyCmd struct {
+	thread, afterMessage string
+	afterEvent           int64
+	kinds                []string
+	timeout              float64
+}
+
+func (r *waitReplyCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.thread, "thread", "", "thread to wait in (required)")
+	fs.StringVar(&r.afterMessage, "after-message", "", "wait for a message later than this message id")
+	fs.Int64Var(&r.afterEvent, "after-event", 0, "wait for a message whose event id is greater than this (from next_event_id)")
+	fs.StringSliceVar(&r.kinds, "kinds", nil, "message kinds that count, comma-separated (default answer,control,result)")
+	fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
+}
+
+func (r *waitReplyCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	if r.thread == "" {
+		return nil, usagef("thread", "--thread is required")
+	}
+	timeout, err := waitDuration(r.timeout)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := blockingContext()
+	defer stop()
+	cur := spool.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event")}
+	w, err := s.WaitReply(ctx, r.thread, cur, r.kinds, spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("woke", w.Woke).set("next_event_id", w.NextEventID)
+	if !w.Woke {
+		res.exit = exitNoWork
+		res.human = func(io.Writer) {
+			fmt.Fprintf(c.env.stderr, "inbox: no reply in %s within %gs (continue with --after-event %d)\n", r.thread, r.timeout, w.NextEventID)
+		}
+		return res, nil
+	}
+	res.set("message", w.Message)
+	res.human = func(wr io.Writer) {
+		m := w.Message
+		fmt.Fprintf(wr, "%s from %s in %s: %s\n", m.Kind, m.FromAgent, m.ThreadID, m.Summary)
+		if m.Body != "" && m.Body != m.Summary {
+			fmt.Fprintln(wr, strings.TrimRight(m.Body, "\n"))
+		}
+		if p := string(m.PayloadJSON); p != "{}" {
+			fmt.Fprintf(wr, "payload: %s\n", p)
+		}
+		fmt.Fprintf(wr, "(next: --after-event %d)\n", w.NextEventID)
+	}
+	return res, nil
+}
+
+type watchCmd struct {
+	statuses   []string
+	afterEvent int64
+	timeout    float64
+}
+
+func (r *watchCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose threads to watch (env INBOX_AGENT)")
+	fs.StringSliceVar(&r.statuses, "status", nil, "statuses that count, comma-separated (default any)")
+	fs.Int64Var(&r.afterEvent, "after-event", 0, "count only events after this id (default: from now)")
+	fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
+}
+
+func (r *watchCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	agent, err := c.agentName("agent")
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := waitDuration(r.timeout)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := blockingContext()
+	defer stop()
+	var after *int64
+	if c.fs.Changed("after-event") {
+		after = &r.afterEvent
+	}
+	w, err := s.Watch(ctx, agent, r.statuses, after, spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("woke", w.Woke).set("next_event_id", w.NextEventID)
+	if !w.Woke {
+		res.exit = exitNoWork
+		res.human = func(io.Writer) {
+			fmt.Fprintf(c.env.stderr, "inbox: nothing new for %s within %gs (continue with --after-event %d)\n", agent, r.timeout, w.NextEventID)
+		}
+		return res, nil
+	}
+	res.set("event", w.Event).set("thread", w.Thread)
+	res.human = func(wr io.Writer) {
+		e := w.Event
+		fmt.Fprintf(wr, "%s: %s is %s (%s)\n", e.EventType, e.ThreadID, e.Status, w.Thread.Subject)
+		fmt.Fprintf(wr, "(next: --after-event %d)\n", w.NextEventID)
+	}
+	return res, nil
+}
+
+type eventsCmd struct {
+	thread     string
+	afterEvent int64
+	follow     bool
+	limit      int
+}
+
+func (r *eventsCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.thread, "thread", "", "only events of this thread")
+	fs.Int64Var(&r.afterEvent, "after-event", 0, "only events with a greater id")
+	fs.BoolVar(&r.follow, "follow", false, "keep printing new events as they are appended (stop with Ctrl-C)")
+	fs.IntVar(&r.limit, "limit", 0, "print at most this many events (0: no limit)")
+}
+
+func (r *eventsCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	if r.afterEvent < 0 || r.limit < 0 {
+		return nil, usagef("after-event", "--after-event and --limit must be 0 or more")
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	if r.thread != "" {
+		if _, err := s.Thread(r.thread); err != nil {
+			return nil, err
+		}
+	}
+	if r.follow {
+		return nil, r.stream(c, s) // a nil result: the stream was the output
+	}
+	evs := []*spool.Event{}
+	next := r.afterEvent
+	err = s.Events(r.afterEvent, func(ev *spool.Event) bool {
+		next = ev.EventID
+		if r.thread == "" || ev.ThreadID == r.thread {
+			evs = append(evs, ev)
+		}
+		return r.limit == 0 || len(evs) < r.limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("events", evs).set("next_event_id", next)
+	res.human = func(w io.Writer) {
+		for _, ev := range evs {
+			fmt.Fprintln(w, eventLine(ev))
+		}
+	}
+	return res, nil
+}
+
+// stream prints events as they come: one JSON object per line with --json.
+func (r *eventsCmd) stream(c *call, s *spool.Store) error {
+	ctx, stop := blockingContext()
+	defer stop()
+	n := 0
+	opt := spool.WaitOptions{ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+	return s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *spool.Event) bool {
+		if c.g.json {
+			b, _ := encodeJSON(ev)
+			c.env.stdout.Write(append(b, '\n'))
+		} else {
+			fmt.Fprintln(c.env.stdout, eventLine(ev))
+		}
+		n++
+		return r.limit == 0 || n < r.limit
+	})
+}
+
+func eventLine(ev *spool.Event) string {
+	kind := ""
+	if ev.Kind != "" {
+		kind = " [" + ev.Kind + "]"
+	}
+	return fmt.Sprintf("%6d  %s  %-16s %s  %-11s %s%s  %s", ev.EventID, shortTime(ev.CreatedAt), ev.EventType,
+		ev.ThreadID, ev.Status, ev.Agent, kind, oneLine(ev.Summary, 60))
+}

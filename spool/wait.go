@@ -1,0 +1,411 @@
+package spool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/inbox-dev/inbox/watcher"
+)
+
+// DefaultWaitKinds are the message kinds wait-reply wakes for by default.
+var DefaultWaitKinds = []string{KindAnswer, KindControl, KindResult}
+
+// WaitOptions tune a blocking call.
+type WaitOptions struct {
+	// Timeout bounds the wait; 0 checks once and returns.
+	Timeout time.Duration
+	// ForcePoll polls instead of using file-system notifications.
+	ForcePoll bool
+	// OnFallback is called once if the wait has to poll, with the reason.
+	OnFallback func(reason error)
+	// ExitSoon says the caller exits right after the wait (a CLI call); see
+	// watcher.Options.ExitSoon.
+	ExitSoon bool
+	// afterCheck, when set (tests only), runs after every unsuccessful
+	// check, before the wait: the window where a lost wake-up would hide.
+	afterCheck func()
+}
+
+// ReplyCursor says what wait-reply waits after: a message of the thread
+// (AfterMessage), an event id (AfterEvent, when HasEvent), or neither: now.
+type ReplyCursor struct {
+	AfterMessage string
+	AfterEvent   int64
+	HasEvent     bool
+}
+
+// WaitResult is what a blocking call found.
+type WaitResult struct {
+	Woke bool
+	// NextEventID is the cursor to continue from: the event of what woke
+	// the call, or the cursor it waited after if it timed out.
+	NextEventID int64
+	Message     *Message // wait-reply
+	Event       *Event   // watch
+	Thread      *Thread  // watch: the thread the event is about
+}
+
+// waiter arms a watcher on the event log before the caller scans, so that
+// nothing appended after the scan can be missed.
+type waiter struct {
+	w        *watcher.Watcher
+	opt      WaitOptions
+	deadline time.Time
+	timer    *time.Timer
+}
+
+func (s *Store) newWaiter(opt WaitOptions, deadline time.Time) (*waiter, error) {
+	w, err := watcher.New(s.log.dir, watcher.Options{ForcePoll: opt.ForcePoll, ExitSoon: opt.ExitSoon})
+	if err != nil {
+		return nil, storageErr(err, "watch the event log")
+	}
+	if r := w.Fallback(); r != nil && opt.OnFallback != nil {
+		opt.OnFallback(r)
+	}
+	return &waiter{w: w, opt: opt, deadline: deadline}, nil
+}
+
+func (wt *waiter) close() {
+	if wt.timer != nil {
+		wt.timer.Stop()
+	}
+	wt.w.Close()
+}
+
+// wait blocks until a wake-up (true), the deadline or cancellation (false).
+func (wt *waiter) wait(ctx context.Context) (bool, error) {
+	if wt.opt.afterCheck != nil {
+		wt.opt.afterCheck()
+	}
+	left := time.Until(wt.deadline)
+	if left <= 0 {
+		return false, nil
+	}
+	if wt.timer == nil {
+		wt.timer = time.NewTimer(left)
+	}
+	reported := wt.w.Fallback() != nil
+	select {
+	case <-wt.w.C:
+		if !reported && wt.opt.OnFallback != nil {
+			if r := wt.w.Fallback(); r != nil {
+				wt.opt.OnFallback(r)
+			}
+		}
+		return true, nil
+	case <-wt.timer.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, nil // interrupted: report it like a timeout
+	}
+}
+
+// WaitReply blocks until thread tid has a message of one of kinds after the
+// cursor, and returns the first such message. It returns at once when one
+// already exists. On timeout the result has Woke false.
+func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kinds []string, opt WaitOptions) (*WaitResult, error) {
+	if err := ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	if len(kinds) == 0 {
+		kinds = DefaultWaitKinds
+	}
+	for _, k := range kinds {
+		if err := ValidateKind("kinds", k, Kinds); err != nil {
+			return nil, err
+		}
+	}
+	if cur.AfterMessage != "" {
+		if err := ValidateID("after-message", cur.AfterMessage); err != nil {
+			return nil, err
+		}
+		if cur.HasEvent {
+			return nil, invalidf("after-message", "give --after-message or --after-event, not both")
+		}
+	}
+	if cur.HasEvent && cur.AfterEvent < 0 {
+		return nil, invalidf("after-event", "--after-event must be 0 or more")
+	}
+	deadline := time.Now().Add(opt.Timeout)
+	h, err := s.readHeader(tid)
+	if err != nil {
+		return nil, err
+	}
+	// Resolve the cursor into "messages after seq" or "after event".
+	afterSeq, afterEvent := -1, int64(-1)
+	switch {
+	case cur.AfterMessage != "":
+		m, err := s.findMessage(tid, h.MessageCount, cur.AfterMessage)
+		if err != nil {
+			return nil, err
+		}
+		afterSeq, afterEvent = m.Seq, m.EventID
+	case cur.HasEvent:
+		afterEvent = cur.AfterEvent
+	default:
+		if afterEvent, _, err = s.log.lastID(); err != nil {
+			return nil, err
+		}
+	}
+	checked := 0 // messages up to this seq have been examined
+	check := func() (*Message, error) {
+		h, err := s.readHeader(tid)
+		if err != nil {
+			return nil, err
+		}
+		var found *Message
+		for seq := h.MessageCount; seq > checked; seq-- {
+			m, err := s.readMessage(tid, seq)
+			if err != nil {
+				return nil, err
+			}
+			if afterSeq >= 0 && m.Seq <= afterSeq || afterSeq < 0 && m.EventID <= afterEvent {
+				break
+			}
+			if slices.Contains(kinds, m.Kind) {
+				found = m // keep walking back: the earliest match wins
+			}
+		}
+		checked = h.MessageCount
+		return found, nil
+	}
+	// Check, arm the watch, check again, then wait: a message that lands
+	// at any point after the cursor is seen by one of the checks or wakes
+	// the wait. The first check runs unarmed so that a reply that is
+	// already there costs no watch at all.
+	var wt *waiter
+	defer func() {
+		if wt != nil {
+			wt.close()
+		}
+	}()
+	for {
+		m, err := check()
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			return &WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
+		}
+		if wt == nil {
+			if opt.Timeout <= 0 {
+				return &WaitResult{NextEventID: afterEvent}, nil
+			}
+			if wt, err = s.newWaiter(opt, deadline); err != nil {
+				return nil, err
+			}
+			checked = 0 // re-check everything once the watch is armed
+			continue
+		}
+		woke, err := wt.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !woke {
+			return &WaitResult{NextEventID: afterEvent}, nil
+		}
+	}
+}
+
+// findMessage looks a message up by id, newest first.
+func (s *Store) findMessage(tid string, count int, id string) (*Message, error) {
+	for seq := count; seq >= 1; seq-- {
+		m, err := s.readMessage(tid, seq)
+		if err != nil {
+			return nil, err
+		}
+		if m.MessageID == id {
+			return m, nil
+		}
+	}
+	return nil, notFound("message %s not found in thread %s", id, tid)
+}
+
+// statusEvents are the event types that set a thread's status.
+var statusEvents = []string{EventThreadCreated, EventThreadClaimed, EventThreadUpdated, EventThreadDone,
+	EventThreadFailed, EventThreadCancelled, EventLeaseExpired}
+
+// Watch blocks until a new thread is assigned to agent, or a thread the
+// agent is assigned to or created changes to one of statuses (any status
+// when empty), after the cursor (after, or now when nil).
+func (s *Store) Watch(ctx context.Context, agent string, statuses []string, after *int64, opt WaitOptions) (*WaitResult, error) {
+	if err := ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if err := ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	if after != nil && *after < 0 {
+		return nil, invalidf("after-event", "--after-event must be 0 or more")
+	}
+	deadline := time.Now().Add(opt.Timeout)
+	var cursor int64
+	var pos Pos
+	var err error
+	if after != nil {
+		cursor = *after
+		if pos, err = s.log.find(cursor); err != nil {
+			return nil, err
+		}
+	} else if cursor, pos, err = s.log.lastID(); err != nil {
+		return nil, err
+	}
+	match := func(ev *Event) bool {
+		st := ev.State
+		if st == nil || ev.EventID <= cursor || !slices.Contains(statusEvents, ev.EventType) {
+			return false
+		}
+		if len(statuses) > 0 && !slices.Contains(statuses, ev.Status) {
+			return false
+		}
+		if ev.EventType == EventThreadCreated {
+			return st.AssignedTo == agent
+		}
+		return st.AssignedTo == agent || st.CreatedBy == agent
+	}
+	var wt *waiter
+	defer func() {
+		if wt != nil {
+			wt.close()
+		}
+	}()
+	for {
+		var found *Event
+		err := s.log.scan(pos, func(ev *Event, end Pos) bool {
+			pos = end
+			if match(ev) {
+				found = ev
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		if found != nil {
+			th := found.State.Thread
+			th.LastEventID = found.EventID
+			found.State = nil
+			return &WaitResult{Woke: true, NextEventID: found.EventID, Event: found, Thread: &th}, nil
+		}
+		if wt == nil { // arm, then scan again (see WaitReply)
+			if opt.Timeout <= 0 {
+				return &WaitResult{NextEventID: cursor}, nil
+			}
+			if wt, err = s.newWaiter(opt, deadline); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		woke, err := wt.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !woke {
+			return &WaitResult{NextEventID: cursor}, nil
+		}
+	}
+}
+
+// Follow calls fn for every event after the cursor (filtered to one thread
+// when tid is set), then keeps waiting for new ones until ctx is done or fn
+// returns false. Timeout 0 in opt means no limit here.
+func (s *Store) Follow(ctx context.Context, after int64, tid string, opt WaitOptions, fn func(ev *Event) bool) error {
+	if tid != "" {
+		if err := ValidateID("thread", tid); err != nil {
+			return err
+		}
+	}
+	wt, err := s.newWaiter(opt, time.Now().Add(100*365*24*time.Hour))
+	if err != nil {
+		return err
+	}
+	defer wt.close()
+	pos, err := s.log.find(after)
+	if err != nil {
+		return err
+	}
+	for {
+		stop := false
+		err := s.log.scan(pos, func(ev *Event, end Pos) bool {
+			pos = end
+			if ev.EventID <= after || tid != "" && ev.ThreadID != tid {
+				return true
+			}
+			after = ev.EventID
+			ev.State = nil
+			if !fn(ev) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if err != nil || stop {
+			return err
+		}
+		woke, err := wt.wait(ctx)
+		if err != nil || !woke {
+			return err
+		}
+	}
+}
+
+// find returns a position at or before the first event with an id greater
+// than after: the start of a line in the segment that holds it. It
+// bisects the segment by byte offset, so a long history is not read.
+func (l *eventLog) find(after int64) (Pos, error) {
+	segs, err := l.segments()
+	if err != nil {
+		return Pos{}, err
+	}
+	seg := segs[0]
+	for _, first := range segs {
+		if first <= after+1 {
+			seg = first
+		}
+	}
+	f, err := os.Open(l.segPath(seg))
+	if err != nil {
+		return Pos{}, storageErr(err, "open event log")
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Pos{}, storageErr(err, "stat event log")
+	}
+	lo, hi := int64(0), fi.Size() // lo is always a line start with ids <= after before it
+	buf := make([]byte, 64<<10)
+	for hi-lo > 16<<10 {
+		mid := lo + (hi-lo)/2
+		n, err := f.ReadAt(buf, mid)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return Pos{}, storageErr(err, "read event log")
+		}
+		chunk := buf[:n]
+		nl := bytes.IndexByte(chunk, '\n')
+		if nl < 0 || mid+int64(nl)+1 >= hi {
+			break
+		}
+		start := nl + 1
+		end := bytes.IndexByte(chunk[start:], '\n')
+		if end < 0 {
+			break
+		}
+		body, ok := checkLine(chunk[start : start+end])
+		id, idOK := lineID(body)
+		if !ok || !idOK {
+			break // damaged middle: let the scan sort it out from lo
+		}
+		if id <= after {
+			lo = mid + int64(start+end) + 1
+		} else {
+			hi = mid + int64(start)
+		}
+	}
+	return Pos{Segment: seg, Offset: lo}, nil
+}
