@@ -177,7 +177,9 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 					return
 				}
 				var r struct {
-					Message struct{ MessageID string `json:"message_id"` } `json:"message"`
+					Message struct {
+						MessageID string `json:"message_id"`
+					} `json:"message"`
 				}
 				if err := json.Unmarshal(out, &r); err != nil || r.Message.MessageID == "" {
 					errs <- fmt.Errorf("send printed %q", out)
