@@ -166,13 +166,22 @@ func (ix *Index) mkdirs(dir string) ([]string, error) {
 	return parents, nil
 }
 
-// Remove deletes e's markers; missing markers are not an error. Removal
-// need not be durable: a marker that comes back after a crash is stale and
-// readers skip it.
-func (ix *Index) Remove(e Entry) error {
-	name := marker(e)
-	for _, dir := range ix.paths(e) {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+// Remove deletes old's markers except those cur also has (when a thread's
+// assignee changes but not its status, the status marker stays); missing
+// markers are not an error. Removal need not be durable: a marker that
+// comes back after a crash is stale and readers skip it.
+func (ix *Index) Remove(old, cur Entry) error {
+	name := marker(old)
+	keep := map[string]bool{}
+	for _, dir := range ix.paths(cur) {
+		keep[filepath.Join(dir, marker(cur))] = true
+	}
+	for _, dir := range ix.paths(old) {
+		p := filepath.Join(dir, name)
+		if keep[p] {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}

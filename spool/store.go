@@ -72,8 +72,9 @@ type Store struct {
 func (s *Store) Dir() string { return s.dir }
 
 // Init creates a store at dir, or checks the one already there. shared makes
-// files 0660 and directories 0770 (group-shared) instead of 0600/0700. It
-// reports whether it created the store.
+// files 0660 and directories 0770 (group-shared) instead of 0600/0700, and
+// sets the process umask to 007 (see shareUmask), as Open does for a shared
+// store. It reports whether it created the store.
 func Init(dir string, shared bool) (created bool, err error) {
 	if dir == "" {
 		return false, invalidf("db", "--db is empty")
@@ -87,6 +88,9 @@ func Init(dir string, shared bool) (created bool, err error) {
 		return false, invalidf("db", "%s exists, is not empty and holds no inbox store; choose another --db", dir)
 	}
 	fileMode, dirMode := modes(shared)
+	if shared {
+		shareUmask()
+	}
 	parent := filepath.Dir(filepath.Clean(dir))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return false, storageErr(err, "create %s", parent)
@@ -165,6 +169,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	fileMode, dirMode := modes(info.Shared)
+	if info.Shared {
+		shareUmask()
+	}
 	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source}
 	if s.now == nil {
 		s.now = time.Now

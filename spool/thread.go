@@ -312,7 +312,7 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 		return nil, err
 	}
 	if newest != h && indexChanged(h, newest) {
-		if err := s.idx.Remove(entryOf(h)); err != nil {
+		if err := s.idx.Remove(entryOf(h), entryOf(newest)); err != nil {
 			return nil, storageErr(err, "index thread %s", tid)
 		}
 	}
@@ -466,7 +466,7 @@ func (t *tx) commit() error {
 		return err
 	}
 	if changed && t.old != nil {
-		if err := s.idx.Remove(entryOf(t.old)); err != nil {
+		if err := s.idx.Remove(entryOf(t.old), entryOf(t.h)); err != nil {
 			return storageErr(err, "index thread %s", t.tid)
 		}
 	}

@@ -53,6 +53,9 @@ func ValidateAgent(field, name string) error {
 			return invalidf(field, "--%s %q: agent names may contain only letters, digits and . _ - : @ + and must start with a letter or digit", field, name)
 		}
 	}
+	if strings.Contains(name, "..") {
+		return invalidf(field, "--%s %q: agent names may not contain \"..\"", field, name)
+	}
 	return nil
 }
 

@@ -27,7 +27,8 @@ type WaitOptions struct {
 	// watcher.Options.ExitSoon.
 	ExitSoon bool
 	// afterCheck, when set (tests only), runs after every unsuccessful
-	// check, before the wait: the window where a lost wake-up would hide.
+	// check, before arming the watch or waiting: the windows where a lost
+	// wake-up would hide.
 	afterCheck func()
 }
 
@@ -79,9 +80,6 @@ func (wt *waiter) close() {
 
 // wait blocks until a wake-up (true), the deadline or cancellation (false).
 func (wt *waiter) wait(ctx context.Context) (bool, error) {
-	if wt.opt.afterCheck != nil {
-		wt.opt.afterCheck()
-	}
 	left := time.Until(wt.deadline)
 	if left <= 0 {
 		return false, nil
@@ -192,6 +190,9 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 		if m != nil {
 			return &WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
 		}
+		if opt.afterCheck != nil {
+			opt.afterCheck()
+		}
 		if wt == nil {
 			if opt.Timeout <= 0 {
 				return &WaitResult{NextEventID: afterEvent}, nil
@@ -292,6 +293,9 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 			th.LastEventID = found.EventID
 			found.State = nil
 			return &WaitResult{Woke: true, NextEventID: found.EventID, Event: found, Thread: &th}, nil
+		}
+		if opt.afterCheck != nil {
+			opt.afterCheck()
 		}
 		if wt == nil { // arm, then scan again (see WaitReply)
 			if opt.Timeout <= 0 {

@@ -123,7 +123,7 @@ func (c *call) agentFlag(help string) {
 }
 
 func run(args []string, e *env) int {
-	g := globals{db: e.getenv("INBOX_DB"), agent: e.getenv("INBOX_AGENT")}
+	g := globals{db: e.getenv("INBOX_DB"), agent: e.getenv("INBOX_AGENT"), json: wantsJSON(args)}
 	rest, help, err := parseLeading(args, &g)
 	if err != nil {
 		return fail(e, g, "", err)
@@ -137,12 +137,12 @@ func run(args []string, e *env) int {
 	}
 	name := rest[0]
 	if name == "help" {
-		if len(rest) > 1 {
-			if c := lookup(rest[1]); c != nil {
+		if topic := firstWord(rest[1:]); topic != "" {
+			if c := lookup(topic); c != nil {
 				commandHelp(e.stdout, c)
 				return exitOK
 			}
-			return fail(e, g, "help", usagef("", "unknown command %q (inbox help lists them)", rest[1]))
+			return fail(e, g, "help", usagef("", "unknown command %q (inbox help lists them)", topic))
 		}
 		rootHelp(e.stdout)
 		return exitOK
@@ -194,6 +194,40 @@ func run(args []string, e *env) int {
 		return fail(e, cl.g, c.name, err)
 	}
 	return emit(e, cl.g, c.name, res)
+}
+
+// wantsJSON reports whether --json appears among the arguments, so that
+// even an error found before flag parsing succeeds (an unknown command or
+// flag) is reported in the JSON shape.
+func wantsJSON(args []string) bool {
+	json := false
+	for _, a := range args {
+		switch a {
+		case "--":
+			return json
+		case "--json", "--json=true", "--json=1":
+			json = true
+		case "--json=false", "--json=0":
+			json = false
+		}
+	}
+	return json
+}
+
+// firstWord returns the first argument that is not a flag or a global
+// flag's value.
+func firstWord(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--db" || a == "--agent" {
+			i++
+			continue
+		}
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return ""
 }
 
 // parseLeading consumes global flags that come before the command name.

@@ -1,0 +1,136 @@
+package spool_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// TestNoLostWakeup lands a reply exactly in the windows where a wake-up
+// could be lost: after the waiter's first check but before it arms its
+// watch (at=1), and after the armed re-check but before it blocks (at=2);
+// many times, with notifications and with polling. The waiter must wake
+// every time, long before its timeout.
+func TestNoLostWakeup(t *testing.T) {
+	for _, c := range []struct {
+		poll bool
+		at   int
+	}{{false, 1}, {false, 2}, {true, 1}, {true, 2}} {
+		poll := c.poll
+		t.Run(fmt.Sprintf("poll=%v/at=%d", c.poll, c.at), func(t *testing.T) {
+			s, _ := newStore(t)
+			n := 100
+			if poll {
+				n = 20
+			}
+			for i := 0; i < n; i++ {
+				tid := send(t, s, "X").Thread.ThreadID
+				opt := spool.WaitOptions{Timeout: 5 * time.Second, ForcePoll: poll}
+				var want string
+				var once sync.Once
+				calls := 0
+				spool.AfterCheck(&opt, func() {
+					if calls++; calls != c.at {
+						return
+					}
+					once.Do(func() {
+						r, err := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: fmt.Sprint("answer ", i)})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						want = r.Message.MessageID
+					})
+				})
+				start := time.Now()
+				w, err := s.WaitReply(context.Background(), tid, spool.ReplyCursor{}, nil, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !w.Woke || w.Message.MessageID != want {
+					t.Fatalf("iteration %d: woke %v message %+v, want %s", i, w.Woke, w.Message, want)
+				}
+				if time.Since(start) > 2*time.Second {
+					t.Fatalf("iteration %d: woke only after %v", i, time.Since(start))
+				}
+			}
+		})
+	}
+}
+
+func TestWaitReplyCursorsAndKinds(t *testing.T) {
+	s, _ := newStore(t)
+	tid := send(t, s, "X").Thread.ThreadID
+	ctx := context.Background()
+	now := spool.WaitOptions{}
+	// Nothing yet: timeout 0 checks once.
+	if w, err := s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, nil, now); err != nil || w.Woke {
+		t.Fatalf("empty thread: %+v %v", w, err)
+	}
+	p, _ := s.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: "fyi"})
+	a, _ := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: "a1"})
+	c, _ := s.Reply("boss", "", tid, spool.KindControl, spool.Content{Summary: "c1"})
+	w, err := s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, nil, now)
+	if err != nil || !w.Woke || w.Message.MessageID != a.Message.MessageID || w.NextEventID != a.Message.EventID {
+		t.Fatalf("after event 0: %+v %v, want the answer", w, err)
+	}
+	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, nil, now)
+	if !w.Woke || w.Message.MessageID != c.Message.MessageID {
+		t.Fatalf("chained cursor: %+v, want the control message", w)
+	}
+	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, nil, now)
+	if w.Woke || w.NextEventID != c.Message.EventID {
+		t.Fatalf("past the last message: %+v", w)
+	}
+	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, []string{spool.KindProgress}, now)
+	if !w.Woke || w.Message.MessageID != p.Message.MessageID {
+		t.Fatalf("kinds=progress: %+v", w)
+	}
+	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{AfterMessage: a.Message.MessageID}, nil, now)
+	if !w.Woke || w.Message.MessageID != c.Message.MessageID {
+		t.Fatalf("after-message: %+v", w)
+	}
+	if _, err := s.WaitReply(ctx, tid, spool.ReplyCursor{AfterMessage: "msg_nope"}, nil, now); err == nil {
+		t.Fatal("unknown --after-message accepted")
+	}
+	// No cursor: only what comes after the call starts counts.
+	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{}, nil, spool.WaitOptions{Timeout: 50 * time.Millisecond})
+	if w.Woke {
+		t.Fatalf("no cursor woke on an old message: %+v", w)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	opt := spool.WaitOptions{Timeout: 3 * time.Second}
+	var got *spool.WaitResult
+	var err error
+	done := make(chan struct{})
+	go func() {
+		got, err = s.Watch(ctx, "X", []string{spool.StatusPending}, nil, opt)
+		close(done)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	send(t, s, "Y") // another agent's thread does not count
+	r := send(t, s, "X")
+	<-done
+	if err != nil || !got.Woke || got.Thread.ThreadID != r.Thread.ThreadID || got.Event.EventType != spool.EventThreadCreated {
+		t.Fatalf("watch for a new thread: %+v %v", got, err)
+	}
+	after := got.NextEventID
+	s.Claim("X", r.Thread.ThreadID, 60)
+	s.Done("X", r.Thread.ThreadID, 0, spool.Content{Summary: "ok"})
+	got, err = s.Watch(ctx, "boss", []string{spool.StatusDone}, &after, opt)
+	if err != nil || !got.Woke || got.Event.EventType != spool.EventThreadDone || got.Thread.Status != spool.StatusDone {
+		t.Fatalf("leader watching for done: %+v %v", got, err)
+	}
+	got, _ = s.Watch(ctx, "boss", []string{spool.StatusFailed}, &after, spool.WaitOptions{})
+	if got.Woke {
+		t.Fatalf("status filter ignored: %+v", got)
+	}
+}
