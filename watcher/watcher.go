@@ -11,8 +11,9 @@
 // one value on C (wake-ups are coalesced: many changes may give one).
 // When fsnotify cannot be used (the inotify watch or instance limit is
 // reached, the file system does not support it) or its queue overflows,
-// the Watcher falls back to ticking every poll interval, so waiting stays
-// correct; Fallback reports why.
+// the Watcher falls back to polling: every poll interval it lists the
+// directory and stats its entries, and wakes the caller when anything
+// changed, so waiting stays correct; Fallback reports why.
 //
 // # Caveats
 //
@@ -21,7 +22,12 @@
 package watcher
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +45,7 @@ type Watcher struct {
 	C <-chan struct{}
 
 	c        chan struct{}
+	dir      string
 	fs       *fsnotify.Watcher
 	poll     time.Duration
 	done     chan struct{}
@@ -66,7 +73,7 @@ var ErrForcedPoll = errors.New("polling was requested")
 // polls instead (see Fallback). It fails only if dir cannot be watched or
 // polled at all.
 func New(dir string, opts Options) (*Watcher, error) {
-	w := &Watcher{c: make(chan struct{}, 1), poll: opts.Poll, done: make(chan struct{})}
+	w := &Watcher{c: make(chan struct{}, 1), dir: dir, poll: opts.Poll, done: make(chan struct{})}
 	w.C = w.c
 	if w.poll <= 0 {
 		w.poll = DefaultPoll
@@ -140,15 +147,70 @@ func (w *Watcher) startPolling(reason error) {
 	go func() {
 		t := time.NewTicker(w.poll)
 		defer t.Stop()
+		var fp dirPrint
+		fp.changed(w.dir)
 		for {
 			select {
 			case <-w.done:
 				return
 			case <-t.C:
-				w.wake()
+				// Wake the caller only when the directory changed: a
+				// couple of stats are far cheaper than the caller's scan,
+				// which matters when many waiters poll.
+				if fp.changed(w.dir) {
+					w.wake()
+				}
 			}
 		}
 	}()
+}
+
+// dirPrint remembers a directory's entries and their sizes and times. It
+// relists the directory only when the directory itself changed (an entry
+// was added, removed or renamed); otherwise a poll is one stat of the
+// directory and one per entry, with no descriptor opened.
+type dirPrint struct {
+	dirTime int64
+	names   []string
+	sum     uint64
+}
+
+// changed refreshes the print and reports whether it differs from before.
+func (d *dirPrint) changed(dir string) bool {
+	_, dt, ok := statKey(dir)
+	if !ok {
+		d.dirTime, d.names, d.sum = 0, nil, 0
+		return true // gone or unreadable: let the caller find out
+	}
+	if dt != d.dirTime || d.names == nil {
+		f, err := os.Open(dir)
+		if err != nil {
+			return true
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return true
+		}
+		slices.Sort(names)
+		d.dirTime, d.names = dt, names
+	}
+	h := fnv.New64a()
+	var buf [16]byte
+	for _, n := range d.names {
+		size, mt, ok := statKey(filepath.Join(dir, n))
+		if !ok {
+			continue
+		}
+		h.Write([]byte(n))
+		binary.LittleEndian.PutUint64(buf[:8], uint64(size))
+		binary.LittleEndian.PutUint64(buf[8:], uint64(mt))
+		h.Write(buf[:])
+	}
+	sum := h.Sum64()
+	was := d.sum
+	d.sum = sum
+	return sum != was
 }
 
 // Close stops the Watcher. It returns at once: closing an inotify instance
