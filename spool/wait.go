@@ -44,7 +44,8 @@ type ReplyCursor struct {
 type WaitResult struct {
 	Woke bool
 	// NextEventID is the cursor to continue from: the event of what woke
-	// the call, or the cursor it waited after if it timed out.
+	// the call or, after a timeout, the furthest point it has verified
+	// holds nothing that matches.
 	NextEventID int64
 	Message     *Message // wait-reply
 	Event       *Event   // watch
@@ -151,11 +152,17 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 		}
 	}
 	checked := 0 // messages up to this seq have been examined
+	// verified is a cursor no later message of the thread can be behind:
+	// the thread's last event when it was last checked (its next message
+	// gets a larger event id). A timeout returns it, so the next wait does
+	// not look at the same messages again.
+	verified := afterEvent
 	check := func() (*Message, error) {
 		h, err := s.readHeader(tid)
 		if err != nil {
 			return nil, err
 		}
+		verified = max(verified, h.LastEventID)
 		var found *Message
 		for seq := h.MessageCount; seq > checked; seq-- {
 			m, err := s.readMessage(tid, seq)
@@ -195,7 +202,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 		}
 		if wt == nil {
 			if opt.Timeout <= 0 {
-				return &WaitResult{NextEventID: afterEvent}, nil
+				return &WaitResult{NextEventID: verified}, nil
 			}
 			if wt, err = s.newWaiter(opt, deadline); err != nil {
 				return nil, err
@@ -208,7 +215,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 			return nil, err
 		}
 		if !woke {
-			return &WaitResult{NextEventID: afterEvent}, nil
+			return &WaitResult{NextEventID: verified}, nil
 		}
 	}
 }
@@ -269,6 +276,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 		}
 		return st.AssignedTo == agent || st.CreatedBy == agent
 	}
+	scanned := cursor // every event up to here has been looked at
 	var wt *waiter
 	defer func() {
 		if wt != nil {
@@ -279,6 +287,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 		var found *Event
 		err := s.log.scan(pos, func(ev *Event, end Pos) bool {
 			pos = end
+			scanned = max(scanned, ev.EventID)
 			if match(ev) {
 				found = ev
 				return false
@@ -299,7 +308,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 		}
 		if wt == nil { // arm, then scan again (see WaitReply)
 			if opt.Timeout <= 0 {
-				return &WaitResult{NextEventID: cursor}, nil
+				return &WaitResult{NextEventID: scanned}, nil
 			}
 			if wt, err = s.newWaiter(opt, deadline); err != nil {
 				return nil, err
@@ -311,7 +320,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 			return nil, err
 		}
 		if !woke {
-			return &WaitResult{NextEventID: cursor}, nil
+			return &WaitResult{NextEventID: scanned}, nil
 		}
 	}
 }

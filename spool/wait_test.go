@@ -86,6 +86,13 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 	if w.Woke || w.NextEventID != c.Message.EventID {
 		t.Fatalf("past the last message: %+v", w)
 	}
+	// A timeout moves the cursor past what it verified (the progress
+	// message does not match), so the next wait starts there.
+	p2, _ := s.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: "more"})
+	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true, AfterEvent: c.Message.EventID}, nil, now)
+	if w.Woke || w.NextEventID != p2.Message.EventID {
+		t.Fatalf("timeout cursor %d, want %d", w.NextEventID, p2.Message.EventID)
+	}
 	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, []string{spool.KindProgress}, now)
 	if !w.Woke || w.Message.MessageID != p.Message.MessageID {
 		t.Fatalf("kinds=progress: %+v", w)
