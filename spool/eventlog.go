@@ -130,7 +130,7 @@ func tail(f *os.File, size, first int64) (lastID, end int64, err error) {
 // size that accept approves, and returns its body (nil if there is none) and
 // the offset just past it. Bytes after that offset are a torn tail.
 func lastLine(f *os.File, size int64, accept func([]byte) bool) (body []byte, end int64, err error) {
-	window := int64(16 << 10)
+	window := int64(4 << 10) // a header or event line is well under this
 	for {
 		if window > size {
 			window = size

@@ -383,9 +383,11 @@ func (s *Store) stage(path string, data []byte) (*renameio.PendingFile, error) {
 func (t *tx) commit() error {
 	s := t.s
 	var ss syncSet
-	ss.add(t.dir)
 	if t.old == nil {
-		ss.add(s.threadsRoot())
+		ss.add(t.dir, s.threadsRoot())
+	}
+	if t.msg != nil || t.idem != nil {
+		ss.add(t.dir) // a file is renamed into the thread directory
 	}
 	t.h.UpdatedAt = FormatTime(t.now)
 
@@ -435,8 +437,12 @@ func (t *tx) commit() error {
 		t.h.LeaseRev++
 		rec := *t.lease
 		rec.Rev = t.h.LeaseRev
-		if _, err := s.writeLeaseFile(t.dir, &rec); err != nil {
+		created, err := s.writeLeaseFile(t.dir, &rec)
+		if err != nil {
 			return err
+		}
+		if created {
+			ss.add(t.dir)
 		}
 	}
 	ev := t.ev
