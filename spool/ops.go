@@ -41,6 +41,8 @@ type Content struct {
 type SendInput struct {
 	From, To, Subject, ThreadID, RunID, TaskID, Kind, Priority string
 	Content
+	// Origin, for a new thread, records the intake descriptor it came from.
+	Origin *Origin
 }
 
 // DefaultLeaseSeconds is the lease length when a caller gives none.
@@ -159,7 +161,7 @@ func (s *Store) Send(in SendInput) (*Result, error) {
 	ts := FormatTime(now)
 	h := &header{Thread: Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
 		CreatedBy: in.From, AssignedTo: in.To, Status: StatusPending, Priority: in.Priority,
-		CreatedAt: ts, UpdatedAt: ts}}
+		CreatedAt: ts, UpdatedAt: ts}, Origin: in.Origin}
 	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h}
 	t.ev = Event{EventType: EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)

@@ -189,6 +189,15 @@ type header struct {
 	// event missing after a crash appends it again.
 	LogPos    Pos    `json:"log_pos"`
 	LastEvent *Event `json:"last_event,omitempty"`
+	// Origin is the intake descriptor the thread came from, if any.
+	Origin *Origin `json:"origin,omitempty"`
+}
+
+// Origin identifies the intake descriptor a thread was created from: its
+// file name and the SHA-256 of its content.
+type Origin struct {
+	Descriptor string `json:"descriptor"`
+	SHA256     string `json:"sha256"`
 }
 
 // Pos is a position in the event log: the segment (named by its first
@@ -203,6 +212,10 @@ func (h *header) clone() *header {
 	if h.Lease != nil {
 		l := *h.Lease
 		c.Lease = &l
+	}
+	if h.Origin != nil {
+		o := *h.Origin
+		c.Origin = &o
 	}
 	c.LastFrom = make(map[string]int, len(h.LastFrom)+1)
 	for k, v := range h.LastFrom {

@@ -1,0 +1,606 @@
+// Package daemon is `inbox daemon`: the long-running service that turns
+// descriptor files dropped into an intake directory into threads (SPEC §6),
+// writes their .result and .outcome files, and expires leases.
+//
+// One goroutine owns all state. It wakes on fsnotify events for the intake
+// directory and the event log, on a slow sweep timer (the safety net when
+// notifications are lost) and on the next lease expiry.
+//
+// # Guarantees
+//
+//   - Exactly once: a descriptor is dispatched with an idempotency key made
+//     of its name, the SHA-256 of its content and the identity of the file
+//     (device, inode, change time), and only then gets its .result and is
+//     renamed to .processed. A crash at any point leaves it pending, and
+//     the retry replays the thread the first attempt made instead of making
+//     a second one. The thread records the descriptor's name and hash.
+//   - Every descriptor ends as NAME.task.json.processed or .failed, each
+//     with a .result; .outcome follows when the thread reaches a terminal
+//     status, also for threads that finished while the daemon was down.
+//   - A burst is processed in full, in name order; files present at start
+//     are processed at start.
+//
+// # Caveats
+//
+// A descriptor that is not valid JSON and was modified less than two
+// seconds ago is left for a later sweep (it may still be being written);
+// writers should write a temp file and rename it into place.
+package daemon
+
+import (
+	"container/heap"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/inbox-dev/inbox/intake"
+	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox/watcher"
+)
+
+// Config is what the daemon serves.
+type Config struct {
+	Store    *spool.Store
+	Intake   string // the intake directory
+	IntakeTo string // the agent new prompt and spawn_worker threads go to
+	TrustAll bool   // accept spawn_worker descriptors
+	Log      *slog.Logger
+	// Sweep is the safety-net interval (default 2 s).
+	Sweep time.Duration
+	// ForcePoll polls instead of using file notifications.
+	ForcePoll bool
+}
+
+// Lifecycle file suffixes, appended to NAME.task.json.
+const (
+	SuffixProcessed = ".processed"
+	SuffixFailed    = ".failed"
+	SuffixResult    = ".result"
+	SuffixOutcome   = ".outcome"
+)
+
+// Result is the content of NAME.task.json.result.
+type Result struct {
+	OK           bool            `json:"ok"`
+	DispatchedAt string          `json:"dispatchedAt,omitempty"`
+	Descriptor   *DescriptorInfo `json:"descriptor,omitempty"`
+	ThreadID     string          `json:"thread_id,omitempty"`
+	MessageID    string          `json:"message_id,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	FailedAt     string          `json:"failedAt,omitempty"`
+}
+
+// DescriptorInfo says which descriptor a result is about.
+type DescriptorInfo struct {
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+// Outcome is the content of NAME.task.json.outcome: the thread's final
+// status and its last message.
+type Outcome struct {
+	OK         bool           `json:"ok"`
+	Status     string         `json:"status"`
+	ThreadID   string         `json:"thread_id"`
+	Summary    string         `json:"summary"`
+	Result     *spool.Message `json:"result"`
+	FinishedAt string         `json:"finishedAt"`
+}
+
+// youngAge is how long a descriptor that does not parse is given to finish
+// being written before it is refused.
+const youngAge = 2 * time.Second
+
+type daemon struct {
+	cfg     Config
+	s       *spool.Store
+	log     *slog.Logger
+	tail    *spool.Tail
+	tracked map[string]string // thread id → descriptor name, awaiting .outcome
+	leases  expiryHeap
+	resweep time.Time // when deferred (young) descriptors should be retried
+	iw      *watcher.Watcher
+}
+
+// Run serves until ctx is cancelled, finishing the descriptor in hand.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Sweep <= 0 {
+		cfg.Sweep = 2 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := spool.ValidateAgent("intake-to", cfg.IntakeTo); err != nil {
+		return err
+	}
+	d := &daemon{cfg: cfg, s: cfg.Store, log: cfg.Log, tracked: map[string]string{}}
+	if err := d.ensureIntake(); err != nil {
+		return err
+	}
+	var err error
+	if d.iw, err = d.watch(cfg.Intake); err != nil {
+		return err
+	}
+	defer func() { d.iw.Close() }()
+	ew, err := d.watch(d.s.EventLogDir())
+	if err != nil {
+		return err
+	}
+	defer ew.Close()
+	// Start the tail before looking at the past, so that nothing that
+	// happens in between is missed.
+	if d.tail, err = d.s.NewTail(-1); err != nil {
+		return err
+	}
+	if err := d.seedLeases(); err != nil {
+		return err
+	}
+	if err := d.catchUpOutcomes(); err != nil {
+		return err
+	}
+	d.log.Info("daemon started", "intake", cfg.Intake, "intake_to", cfg.IntakeTo, "trust_all", cfg.TrustAll,
+		"held_leases", d.leases.Len(), "awaiting_outcome", len(d.tracked))
+	d.sweep(ctx)
+	d.events()
+	d.expire()
+
+	sweep := time.NewTicker(cfg.Sweep)
+	defer sweep.Stop()
+	lease := time.NewTimer(time.Hour)
+	defer lease.Stop()
+	for {
+		lease.Reset(d.untilNext())
+		select {
+		case <-ctx.Done():
+			d.log.Info("daemon stopping")
+			return nil
+		case <-d.iw.C:
+			d.sweep(ctx)
+		case <-ew.C:
+			d.events()
+		case <-sweep.C:
+			d.sweep(ctx)
+			d.events()
+		case <-lease.C:
+			d.expire()
+			if !d.resweep.IsZero() && !time.Now().Before(d.resweep) {
+				d.resweep = time.Time{}
+				d.sweep(ctx)
+			}
+		}
+	}
+}
+
+func (d *daemon) watch(dir string) (*watcher.Watcher, error) {
+	w, err := watcher.New(dir, watcher.Options{ForcePoll: d.cfg.ForcePoll})
+	if err != nil {
+		return nil, err
+	}
+	if r := w.Fallback(); r != nil {
+		d.log.Warn("file notifications unavailable; polling every 100ms", "dir", dir, "reason", r)
+	}
+	return w, nil
+}
+
+// ensureIntake creates the intake directory (0700) if it is missing.
+func (d *daemon) ensureIntake() error {
+	fi, err := os.Stat(d.cfg.Intake)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("intake %s is not a directory", d.cfg.Intake)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(d.cfg.Intake, 0o700); err != nil {
+		return fmt.Errorf("create intake directory: %w", err)
+	}
+	if err := os.Chmod(d.cfg.Intake, 0o700); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(d.cfg.Intake))
+}
+
+// sweep processes every pending descriptor, in name order.
+func (d *daemon) sweep(ctx context.Context) {
+	names, err := d.pending()
+	if errors.Is(err, fs.ErrNotExist) {
+		// The intake directory was deleted: recreate it and watch it anew.
+		if err := d.ensureIntake(); err != nil {
+			d.log.Error("cannot recreate intake directory", "dir", d.cfg.Intake, "error", err)
+			return
+		}
+		d.log.Warn("intake directory was missing; recreated", "dir", d.cfg.Intake)
+		d.iw.Close()
+		if d.iw, err = d.watch(d.cfg.Intake); err != nil {
+			d.log.Error("cannot watch intake directory", "error", err)
+		}
+		return
+	}
+	if err != nil {
+		d.log.Error("cannot list intake directory", "error", err)
+		return
+	}
+	for _, name := range names {
+		if ctx.Err() != nil {
+			return // stop between descriptors, never in the middle of one
+		}
+		d.process(name)
+	}
+}
+
+// pending lists NAME.task.json files, sorted.
+func (d *daemon) pending() ([]string, error) {
+	f, err := os.Open(d.cfg.Intake)
+	if err != nil {
+		return nil, err
+	}
+	all, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range all {
+		if strings.HasSuffix(n, intake.Suffix) && len(n) > len(intake.Suffix) && n[0] != '.' {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// process handles one descriptor.
+func (d *daemon) process(name string) {
+	p := filepath.Join(d.cfg.Intake, name)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return // gone meanwhile
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		d.refuse(name, "symlinks are refused: drop the descriptor itself, not a link to it")
+		return
+	case !fi.Mode().IsRegular():
+		d.refuse(name, fmt.Sprintf("not a regular file (%s)", fi.Mode().Type()))
+		return
+	case fi.Size() > intake.MaxSize:
+		d.refuse(name, fmt.Sprintf("descriptor is %d bytes; the limit is %d", fi.Size(), intake.MaxSize))
+		return
+	}
+	data, ident, err := readDescriptor(p)
+	if err != nil {
+		d.log.Error("cannot read descriptor", "file", name, "error", err)
+		return
+	}
+	desc, err := intake.Parse(data)
+	if errors.Is(err, intake.ErrSyntax) && time.Since(fi.ModTime()) < youngAge {
+		// Possibly still being written: give it a moment.
+		d.resweep = fi.ModTime().Add(youngAge)
+		return
+	}
+	if err != nil {
+		d.refuse(name, err.Error())
+		return
+	}
+	if desc.Kind == intake.KindSpawnWorker && !d.cfg.TrustAll {
+		d.refuse(name, "spawn_worker descriptors are refused unless the daemon runs with --trust-all (or INBOX_TRUST_ALL=1)")
+		return
+	}
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:])
+	in, err := d.toSend(desc)
+	if err != nil {
+		d.refuse(name, err.Error())
+		return
+	}
+	in.IdempotencyKey = "intake:" + name + ":" + hash + ":" + ident
+	if in.ThreadID == "" {
+		in.Origin = &spool.Origin{Descriptor: name, SHA256: hash}
+	}
+	// A new drop under an old name must not be taken for finished.
+	os.Remove(p + SuffixOutcome)
+	res, err := d.s.Send(in)
+	if err != nil {
+		if errors.Is(err, spool.ErrStorage) || errors.Is(err, spool.ErrFormat) {
+			d.log.Error("cannot dispatch descriptor; will retry", "file", name, "error", err)
+			return
+		}
+		d.refuse(name, err.Error())
+		return
+	}
+	result := &Result{OK: true, DispatchedAt: spool.FormatTime(time.Now()),
+		Descriptor: &DescriptorInfo{Kind: desc.Kind, Name: name, SHA256: hash},
+		ThreadID: res.Thread.ThreadID, MessageID: res.Message.MessageID}
+	if err := d.finish(name, SuffixProcessed, result); err != nil {
+		d.log.Error("cannot finish descriptor; will retry", "file", name, "error", err)
+		return
+	}
+	d.log.Info("descriptor dispatched", "file", name, "kind", desc.Kind, "thread", res.Thread.ThreadID,
+		"message", res.Message.MessageID, "replayed", res.Replayed)
+	d.tracked[res.Thread.ThreadID] = name
+	if spool.IsTerminal(res.Thread.Status) {
+		d.outcome(res.Thread.ThreadID)
+	}
+}
+
+// refuse finishes a descriptor as failed.
+func (d *daemon) refuse(name, reason string) {
+	result := &Result{OK: false, Error: reason, FailedAt: spool.FormatTime(time.Now())}
+	if err := d.finish(name, SuffixFailed, result); err != nil {
+		d.log.Error("cannot finish descriptor; will retry", "file", name, "error", err)
+		return
+	}
+	d.log.Warn("descriptor refused", "file", name, "error", reason)
+}
+
+// finish writes NAME.result (durably) and then renames the descriptor to
+// NAME+suffix. A crash between the two leaves the descriptor pending: the
+// retry writes the same result again.
+func (d *daemon) finish(name, suffix string, result *Result) error {
+	p := filepath.Join(d.cfg.Intake, name)
+	if err := d.place(p+SuffixResult, result); err != nil {
+		return err
+	}
+	other := SuffixFailed
+	if suffix == SuffixFailed {
+		other = SuffixProcessed
+	}
+	os.Remove(p + other) // from an earlier drop under the same name
+	if err := os.Rename(p, p+suffix); err != nil {
+		return err
+	}
+	return syncDir(d.cfg.Intake) // makes both renames durable
+}
+
+// writeFile publishes a JSON file (0600) atomically and durably.
+func (d *daemon) writeFile(path string, v any) error {
+	if err := d.place(path, v); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// place writes a JSON file (0600) to a temp file, fsyncs it and renames it
+// into place; the caller fsyncs the directory.
+func (d *daemon) place(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o600))
+	if err != nil {
+		return err
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	return pf.CloseAtomicallyReplace()
+}
+
+// toSend turns a descriptor into a send.
+func (d *daemon) toSend(desc *intake.Descriptor) (spool.SendInput, error) {
+	from := desc.From
+	if from == "" {
+		from = "intake"
+	}
+	switch desc.Kind {
+	case intake.KindPrompt:
+		to := desc.To
+		if to == "" {
+			to = d.cfg.IntakeTo
+		}
+		subject := desc.Subject
+		if subject == "" {
+			subject = firstLine(desc.Prompt, 80)
+		}
+		return spool.SendInput{From: from, To: to, Subject: subject, Kind: spool.KindTask, Priority: desc.Priority,
+			TaskID: desc.TaskID, Content: spool.Content{Body: desc.Prompt}}, nil
+	case intake.KindSend:
+		in := spool.SendInput{From: from, To: desc.To, Subject: desc.Subject, ThreadID: desc.Thread, RunID: desc.RunID,
+			TaskID: desc.TaskID, Kind: desc.MessageKind, Priority: desc.Priority,
+			Content: spool.Content{Summary: desc.Summary, Body: desc.Body, PayloadJSON: string(desc.Payload)}}
+		for _, a := range desc.Artifacts {
+			in.Artifacts = append(in.Artifacts, spool.ArtifactInput{Path: a.Path, Kind: a.Kind, MetadataJSON: string(a.Metadata)})
+		}
+		return in, nil
+	case intake.KindSpawnWorker:
+		payload, err := json.Marshal(map[string]any{"spawn_worker": map[string]any{
+			"agent_type": desc.AgentType, "name": desc.Name, "prompt": desc.Prompt, "task_id": desc.TaskID,
+			"skill": desc.Skill, "role": desc.Role, "skills": desc.Skills, "model": desc.Model, "cwd": desc.Cwd}})
+		if err != nil {
+			return spool.SendInput{}, err
+		}
+		return spool.SendInput{From: from, To: d.cfg.IntakeTo, Subject: "spawn_worker " + desc.AgentType + ": " + desc.Name,
+			Kind: spool.KindTask, TaskID: desc.TaskID,
+			Content: spool.Content{Summary: "spawn " + desc.AgentType + " worker " + desc.Name, Body: desc.Prompt,
+				PayloadJSON: string(payload)}}, nil
+	}
+	return spool.SendInput{}, fmt.Errorf("unknown descriptor kind %q", desc.Kind)
+}
+
+func firstLine(s string, n int) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	line = strings.TrimSpace(line)
+	if r := []rune(line); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	if line == "" {
+		return "prompt"
+	}
+	return line
+}
+
+// catchUpOutcomes finds processed descriptors without an .outcome: those
+// whose thread is already terminal get one now, the rest are tracked.
+func (d *daemon) catchUpOutcomes() error {
+	entries, err := os.ReadDir(d.cfg.Intake)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasSuffix(n, intake.Suffix+SuffixProcessed) {
+			continue
+		}
+		name := strings.TrimSuffix(n, SuffixProcessed)
+		p := filepath.Join(d.cfg.Intake, name)
+		if _, err := os.Stat(p + SuffixOutcome); err == nil {
+			continue
+		}
+		data, err := os.ReadFile(p + SuffixResult)
+		if err != nil {
+			continue
+		}
+		var r struct {
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal(data, &r) != nil || r.ThreadID == "" {
+			continue
+		}
+		d.tracked[r.ThreadID] = name
+		th, err := d.s.Thread(r.ThreadID)
+		if err == nil && spool.IsTerminal(th.Status) {
+			d.outcome(r.ThreadID)
+		}
+	}
+	return nil
+}
+
+// events reads new events: terminal threads get their .outcome, claims and
+// renewals feed the lease-expiry schedule.
+func (d *daemon) events() {
+	err := d.tail.Read(func(ev *spool.Event) {
+		switch ev.EventType {
+		case spool.EventThreadDone, spool.EventThreadFailed, spool.EventThreadCancelled:
+			if _, ok := d.tracked[ev.ThreadID]; ok {
+				d.outcome(ev.ThreadID)
+			}
+		case spool.EventThreadClaimed, spool.EventLeaseRenewed:
+			var p struct {
+				ExpiresAt string `json:"expires_at"`
+			}
+			if json.Unmarshal(ev.PayloadJSON, &p) == nil {
+				if t, err := time.Parse(time.RFC3339Nano, p.ExpiresAt); err == nil {
+					heap.Push(&d.leases, expiry{tid: ev.ThreadID, at: t})
+				}
+			}
+		}
+	})
+	if err != nil {
+		d.log.Error("cannot read the event log", "error", err)
+	}
+}
+
+// outcome writes NAME.outcome for a terminal thread.
+func (d *daemon) outcome(tid string) {
+	name, ok := d.tracked[tid]
+	if !ok {
+		return
+	}
+	th, m, err := d.s.LastMessage(tid)
+	if err != nil {
+		d.log.Error("cannot read thread for outcome", "thread", tid, "error", err)
+		return
+	}
+	if !spool.IsTerminal(th.Status) {
+		return
+	}
+	out := &Outcome{OK: th.Status == spool.StatusDone, Status: th.Status, ThreadID: tid, Result: m,
+		FinishedAt: th.UpdatedAt}
+	if m != nil {
+		out.Summary = m.Summary
+	}
+	if err := d.writeFile(filepath.Join(d.cfg.Intake, name+SuffixOutcome), out); err != nil {
+		d.log.Error("cannot write outcome", "file", name, "error", err)
+		return
+	}
+	delete(d.tracked, tid)
+	d.log.Info("outcome written", "file", name, "thread", tid, "status", th.Status)
+}
+
+// seedLeases schedules every held lease's expiry.
+func (d *daemon) seedLeases() error {
+	held, err := d.s.HeldLeases()
+	if err != nil {
+		return err
+	}
+	for _, l := range held {
+		heap.Push(&d.leases, expiry{tid: l.ThreadID, at: l.ExpiresAt})
+	}
+	return nil
+}
+
+// expire releases every lease that is due.
+func (d *daemon) expire() {
+	now := time.Now()
+	for d.leases.Len() > 0 && !d.leases[0].at.After(now) {
+		e := heap.Pop(&d.leases).(expiry)
+		ok, err := d.s.ExpireLease(e.tid)
+		switch {
+		case err != nil && !errors.Is(err, spool.ErrNotFound):
+			d.log.Error("cannot expire lease", "thread", e.tid, "error", err)
+		case ok:
+			d.log.Info("lease expired", "thread", e.tid)
+		}
+	}
+}
+
+// untilNext is how long until the next due lease or deferred sweep.
+func (d *daemon) untilNext() time.Duration {
+	next := time.Hour
+	if d.leases.Len() > 0 {
+		next = min(next, time.Until(d.leases[0].at)+time.Millisecond)
+	}
+	if !d.resweep.IsZero() {
+		next = min(next, time.Until(d.resweep)+time.Millisecond)
+	}
+	return max(next, time.Millisecond)
+}
+
+type expiry struct {
+	tid string
+	at  time.Time
+}
+
+type expiryHeap []expiry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,179 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// LeaseExpiry is a thread whose lease is held (not released), and when the
+// lease runs out.
+type LeaseExpiry struct {
+	ThreadID  string
+	ExpiresAt time.Time
+}
+
+// HeldLeases lists the threads in a leased status (claimed, in_progress,
+// blocked) whose lease has not been released, with their expiry. The
+// daemon seeds its expiry schedule with it.
+func (s *Store) HeldLeases() ([]LeaseExpiry, error) {
+	entries, err := s.idx.ByStatus([]string{StatusClaimed, StatusInProgress, StatusBlocked})
+	if err != nil {
+		return nil, storageErr(err, "read index")
+	}
+	var out []LeaseExpiry
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if seen[e.ThreadID] {
+			continue
+		}
+		seen[e.ThreadID] = true
+		h, err := s.readHeader(e.ThreadID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.Lease == nil || h.Lease.ReleasedAt != "" || IsTerminal(h.Status) {
+			continue
+		}
+		exp, err := parseTime(h.Lease.ExpiresAt)
+		if err != nil {
+			continue
+		}
+		out = append(out, LeaseExpiry{ThreadID: h.ThreadID, ExpiresAt: exp})
+	}
+	return out, nil
+}
+
+// ExpireLease releases a thread's lease if it has expired and records a
+// lease_expired event: a claimed or in_progress thread goes back to
+// pending (a blocked one stays blocked, its question still open), so it
+// is offered by fetch and any agent may claim it. It reports whether it
+// expired anything; a lease renewed in the meantime is left alone.
+func (s *Store) ExpireLease(tid string) (bool, error) {
+	if err := ValidateID("thread", tid); err != nil {
+		return false, err
+	}
+	expired := false
+	err := s.mutate(tid, func(t *tx) error {
+		l := t.h.Lease
+		if l == nil || l.ReleasedAt != "" || IsTerminal(t.h.Status) || l.Live(t.now) {
+			t.skip = true
+			return nil
+		}
+		expired = true
+		rel := *l
+		rel.ReleasedAt = l.ExpiresAt
+		t.setLease(rel)
+		from := t.h.Status
+		if from != StatusBlocked {
+			t.h.Status = StatusPending
+		}
+		payload := marshal(map[string]any{"agent_id": l.AgentID, "lease_token": l.LeaseToken,
+			"expired_at": l.ExpiresAt, "from": from, "to": t.h.Status})
+		t.ev = Event{EventType: EventLeaseExpired, Agent: l.AgentID,
+			Summary: "lease of " + l.AgentID + " expired", PayloadJSON: payload}
+		return nil
+	})
+	return expired, err
+}
+
+// Tail reads the event log forward from a cursor, remembering where it
+// stopped, for a long-running reader such as the daemon.
+type Tail struct {
+	s     *Store
+	after int64
+	pos   Pos
+}
+
+// NewTail starts a tail after event id after (now, when after < 0).
+func (s *Store) NewTail(after int64) (*Tail, error) {
+	var pos Pos
+	var err error
+	if after < 0 {
+		after, pos, err = s.log.lastID()
+	} else {
+		pos, err = s.log.find(after)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Tail{s: s, after: after, pos: pos}, nil
+}
+
+// Read calls fn for each event appended since the last Read, in order.
+func (t *Tail) Read(fn func(ev *Event)) error {
+	return t.s.log.scan(t.pos, func(ev *Event, end Pos) bool {
+		t.pos = end
+		if ev.EventID <= t.after {
+			return true
+		}
+		t.after = ev.EventID
+		ev.State = nil
+		fn(ev)
+		return true
+	})
+}
+
+// LastEvent returns the id of the last event Read delivered (or started
+// after).
+func (t *Tail) LastEvent() int64 { return t.after }
+
+// EventLogDir is the directory holding the event log, for callers that
+// watch it for changes.
+func (s *Store) EventLogDir() string { return s.log.dir }
+
+// LastMessage returns a thread and its latest message.
+func (s *Store) LastMessage(tid string) (*Thread, *Message, error) {
+	if err := ValidateID("thread", tid); err != nil {
+		return nil, nil, err
+	}
+	h, err := s.readHeader(tid)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h.MessageCount == 0 {
+		return &h.Thread, nil, nil
+	}
+	m, err := s.readMessage(tid, h.MessageCount)
+	return &h.Thread, m, err
+}
+
+// ErrDaemonRunning is returned by LockDaemon when another daemon holds the
+// store's daemon lock.
+var ErrDaemonRunning = errors.New("another daemon is running")
+
+// LockDaemon takes the store's daemon lock without waiting, so that two
+// daemons never serve one store. It records the holder (pid and start
+// time) in the lock file for the error message a second daemon prints.
+// The returned function releases the lock.
+func (s *Store) LockDaemon(pid int) (release func(), err error) {
+	p := s.lockFile("daemon.lock")
+	lk := flock.New(p, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(s.fileMode))
+	ok, err := lk.TryLock()
+	if err != nil {
+		return nil, storageErr(err, "lock %s", p)
+	}
+	if !ok {
+		holder, _ := os.ReadFile(p)
+		msg := "another inbox daemon is running on this store"
+		if h := strings.TrimSpace(string(holder)); h != "" {
+			msg += " (" + h + ")"
+		}
+		return nil, &Error{Code: "daemon_running", Err: ErrLeaseConflict, Cause: ErrDaemonRunning,
+			Message: msg + "; stop it first, or give this one another --db"}
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, s.fileMode)
+	if err == nil {
+		f.Truncate(0)
+		fmt.Fprintf(f, "pid %d, started %s", pid, FormatTime(s.now()))
+		f.Close()
+	}
+	return func() { lk.Unlock() }, nil
+}
