@@ -327,7 +327,7 @@ func (d *daemon) process(name string) {
 	}
 	result := &Result{OK: true, DispatchedAt: spool.FormatTime(time.Now()),
 		Descriptor: &DescriptorInfo{Kind: desc.Kind, Name: name, SHA256: hash},
-		ThreadID: res.Thread.ThreadID, MessageID: res.Message.MessageID}
+		ThreadID:   res.Thread.ThreadID, MessageID: res.Message.MessageID}
 	if err := d.finish(name, SuffixProcessed, result); err != nil {
 		d.log.Error("cannot finish descriptor; will retry", "file", name, "error", err)
 		return

@@ -16,7 +16,9 @@ func TestParseAccepts(t *testing.T) {
 		{"prompt", `{"version":1,"kind":"prompt","prompt":"Summarise today","createdAt":"2026-05-30T12:34:56.000Z"}`,
 			func(d *intake.Descriptor) bool { return d.Kind == "prompt" && d.Prompt == "Summarise today" }},
 		{"prompt with options", `{"version":1,"kind":"prompt","prompt":"p","from":"cron","to":"ops","subject":"s","priority":"high","task_id":"T1"}`,
-			func(d *intake.Descriptor) bool { return d.From == "cron" && d.To == "ops" && d.Priority == "high" && d.TaskID == "T1" }},
+			func(d *intake.Descriptor) bool {
+				return d.From == "cron" && d.To == "ops" && d.Priority == "high" && d.TaskID == "T1"
+			}},
 		{"send", `{"version":1,"kind":"send","from":"ci","to":"X","subject":"build failed","body":"see log","payload":{"run":42},"artifacts":[{"path":"/tmp/log","kind":"log","metadata":{"lines":3}}]}`,
 			func(d *intake.Descriptor) bool {
 				return d.To == "X" && string(d.Payload) == `{"run":42}` && len(d.Artifacts) == 1 && d.Artifacts[0].Kind == "log"
@@ -24,7 +26,9 @@ func TestParseAccepts(t *testing.T) {
 		{"send to a thread", `{"version":1,"kind":"send","thread":"thr_1","body":"more"}`,
 			func(d *intake.Descriptor) bool { return d.Thread == "thr_1" }},
 		{"spawn_worker", `{"version":1,"kind":"spawn_worker","agent_type":"coder","name":"fix-x","prompt":"Fix X","skills":["a","b"],"skill":"fleet-coder"}`,
-			func(d *intake.Descriptor) bool { return d.AgentType == "coder" && len(d.Skills) == 2 && d.Skill == "fleet-coder" }},
+			func(d *intake.Descriptor) bool {
+				return d.AgentType == "coder" && len(d.Skills) == 2 && d.Skill == "fleet-coder"
+			}},
 	}
 	for _, c := range cases {
 		d, err := intake.Parse([]byte(c.json))
