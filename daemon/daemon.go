@@ -146,6 +146,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if d.tail, err = d.s.NewTail(-1); err != nil {
 		return err
 	}
+	d.cleanTemps()
 	if err := d.seedLeases(); err != nil {
 		return err
 	}
@@ -215,6 +216,28 @@ func (d *daemon) ensureIntake() error {
 		return err
 	}
 	return syncDir(filepath.Dir(d.cfg.Intake))
+}
+
+// cleanTemps removes the temp files of .result and .outcome writes that a
+// killed daemon left in the intake directory. Only one daemon runs, so at
+// start every such file is stale. Droppers' own temp files are left alone.
+func (d *daemon) cleanTemps() {
+	entries, err := os.ReadDir(d.cfg.Intake)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasPrefix(n, ".") {
+			continue
+		}
+		for _, suf := range []string{intake.Suffix + SuffixResult, intake.Suffix + SuffixOutcome} {
+			i := strings.LastIndex(n, suf)
+			if i > 0 && i+len(suf) < len(n) && strings.Trim(n[i+len(suf):], "0123456789") == "" {
+				os.Remove(filepath.Join(d.cfg.Intake, n))
+			}
+		}
+	}
 }
 
 // sweep processes every pending descriptor, in name order.

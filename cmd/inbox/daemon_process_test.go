@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// drop writes a descriptor the way droppers should: a temp file, then a
+// rename into the intake directory.
+func drop(t testing.TB, dir, name, body string) {
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDaemonCrashLoop kills the daemon with SIGKILL at random instants
+// while 1,000 descriptors are dropped, restarting it each time. Afterwards
+// every descriptor must be finished exactly once and the store must hold
+// exactly 1,000 threads, one per descriptor.
+func TestDaemonCrashLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	const n = 1000
+	db, _ := newStore(t, 0)
+	in := filepath.Join(t.TempDir(), "intake")
+	os.Mkdir(in, 0o700)
+	inbox := lookInbox(t, "inbox")
+	start := func() *exec.Cmd {
+		cmd := exec.Command(inbox, "daemon", "--db", db, "--intake", in)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < n; i++ {
+			drop(t, in, fmt.Sprintf("job-%04d.task.json", i), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"job %d"}`, i))
+			if i%50 == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	pending := func() int {
+		m, _ := filepath.Glob(filepath.Join(in, "*.task.json"))
+		return len(m)
+	}
+	kills := 0
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		cmd := start()
+		time.Sleep(time.Duration(5+rand.IntN(60)) * time.Millisecond)
+		if finishedAll(in, n) {
+			// Let it start once more without a kill, so that its start-up
+			// clean-up runs to the end.
+			time.Sleep(200 * time.Millisecond)
+		}
+		if !finishedAll(in, n) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			kills++
+			if time.Now().After(deadline) {
+				t.Fatalf("not finished after %d kills: %d pending", kills, pending())
+			}
+			continue
+		}
+		// A clean stop: the restarted daemon has removed the temp files
+		// its killed predecessors left behind.
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		break
+	}
+	wg.Wait()
+	t.Logf("%d descriptors finished across %d kill -9s of the daemon", n, kills)
+	threads := map[string]string{}
+	for i := 0; i < n; i++ {
+		name := filepath.Join(in, fmt.Sprintf("job-%04d.task.json", i))
+		if _, err := os.Stat(name + ".processed"); err != nil {
+			t.Fatalf("%s: not processed: %v", name, err)
+		}
+		if _, err := os.Stat(name); err == nil {
+			t.Fatalf("%s is still pending", name)
+		}
+		data, err := os.ReadFile(name + ".result")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			OK       bool   `json:"ok"`
+			ThreadID string `json:"thread_id"`
+		}
+		if err := json.Unmarshal(data, &r); err != nil || !r.OK || r.ThreadID == "" {
+			t.Fatalf("%s.result: %s", name, data)
+		}
+		if other, dup := threads[r.ThreadID]; dup {
+			t.Fatalf("thread %s serves both %s and %s", r.ThreadID, other, name)
+		}
+		threads[r.ThreadID] = name
+	}
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.List(spool.ListFilter{Limit: spool.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != n {
+		t.Fatalf("the store holds %d threads for %d descriptors", len(all), n)
+	}
+	for _, th := range all {
+		if _, ok := threads[th.ThreadID]; !ok {
+			t.Errorf("thread %s (%s) belongs to no descriptor", th.ThreadID, th.Subject)
+		}
+	}
+	entries, _ := os.ReadDir(in)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("leftover temp file %s", e.Name())
+		}
+	}
+}
+
+// finishedAll reports whether all n descriptors have a .processed file.
+func finishedAll(dir string, n int) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*.task.json.processed"))
+	return len(m) == n
+}
