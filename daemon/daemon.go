@@ -110,10 +110,12 @@ type daemon struct {
 	s       *spool.Store
 	log     *slog.Logger
 	tail    *spool.Tail
-	tracked map[string]string // thread id → descriptor name, awaiting .outcome
+	tracked map[string][]string // thread id → descriptors awaiting its .outcome
+	byName  map[string]string   // descriptor → the thread it awaits
 	leases  expiryHeap
 	resweep time.Time // when deferred (young) descriptors should be retried
 	iw      *watcher.Watcher
+	iwDir   os.FileInfo // the intake directory iw watches
 }
 
 // Run serves until ctx is cancelled, finishing the descriptor in hand.
@@ -127,12 +129,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := spool.ValidateAgent("intake-to", cfg.IntakeTo); err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg, s: cfg.Store, log: cfg.Log, tracked: map[string]string{}}
+	d := &daemon{cfg: cfg, s: cfg.Store, log: cfg.Log, tracked: map[string][]string{}, byName: map[string]string{}}
 	if err := d.ensureIntake(); err != nil {
 		return err
 	}
-	var err error
-	if d.iw, err = d.watch(cfg.Intake); err != nil {
+	if err := d.watchIntake(); err != nil {
 		return err
 	}
 	defer func() { d.iw.Close() }()
@@ -184,6 +185,20 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+}
+
+// watchIntake (re)arms the watch on the intake directory, remembering
+// which directory it is: one moved away and replaced must be watched anew.
+func (d *daemon) watchIntake() error {
+	if d.iw != nil {
+		d.iw.Close()
+	}
+	var err error
+	if d.iw, err = d.watch(d.cfg.Intake); err != nil {
+		return err
+	}
+	d.iwDir, err = os.Stat(d.cfg.Intake)
+	return err
 }
 
 func (d *daemon) watch(dir string) (*watcher.Watcher, error) {
@@ -242,20 +257,22 @@ func (d *daemon) cleanTemps() {
 
 // sweep processes every pending descriptor, in name order.
 func (d *daemon) sweep(ctx context.Context) {
-	names, err := d.pending()
-	if errors.Is(err, fs.ErrNotExist) {
-		// The intake directory was deleted: recreate it and watch it anew.
-		if err := d.ensureIntake(); err != nil {
-			d.log.Error("cannot recreate intake directory", "dir", d.cfg.Intake, "error", err)
+	if fi, err := os.Stat(d.cfg.Intake); err != nil || !os.SameFile(fi, d.iwDir) {
+		// Deleted, or moved away and replaced: recreate it if needed and
+		// watch the directory that is there now.
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := d.ensureIntake(); err != nil {
+				d.log.Error("cannot recreate intake directory", "dir", d.cfg.Intake, "error", err)
+				return
+			}
+			d.log.Warn("intake directory was missing; recreated", "dir", d.cfg.Intake)
+		}
+		if err := d.watchIntake(); err != nil {
+			d.log.Error("cannot watch intake directory", "dir", d.cfg.Intake, "error", err)
 			return
 		}
-		d.log.Warn("intake directory was missing; recreated", "dir", d.cfg.Intake)
-		d.iw.Close()
-		if d.iw, err = d.watch(d.cfg.Intake); err != nil {
-			d.log.Error("cannot watch intake directory", "error", err)
-		}
-		return
 	}
+	names, err := d.pending()
 	if err != nil {
 		d.log.Error("cannot list intake directory", "error", err)
 		return
@@ -357,7 +374,7 @@ func (d *daemon) process(name string) {
 	}
 	d.log.Info("descriptor dispatched", "file", name, "kind", desc.Kind, "thread", res.Thread.ThreadID,
 		"message", res.Message.MessageID, "replayed", res.Replayed)
-	d.tracked[res.Thread.ThreadID] = name
+	d.track(res.Thread.ThreadID, name)
 	if spool.IsTerminal(res.Thread.Status) {
 		d.outcome(res.Thread.ThreadID)
 	}
@@ -498,7 +515,7 @@ func (d *daemon) catchUpOutcomes() error {
 		if json.Unmarshal(data, &r) != nil || r.ThreadID == "" {
 			continue
 		}
-		d.tracked[r.ThreadID] = name
+		d.track(r.ThreadID, name)
 		th, err := d.s.Thread(r.ThreadID)
 		if err == nil && spool.IsTerminal(th.Status) {
 			d.outcome(r.ThreadID)
@@ -532,9 +549,25 @@ func (d *daemon) events() {
 	}
 }
 
-// outcome writes NAME.outcome for a terminal thread.
+// track records that descriptor name awaits thread tid's outcome. A name
+// dropped again serves only its newest thread: an older thread that
+// finishes later must not overwrite the newer drop's .outcome.
+func (d *daemon) track(tid, name string) {
+	if old, ok := d.byName[name]; ok && old != tid {
+		d.tracked[old] = slices.DeleteFunc(d.tracked[old], func(n string) bool { return n == name })
+		if len(d.tracked[old]) == 0 {
+			delete(d.tracked, old)
+		}
+	}
+	d.byName[name] = tid
+	if !slices.Contains(d.tracked[tid], name) {
+		d.tracked[tid] = append(d.tracked[tid], name)
+	}
+}
+
+// outcome writes NAME.outcome for every descriptor of a terminal thread.
 func (d *daemon) outcome(tid string) {
-	name, ok := d.tracked[tid]
+	names, ok := d.tracked[tid]
 	if !ok {
 		return
 	}
@@ -551,12 +584,15 @@ func (d *daemon) outcome(tid string) {
 	if m != nil {
 		out.Summary = m.Summary
 	}
-	if err := d.writeFile(filepath.Join(d.cfg.Intake, name+SuffixOutcome), out); err != nil {
-		d.log.Error("cannot write outcome", "file", name, "error", err)
-		return
+	for _, name := range names {
+		if err := d.writeFile(filepath.Join(d.cfg.Intake, name+SuffixOutcome), out); err != nil {
+			d.log.Error("cannot write outcome", "file", name, "error", err)
+			return // tracked still: retried on the next event or start
+		}
+		delete(d.byName, name)
+		d.log.Info("outcome written", "file", name, "thread", tid, "status", th.Status)
 	}
 	delete(d.tracked, tid)
-	d.log.Info("outcome written", "file", name, "thread", tid, "status", th.Status)
 }
 
 // seedLeases schedules every held lease's expiry.

@@ -76,20 +76,49 @@ func corrupt(err error, format string, args ...any) error {
 		Message: fmt.Sprintf(format, args...) + " (run inbox fsck)"}
 }
 
-// readHeader loads a thread's header: the last valid line of thread.log.
+// msgFile is a message file on disk: the message, and in a thread's first
+// message the thread's initial header, which stands as the header until
+// the first change creates thread.log. A new thread thus costs two inodes
+// (its directory and its first message), not three.
+type msgFile struct {
+	Message
+	InitialHeader *header `json:"thread_header,omitempty"`
+}
+
+// readHeader loads a thread's header: the last valid line of thread.log,
+// or, before the thread's first change, the header in its first message.
 func (s *Store) readHeader(tid string) (*header, error) {
-	body, err := readLastLine(filepath.Join(s.threadDir(tid), headerLog))
+	dir := s.threadDir(tid)
+	body, err := readLastLine(filepath.Join(dir, headerLog))
 	if err != nil {
 		return nil, storageErr(err, "read thread %s", tid)
 	}
 	if body == nil {
-		return nil, notFound("thread %s not found", tid) // absent, or created but never committed
+		return s.initialHeader(tid)
 	}
 	var h header
 	if err := json.Unmarshal(body, &h); err != nil {
 		return nil, corrupt(err, "thread %s: header is not valid JSON", tid)
 	}
 	return &h, nil
+}
+
+func (s *Store) initialHeader(tid string) (*header, error) {
+	data, err := os.ReadFile(filepath.Join(s.threadDir(tid), msgName(1)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, notFound("thread %s not found", tid) // absent, or created but never committed
+	}
+	if err != nil {
+		return nil, storageErr(err, "read thread %s", tid)
+	}
+	var m msgFile
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, corrupt(err, "thread %s: first message is not valid JSON", tid)
+	}
+	if m.InitialHeader == nil {
+		return nil, notFound("thread %s not found", tid)
+	}
+	return m.InitialHeader, nil
 }
 
 // readLeaseFile reads lease.json; a missing or torn file gives nil (the
@@ -169,7 +198,8 @@ func (s *Store) threadLock(tid string) *flock.Flock {
 
 // lockThread takes the thread's lock; a missing thread is ErrNotFound.
 func (s *Store) lockThread(tid string) (*flock.Flock, error) {
-	if !exists(filepath.Join(s.threadDir(tid), headerLog)) {
+	dir := s.threadDir(tid)
+	if !exists(filepath.Join(dir, headerLog)) && !exists(filepath.Join(dir, msgName(1))) {
 		return nil, notFound("thread %s not found", tid)
 	}
 	lk := s.threadLock(tid)
@@ -380,10 +410,13 @@ func (s *Store) stage(path string, data []byte) (*renameio.PendingFile, error) {
 }
 
 // commit writes what the transaction staged, in the order described on tx.
+// For a new thread the first message, carrying the initial header, is the
+// commit point instead of a header line.
 func (t *tx) commit() error {
 	s := t.s
 	var ss syncSet
-	if t.old == nil {
+	fresh := t.old == nil
+	if fresh {
 		ss.add(t.dir, s.threadsRoot())
 	}
 	if t.msg != nil || t.idem != nil {
@@ -397,12 +430,12 @@ func (t *tx) commit() error {
 			pf.Cleanup()
 		}
 	}()
-	stage := func(path string, v any) error {
+	stage := func(path string, v any) (*renameio.PendingFile, error) {
 		pf, err := s.stage(path, marshal(v))
 		if err == nil {
 			pending = append(pending, pf)
 		}
-		return err
+		return pf, err
 	}
 	ap, err := s.log.reserve()
 	if err != nil {
@@ -410,41 +443,15 @@ func (t *tx) commit() error {
 	}
 	defer ap.release()
 	if t.idem != nil {
-		if err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem); err != nil {
+		if _, err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem); err != nil {
 			return err
 		}
-	}
-	if t.msg != nil {
-		t.msg.EventID = ap.next
-		if err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), t.msg); err != nil {
-			return err
-		}
-	}
-	for _, pf := range pending { // fsync and rename
-		if err := pf.CloseAtomicallyReplace(); err != nil {
-			return storageErr(err, "commit %s", pf.Name())
-		}
-	}
-	changed := t.old == nil || indexChanged(t.old, t.h)
-	if changed {
-		dirs, err := s.idx.Add(entryOf(t.h), filepath.Join(t.dir, msgName(1)))
-		if err != nil {
-			return storageErr(err, "index thread %s", t.tid)
-		}
-		ss.add(dirs...)
 	}
 	if t.lease != nil {
 		t.h.LeaseRev++
-		rec := *t.lease
-		rec.Rev = t.h.LeaseRev
-		created, err := s.writeLeaseFile(t.dir, &rec)
-		if err != nil {
-			return err
-		}
-		if created {
-			ss.add(t.dir)
-		}
 	}
+	// The event, and with it the header's log position, come first: the
+	// header names its event, and the message its event id.
 	ev := t.ev
 	ev.EventID = ap.next
 	ev.RunID, ev.TaskID, ev.ThreadID = t.h.RunID, t.h.TaskID, t.tid
@@ -461,8 +468,60 @@ func (t *tx) commit() error {
 	t.h.LastEventID = ev.EventID
 	t.h.LogPos = Pos{Segment: ap.first, Offset: ap.end + int64(len(line))}
 	t.h.LastEvent = &ev
-	if err := s.appendHeader(t.dir, t.h); err != nil { // the commit point
-		return err
+
+	var first *renameio.PendingFile
+	if t.msg != nil {
+		t.msg.EventID = ap.next
+		mf := msgFile{Message: *t.msg}
+		if fresh {
+			mf.InitialHeader = t.h
+		}
+		pf, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf)
+		if err != nil {
+			return err
+		}
+		if fresh {
+			first = pf
+		}
+	}
+	changed := fresh || indexChanged(t.old, t.h)
+	if changed {
+		// Markers are links to the first message's inode; for a new thread
+		// that is still the temp file, linked before it is renamed into
+		// place (the commit point), so the index stays a superset.
+		src := filepath.Join(t.dir, msgName(1))
+		if first != nil {
+			src = first.Name()
+		}
+		dirs, err := s.idx.Add(entryOf(t.h), src)
+		if err != nil {
+			return storageErr(err, "index thread %s", t.tid)
+		}
+		ss.add(dirs...)
+	}
+	for _, pf := range pending { // fsync and rename; a new thread's first message last
+		if err := pf.CloseAtomicallyReplace(); err != nil {
+			return storageErr(err, "commit %s", pf.Name())
+		}
+	}
+	if t.lease != nil {
+		rec := *t.lease
+		rec.Rev = t.h.LeaseRev
+		created, err := s.writeLeaseFile(t.dir, &rec)
+		if err != nil {
+			return err
+		}
+		if created {
+			ss.add(t.dir)
+		}
+	}
+	if !fresh {
+		if !exists(filepath.Join(t.dir, headerLog)) {
+			ss.add(t.dir) // the first change creates thread.log
+		}
+		if err := s.appendHeader(t.dir, t.h); err != nil { // the commit point
+			return err
+		}
 	}
 	if _, err := ap.write(line); err != nil {
 		return err
@@ -471,7 +530,7 @@ func (t *tx) commit() error {
 	if err := ss.flush(); err != nil {
 		return err
 	}
-	if changed && t.old != nil {
+	if changed && !fresh {
 		if err := s.idx.Remove(entryOf(t.old), entryOf(t.h)); err != nil {
 			return storageErr(err, "index thread %s", t.tid)
 		}

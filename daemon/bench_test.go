@@ -1,0 +1,113 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox/daemon"
+	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox/watcher"
+)
+
+// startDaemon runs a daemon in this process on a fresh store.
+func startDaemon(tb testing.TB) (intakeDir string, stop func()) {
+	tb.Helper()
+	db := filepath.Join(tb.TempDir(), "store")
+	if _, err := spool.Init(db, false); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := spool.Open(db, spool.Options{Source: "daemon"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	intakeDir = filepath.Join(db, "intake")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- daemon.Run(ctx, daemon.Config{Store: s, Intake: intakeDir, IntakeTo: "coordinator"}) }()
+	for i := 0; i < 500; i++ { // the daemon creates the intake directory
+		if _, err := os.Stat(intakeDir); err == nil {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return intakeDir, func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	}
+}
+
+func dropFile(tb testing.TB, dir, name, body string) {
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkDropToResult measures single drops: from the rename of a
+// descriptor into the intake directory to its .result being in place.
+// It reports the median and 99th percentile; use -benchtime=300x.
+func BenchmarkDropToResult(b *testing.B) {
+	dir, stop := startDaemon(b)
+	defer stop()
+	w, err := watcher.New(dir, watcher.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	var lat []time.Duration
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("single-%06d.task.json", i)
+		t0 := time.Now()
+		dropFile(b, dir, name, `{"version":1,"kind":"prompt","prompt":"benchmark"}`)
+		for {
+			if _, err := os.Stat(filepath.Join(dir, name+".result")); err == nil {
+				break
+			}
+			select {
+			case <-w.C:
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		lat = append(lat, time.Since(t0))
+		time.Sleep(20 * time.Millisecond) // single drops, not a burst
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds()), "p99-µs")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkBurst drops b.N descriptors at once into a running daemon and
+// reports how many it finishes per second (first drop to last .result).
+// Use -benchtime=10000x.
+func BenchmarkBurst(b *testing.B) {
+	dir, stop := startDaemon(b)
+	defer stop()
+	t0 := time.Now()
+	for i := 0; i < b.N; i++ {
+		dropFile(b, dir, fmt.Sprintf("burst-%06d.task.json", i), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"job %d"}`, i))
+	}
+	last := filepath.Join(dir, fmt.Sprintf("burst-%06d.task.json.result", b.N-1))
+	for {
+		if _, err := os.Stat(last); err == nil {
+			m, _ := filepath.Glob(filepath.Join(dir, "*.result"))
+			if len(m) == b.N {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	el := time.Since(t0)
+	b.ReportMetric(float64(b.N)/el.Seconds(), "descriptors/s")
+	b.ReportMetric(0, "ns/op")
+}
