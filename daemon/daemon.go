@@ -10,10 +10,12 @@
 //
 //   - Exactly once: a descriptor is dispatched with an idempotency key made
 //     of its name, the SHA-256 of its content and the identity of the file
-//     (device, inode, change time), and only then gets its .result and is
-//     renamed to .processed. A crash at any point leaves it pending, and
-//     the retry replays the thread the first attempt made instead of making
-//     a second one. The thread records the descriptor's name and hash.
+//     (device, inode, change time), and only after the thread is committed
+//     does it get its .result and become .processed. A crash at any point
+//     leaves it pending, and the retry finds the thread the first attempt
+//     made instead of making a second one; a new drop under the same name
+//     is a new file, hence a new key. The thread records the descriptor's
+//     name and hash.
 //   - Every descriptor ends as NAME.task.json.processed or .failed, each
 //     with a .result; .outcome follows when the thread reaches a terminal
 //     status, also for threads that finished while the daemon was down.
@@ -350,6 +352,8 @@ func (d *daemon) process(name string) {
 		d.refuse(name, err.Error())
 		return
 	}
+	// The key of this drop: its name, content and file identity. A retry
+	// after a crash sees the same key; a new drop under the name does not.
 	in.IdempotencyKey = "intake:" + name + ":" + hash + ":" + ident
 	if in.ThreadID == "" {
 		in.Origin = &spool.Origin{Descriptor: name, SHA256: hash}
@@ -362,7 +366,7 @@ func (d *daemon) process(name string) {
 			d.log.Error("cannot dispatch descriptor; will retry", "file", name, "error", err)
 			return
 		}
-		d.refuse(name, err.Error())
+		d.refuse(name, fieldError(err))
 		return
 	}
 	result := &Result{OK: true, DispatchedAt: spool.FormatTime(time.Now()),
@@ -378,6 +382,26 @@ func (d *daemon) process(name string) {
 	if spool.IsTerminal(res.Thread.Status) {
 		d.outcome(res.Thread.ThreadID)
 	}
+}
+
+// descriptorField maps the store's flag names to descriptor fields.
+var descriptorField = map[string]string{"kind": "message_kind", "payload-json": "payload", "run": "run_id",
+	"task": "task_id", "artifact": "artifacts", "artifact-kind": "artifacts", "artifact-metadata-json": "artifacts"}
+
+// fieldError phrases a store refusal in the descriptor's terms: the field
+// as the writer of the descriptor knows it, not a CLI flag.
+func fieldError(err error) string {
+	var se *spool.Error
+	if !errors.As(err, &se) || se.Field == "" {
+		return err.Error()
+	}
+	field := se.Field
+	if f, ok := descriptorField[field]; ok {
+		field = f
+	}
+	msg := strings.ReplaceAll(se.Message, "--"+se.Field, "")
+	msg = strings.TrimLeft(msg, " :")
+	return fmt.Sprintf("field %q: %s", field, msg)
 }
 
 // refuse finishes a descriptor as failed.

@@ -36,6 +36,10 @@ const (
 	KindSpawnWorker = "spawn_worker"
 )
 
+// MessageKinds are the message_kind values a send descriptor may name
+// (the message kinds of SPEC §3).
+var MessageKinds = []string{"task", "progress", "question", "answer", "result", "control", "event"}
+
 // AgentTypes are the agent_type values a spawn_worker descriptor may name.
 var AgentTypes = []string{"general-purpose", "explorer", "coder", "reviewer", "tester", "custom", "coordinator", "researcher"}
 
@@ -150,6 +154,9 @@ func Parse(data []byte) (*Descriptor, error) {
 		d.Thread, d.RunID, d.TaskID = p.str("thread", false), p.str("run_id", false), p.str("task_id", false)
 		d.MessageKind, d.Summary, d.Body = p.str("message_kind", false), p.str("summary", false), p.str("body", false)
 		d.Priority = p.str("priority", false)
+		if p.err == nil && d.MessageKind != "" && !slices.Contains(MessageKinds, d.MessageKind) {
+			p.fail(`field "message_kind": %q is not one of %s`, d.MessageKind, strings.Join(MessageKinds, "|"))
+		}
 		d.Payload = p.raw("payload")
 		d.Artifacts = p.artifacts()
 		if p.err == nil && d.Thread == "" {

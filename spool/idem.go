@@ -96,32 +96,42 @@ func (t *tx) sealIdem() {
 	}
 }
 
-// newThreadReplay looks up a store-scoped key for a thread-creating send.
+// A thread-creating send's key (store-scoped) is recorded by a hard link
+// idem/<hash>.json to the new thread's first message, made before that
+// message is renamed into place (the commit point): it costs no inode and
+// no write of its own. The first message records the key, so the link
+// identifies the thread and a hash collision is detected.
+
+// newThreadReplay looks up a store-scoped key: the thread an earlier call
+// with it committed, or nothing (removing the link of an attempt that
+// never committed).
 func (s *Store) newThreadReplay(key string) (*Result, error) {
-	rec, err := readIdem(s.idemPath(idemHash(key)))
-	if err != nil || rec == nil || rec.Key != key {
-		return nil, err
+	p := s.idemPath(idemHash(key))
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
-	if rec.Command != "send" {
-		return nil, mismatch(key, rec.Command, "send")
+	if err != nil {
+		return nil, storageErr(err, "read idempotency record")
 	}
-	h, err := s.readHeader(rec.ThreadID)
+	var m msgFile
+	if json.Unmarshal(data, &m) != nil || m.IdempotencyKey != key || m.ThreadID == "" {
+		return nil, nil // not ours (a hash collision or garbage): run afresh
+	}
+	if m.IdempotencyCommand != "" && m.IdempotencyCommand != "send" {
+		return nil, mismatch(key, m.IdempotencyCommand, "send")
+	}
+	h, err := s.readHeader(m.ThreadID)
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil // the earlier call never committed
+		// The earlier attempt never committed: forget it.
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, storageErr(err, "remove stale idempotency record")
+		}
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.readMessage(rec.ThreadID, 1)
-	if err != nil || m.MessageID != rec.MessageID {
-		return nil, nil
-	}
-	return &Result{Thread: &h.Thread, Message: m, Lease: h.Lease, Replayed: true}, nil
-}
-
-func (s *Store) writeNewThreadIdem(key string, r *idemRecord) error {
-	if err := s.publish(s.idemPath(idemHash(key)), r); err != nil {
-		return err
-	}
-	return syncDir(filepath.Join(s.dir, idemDir))
+	msg := m.Message
+	return &Result{Thread: &h.Thread, Message: &msg, Lease: h.Lease, Replayed: true}, nil
 }

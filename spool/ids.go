@@ -12,12 +12,6 @@ const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 // since the Unix epoch and 80 random bits, in Crockford base32. Ids sort by
 // creation time (to the millisecond) and need no central counter.
 func NewID(prefix string, t time.Time) string {
-	var b [26]byte
-	ms := uint64(t.UnixMilli())
-	for i := 9; i >= 0; i-- {
-		b[i] = crockford[ms&31]
-		ms >>= 5
-	}
 	// math/rand/v2's global source is seeded by the runtime from the
 	// operating system's randomness; ids need uniqueness, not secrecy, and
 	// crypto/rand would add a fifth of a millisecond to every start-up.
@@ -27,6 +21,16 @@ func NewID(prefix string, t time.Time) string {
 		r[i] = byte(x >> (8 * i))
 	}
 	r[8], r[9] = byte(y), byte(y>>8)
+	return encodeID(prefix, t, r)
+}
+
+func encodeID(prefix string, t time.Time, r [10]byte) string {
+	var b [26]byte
+	ms := uint64(t.UnixMilli())
+	for i := 9; i >= 0; i-- {
+		b[i] = crockford[ms&31]
+		ms >>= 5
+	}
 	// 80 bits -> 16 characters of 5 bits.
 	var acc uint64
 	bits := 0

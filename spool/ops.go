@@ -162,15 +162,9 @@ func (s *Store) Send(in SendInput) (*Result, error) {
 	h := &header{Thread: Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
 		CreatedBy: in.From, AssignedTo: in.To, Status: StatusPending, Priority: in.Priority,
 		CreatedAt: ts, UpdatedAt: ts}, Origin: in.Origin}
-	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h}
+	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: key}
 	t.ev = Event{EventType: EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
-	if key != "" {
-		rec := &idemRecord{Key: key, Command: "send", ThreadID: tid, MessageID: m.MessageID, Seq: 1, CreatedAt: ts}
-		if err := s.writeNewThreadIdem(key, rec); err != nil {
-			return nil, err
-		}
-	}
 	if err := os.Mkdir(t.dir, s.dirMode); err != nil {
 		return nil, storageErr(err, "create thread %s", tid)
 	}

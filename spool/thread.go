@@ -69,6 +69,8 @@ type tx struct {
 	// skip is set when an idempotency key replayed an earlier call:
 	// there is nothing to commit.
 	skip bool
+	// newKey is the idempotency key of a thread-creating send.
+	newKey string
 }
 
 func corrupt(err error, format string, args ...any) error {
@@ -83,6 +85,10 @@ func corrupt(err error, format string, args ...any) error {
 type msgFile struct {
 	Message
 	InitialHeader *header `json:"thread_header,omitempty"`
+	// IdempotencyKey and IdempotencyCommand record the key of the
+	// thread-creating send that wrote this first message (see idem.go).
+	IdempotencyKey     string `json:"idempotency_key,omitempty"`
+	IdempotencyCommand string `json:"idempotency_command,omitempty"`
 }
 
 // readHeader loads a thread's header: the last valid line of thread.log,
@@ -475,6 +481,9 @@ func (t *tx) commit() error {
 		mf := msgFile{Message: *t.msg}
 		if fresh {
 			mf.InitialHeader = t.h
+			if t.newKey != "" {
+				mf.IdempotencyKey, mf.IdempotencyCommand = t.newKey, "send"
+			}
 		}
 		pf, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf)
 		if err != nil {
@@ -498,6 +507,16 @@ func (t *tx) commit() error {
 			return storageErr(err, "index thread %s", t.tid)
 		}
 		ss.add(dirs...)
+	}
+	if first != nil && t.newKey != "" {
+		// The key's record: a link to the first message, made before the
+		// commit point like the index markers.
+		p := s.idemPath(idemHash(t.newKey))
+		os.Remove(p) // a stale link of an attempt that never committed
+		if err := os.Link(first.Name(), p); err != nil {
+			return storageErr(err, "record idempotency key")
+		}
+		ss.add(filepath.Dir(p))
 	}
 	for _, pf := range pending { // fsync and rename; a new thread's first message last
 		if err := pf.CloseAtomicallyReplace(); err != nil {
