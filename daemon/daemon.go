@@ -279,11 +279,13 @@ func (d *daemon) sweep(ctx context.Context) {
 		d.log.Error("cannot list intake directory", "error", err)
 		return
 	}
-	for _, name := range names {
+	for len(names) > 0 {
 		if ctx.Err() != nil {
-			return // stop between descriptors, never in the middle of one
+			return // stop between batches, never in the middle of one
 		}
-		d.process(name)
+		n := min(len(names), batchSize)
+		d.processBatch(names[:n])
+		names = names[n:]
 	}
 }
 
@@ -308,49 +310,134 @@ func (d *daemon) pending() ([]string, error) {
 	return names, nil
 }
 
-// process handles one descriptor.
-func (d *daemon) process(name string) {
+// batchSize bounds how many descriptors are dispatched as one commit.
+const batchSize = 32
+
+// job is a descriptor read and validated, ready to dispatch.
+type job struct {
+	name string
+	desc *intake.Descriptor
+	hash string
+	in   spool.SendInput
+}
+
+// processBatch handles descriptors (in name order): refusals at once, then
+// the thread-creating ones as one commit, then the ones adding to existing
+// threads, then their .result files and renames with one directory fsync.
+func (d *daemon) processBatch(names []string) {
+	var create, add []*job
+	for _, name := range names {
+		if j := d.prepare(name); j != nil {
+			if j.in.ThreadID == "" {
+				create = append(create, j)
+			} else {
+				add = append(add, j)
+			}
+		}
+	}
+	type done struct {
+		j   *job
+		res *spool.Result
+	}
+	var ok []done
+	if len(create) > 0 {
+		ins := make([]spool.SendInput, len(create))
+		for i, j := range create {
+			ins[i] = j.in
+		}
+		results, errs, err := d.s.SendBatch(ins)
+		if err != nil {
+			d.log.Error("cannot dispatch descriptors; will retry", "files", len(create), "error", err)
+			return
+		}
+		for i, j := range create {
+			if errs[i] != nil {
+				d.refuse(j.name, fieldError(errs[i]))
+				continue
+			}
+			ok = append(ok, done{j, results[i]})
+		}
+	}
+	for _, j := range add {
+		res, err := d.s.Send(j.in)
+		switch {
+		case err == nil:
+			ok = append(ok, done{j, res})
+		case errors.Is(err, spool.ErrStorage) || errors.Is(err, spool.ErrFormat):
+			d.log.Error("cannot dispatch descriptor; will retry", "file", j.name, "error", err)
+		default:
+			d.refuse(j.name, fieldError(err))
+		}
+	}
+	if len(ok) == 0 {
+		return
+	}
+	names, results := make([]string, len(ok)), make([]*Result, len(ok))
+	for i, o := range ok {
+		names[i] = o.j.name
+		results[i] = &Result{OK: true, DispatchedAt: spool.FormatTime(time.Now()),
+			Descriptor: &DescriptorInfo{Kind: o.j.desc.Kind, Name: o.j.name, SHA256: o.j.hash},
+			ThreadID:   o.res.Thread.ThreadID, MessageID: o.res.Message.MessageID}
+	}
+	if err := d.finishAll(names, SuffixProcessed, results); err != nil {
+		d.log.Error("cannot finish descriptors; will retry", "files", len(names), "error", err)
+		return
+	}
+	for _, o := range ok {
+		d.log.Info("descriptor dispatched", "file", o.j.name, "kind", o.j.desc.Kind, "thread", o.res.Thread.ThreadID,
+			"message", o.res.Message.MessageID, "replayed", o.res.Replayed)
+		d.track(o.res.Thread.ThreadID, o.j.name)
+		if spool.IsTerminal(o.res.Thread.Status) {
+			d.outcome(o.res.Thread.ThreadID)
+		}
+	}
+}
+
+// prepare reads and validates one descriptor. It refuses bad ones on the
+// spot and returns nil for them, for ones gone meanwhile and for ones that
+// may still be being written.
+func (d *daemon) prepare(name string) *job {
 	p := filepath.Join(d.cfg.Intake, name)
 	fi, err := os.Lstat(p)
 	if err != nil {
-		return // gone meanwhile
+		return nil // gone meanwhile
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		d.refuse(name, "symlinks are refused: drop the descriptor itself, not a link to it")
-		return
+		return nil
 	case !fi.Mode().IsRegular():
 		d.refuse(name, fmt.Sprintf("not a regular file (%s)", fi.Mode().Type()))
-		return
+		return nil
 	case fi.Size() > intake.MaxSize:
 		d.refuse(name, fmt.Sprintf("descriptor is %d bytes; the limit is %d", fi.Size(), intake.MaxSize))
-		return
+		return nil
 	}
 	data, ident, err := readDescriptor(p)
 	if err != nil {
 		d.log.Error("cannot read descriptor", "file", name, "error", err)
-		return
+		return nil
 	}
 	desc, err := intake.Parse(data)
 	if errors.Is(err, intake.ErrSyntax) && time.Since(fi.ModTime()) < youngAge {
 		// Possibly still being written: give it a moment.
 		d.resweep = fi.ModTime().Add(youngAge)
-		return
+		return nil
 	}
 	if err != nil {
 		d.refuse(name, err.Error())
-		return
+		return nil
 	}
 	if desc.Kind == intake.KindSpawnWorker && !d.cfg.TrustAll {
 		d.refuse(name, "spawn_worker descriptors are refused unless the daemon runs with --trust-all (or INBOX_TRUST_ALL=1)")
-		return
+		return nil
 	}
 	sum := sha256.Sum256(data)
 	hash := hex.EncodeToString(sum[:])
 	in, err := d.toSend(desc)
 	if err != nil {
 		d.refuse(name, err.Error())
-		return
+		return nil
 	}
 	// The key of this drop: its name, content and file identity. A retry
 	// after a crash sees the same key; a new drop under the name does not.
@@ -360,28 +447,7 @@ func (d *daemon) process(name string) {
 	}
 	// A new drop under an old name must not be taken for finished.
 	os.Remove(p + SuffixOutcome)
-	res, err := d.s.Send(in)
-	if err != nil {
-		if errors.Is(err, spool.ErrStorage) || errors.Is(err, spool.ErrFormat) {
-			d.log.Error("cannot dispatch descriptor; will retry", "file", name, "error", err)
-			return
-		}
-		d.refuse(name, fieldError(err))
-		return
-	}
-	result := &Result{OK: true, DispatchedAt: spool.FormatTime(time.Now()),
-		Descriptor: &DescriptorInfo{Kind: desc.Kind, Name: name, SHA256: hash},
-		ThreadID:   res.Thread.ThreadID, MessageID: res.Message.MessageID}
-	if err := d.finish(name, SuffixProcessed, result); err != nil {
-		d.log.Error("cannot finish descriptor; will retry", "file", name, "error", err)
-		return
-	}
-	d.log.Info("descriptor dispatched", "file", name, "kind", desc.Kind, "thread", res.Thread.ThreadID,
-		"message", res.Message.MessageID, "replayed", res.Replayed)
-	d.track(res.Thread.ThreadID, name)
-	if spool.IsTerminal(res.Thread.Status) {
-		d.outcome(res.Thread.ThreadID)
-	}
+	return &job{name: name, desc: desc, hash: hash, in: in}
 }
 
 // descriptorField maps the store's flag names to descriptor fields.
@@ -414,23 +480,54 @@ func (d *daemon) refuse(name, reason string) {
 	d.log.Warn("descriptor refused", "file", name, "error", reason)
 }
 
-// finish writes NAME.result (durably) and then renames the descriptor to
-// NAME+suffix. A crash between the two leaves the descriptor pending: the
-// retry writes the same result again.
+// finish writes NAME.result and renames the descriptor to NAME+suffix.
 func (d *daemon) finish(name, suffix string, result *Result) error {
-	p := filepath.Join(d.cfg.Intake, name)
-	if err := d.place(p+SuffixResult, result); err != nil {
-		return err
+	return d.finishAll([]string{name}, suffix, []*Result{result})
+}
+
+// finishAll writes each NAME.result (fsynced, renamed into place) and only
+// then renames each descriptor to NAME+suffix; one fsync of the intake
+// directory makes all the renames durable. A crash between the two leaves
+// a descriptor pending: the retry writes the same result again.
+func (d *daemon) finishAll(names []string, suffix string, results []*Result) error {
+	var pending []*renameio.PendingFile
+	defer func() {
+		for _, pf := range pending {
+			pf.Cleanup()
+		}
+	}()
+	for i, name := range names {
+		data, err := json.MarshalIndent(results[i], "", "  ")
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(d.cfg.Intake, name+SuffixResult)
+		pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(d.cfg.Intake), renameio.WithStaticPermissions(0o600))
+		if err != nil {
+			return err
+		}
+		pending = append(pending, pf)
+		if _, err := pf.Write(append(data, '\n')); err != nil {
+			return err
+		}
+	}
+	for _, pf := range pending {
+		if err := pf.CloseAtomicallyReplace(); err != nil {
+			return err
+		}
 	}
 	other := SuffixFailed
 	if suffix == SuffixFailed {
 		other = SuffixProcessed
 	}
-	os.Remove(p + other) // from an earlier drop under the same name
-	if err := os.Rename(p, p+suffix); err != nil {
-		return err
+	for _, name := range names {
+		p := filepath.Join(d.cfg.Intake, name)
+		os.Remove(p + other) // from an earlier drop under the same name
+		if err := os.Rename(p, p+suffix); err != nil {
+			return err
+		}
 	}
-	return syncDir(d.cfg.Intake) // makes both renames durable
+	return syncDir(d.cfg.Intake) // makes every rename durable
 }
 
 // writeFile publishes a JSON file (0600) atomically and durably.

@@ -103,58 +103,154 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 
 // Send creates a thread (ThreadID empty) or appends a message to one.
 func (s *Store) Send(in SendInput) (*Result, error) {
-	if err := ValidateAgent("from", in.From); err != nil {
+	if err := validateSendBasics(&in); err != nil {
 		return nil, err
+	}
+	if in.ThreadID != "" {
+		return s.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content)
+	}
+	if in.IdempotencyKey != "" {
+		unlock, err := s.lockIdem()
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	t, replay, err := s.prepareThread(in)
+	if err != nil || replay != nil {
+		return replay, err
+	}
+	if err := t.commit(); err != nil {
+		return nil, err
+	}
+	return &Result{Thread: &t.h.Thread, Message: t.msg}, nil
+}
+
+// SendBatch creates several threads as one commit (one event-log append,
+// one round of fsyncs), for a caller draining a burst such as the daemon.
+// Every input must create a thread (no ThreadID). Results and per-input
+// errors (validation) come back in input order; err is a failure of the
+// whole commit, after which the caller may retry with the same
+// idempotency keys.
+func (s *Store) SendBatch(ins []SendInput) (results []*Result, errs []error, err error) {
+	results, errs = make([]*Result, len(ins)), make([]error, len(ins))
+	for _, in := range ins {
+		if in.IdempotencyKey != "" {
+			unlock, err := s.lockIdem()
+			if err != nil {
+				return nil, nil, err
+			}
+			defer unlock()
+			break
+		}
+	}
+	var txs []*tx
+	var at []int
+	first := map[string]int{} // idempotency key → the input that carries it
+	for i := range ins {
+		in := ins[i]
+		if in.ThreadID != "" {
+			errs[i] = invalidf("thread", "SendBatch only creates threads")
+			continue
+		}
+		if err := validateSendBasics(&in); err != nil {
+			errs[i] = err
+			continue
+		}
+		if k := in.IdempotencyKey; k != "" {
+			if j, dup := first[k]; dup {
+				errs[i] = errs[j]
+				results[i] = results[j] // filled in below, after the commit
+				continue
+			}
+			first[k] = i
+		}
+		t, replay, err := s.prepareThread(in)
+		if err != nil || replay != nil {
+			results[i], errs[i] = replay, err
+			continue
+		}
+		txs = append(txs, t)
+		at = append(at, i)
+	}
+	if len(txs) > 0 {
+		if err := s.commitAll(txs); err != nil {
+			return nil, nil, err
+		}
+	}
+	for j, t := range txs {
+		results[at[j]] = &Result{Thread: &t.h.Thread, Message: t.msg}
+	}
+	for i, in := range ins {
+		if j, ok := first[in.IdempotencyKey]; ok && j != i && results[i] == nil {
+			results[i], errs[i] = results[j], errs[j]
+		}
+	}
+	return results, errs, nil
+}
+
+func (s *Store) lockIdem() (unlock func(), err error) {
+	lk := flock.New(s.lockFile("idem.lock"), flock.SetPermissions(s.fileMode))
+	if err := lk.Lock(); err != nil {
+		return nil, storageErr(err, "lock idempotency records")
+	}
+	return func() { lk.Unlock() }, nil
+}
+
+// validateSendBasics checks what every send needs and fills in defaults.
+func validateSendBasics(in *SendInput) error {
+	if err := ValidateAgent("from", in.From); err != nil {
+		return err
 	}
 	if in.Kind == "" {
 		in.Kind = KindTask
 	}
 	if err := ValidateKind("kind", in.Kind, Kinds); err != nil {
-		return nil, err
+		return err
 	}
 	if in.ThreadID != "" {
 		for _, f := range []struct{ name, val string }{{"subject", in.Subject}, {"run", in.RunID}, {"task", in.TaskID}, {"priority", in.Priority}} {
 			if f.val != "" {
-				return nil, invalidf(f.name, "--%s applies only when send creates a thread; leave it out with --thread", f.name)
+				return invalidf(f.name, "--%s applies only when send creates a thread; leave it out with --thread", f.name)
 			}
 		}
-		return s.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content)
 	}
+	return nil
+}
+
+// prepareThread validates a thread-creating send and stages it: it
+// returns the transaction to commit, or the earlier result when the
+// idempotency key was used before (the caller holds the idem lock).
+func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 	if err := ValidateAgent("to", in.To); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if strings.TrimSpace(in.Subject) == "" {
-		return nil, invalidf("subject", "--subject is required when send creates a thread")
+		return nil, nil, invalidf("subject", "--subject is required when send creates a thread")
 	}
 	if err := validateText("subject", in.Subject, MaxSubjectLen); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if in.Priority == "" {
 		in.Priority = "normal"
 	}
 	if err := ValidateKind("priority", in.Priority, Priorities); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := validateLabel("run", in.RunID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := validateLabel("task", in.TaskID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := s.now()
 	m, err := s.message(now, in.From, in.To, in.Kind, in.Content, strings.TrimSpace(in.Subject))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	key := in.IdempotencyKey
-	if key != "" {
-		lk := flock.New(s.lockFile("idem.lock"), flock.SetPermissions(s.fileMode))
-		if err := lk.Lock(); err != nil {
-			return nil, storageErr(err, "lock idempotency records")
-		}
-		defer lk.Unlock()
-		if r, err := s.newThreadReplay(key); r != nil || err != nil {
-			return r, err
+	if in.IdempotencyKey != "" {
+		if r, err := s.newThreadReplay(in.IdempotencyKey); r != nil || err != nil {
+			return nil, r, err
 		}
 	}
 	tid := NewID("thr_", now)
@@ -162,16 +258,13 @@ func (s *Store) Send(in SendInput) (*Result, error) {
 	h := &header{Thread: Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
 		CreatedBy: in.From, AssignedTo: in.To, Status: StatusPending, Priority: in.Priority,
 		CreatedAt: ts, UpdatedAt: ts}, Origin: in.Origin}
-	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: key}
+	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: in.IdempotencyKey}
 	t.ev = Event{EventType: EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
 	if err := os.Mkdir(t.dir, s.dirMode); err != nil {
-		return nil, storageErr(err, "create thread %s", tid)
+		return nil, nil, storageErr(err, "create thread %s", tid)
 	}
-	if err := t.commit(); err != nil {
-		return nil, err
-	}
-	return &Result{Thread: &t.h.Thread, Message: m}, nil
+	return t, nil, nil
 }
 
 // otherParty is the default recipient of a message from `from` in a thread.

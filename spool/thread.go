@@ -418,18 +418,37 @@ func (s *Store) stage(path string, data []byte) (*renameio.PendingFile, error) {
 // commit writes what the transaction staged, in the order described on tx.
 // For a new thread the first message, carrying the initial header, is the
 // commit point instead of a header line.
-func (t *tx) commit() error {
-	s := t.s
-	var ss syncSet
-	fresh := t.old == nil
-	if fresh {
-		ss.add(t.dir, s.threadsRoot())
-	}
-	if t.msg != nil || t.idem != nil {
-		ss.add(t.dir) // a file is renamed into the thread directory
-	}
-	t.h.UpdatedAt = FormatTime(t.now)
+func (t *tx) commit() error { return t.s.commitAll([]*tx{t}) }
 
+// event builds the transaction's event with the given id, its line ending
+// at end, and records it in the header (which names its last event).
+func (t *tx) event(id int64, segment, start int64) []byte {
+	ev := t.ev
+	ev.EventID = id
+	ev.RunID, ev.TaskID, ev.ThreadID = t.h.RunID, t.h.TaskID, t.tid
+	ev.Source = t.s.source
+	ev.CreatedAt = t.h.UpdatedAt
+	ev.Status = t.h.Status
+	ev.Summary = cut(ev.Summary, maxEventSumLen)
+	if ev.PayloadJSON == nil {
+		ev.PayloadJSON = json.RawMessage("{}")
+	}
+	ev.State = snapshot(t.h)
+	line := encodeEvent(&ev)
+	ev.State = nil
+	t.h.LastEventID = id
+	t.h.LogPos = Pos{Segment: segment, Offset: start + int64(len(line))}
+	t.h.LastEvent = &ev
+	return line
+}
+
+// commitAll commits transactions on distinct threads together: one
+// reservation of the event log, one append of all their event lines with
+// one fdatasync, one round of directory fsyncs. Each transaction keeps its
+// own commit point (its header line, or a new thread's first message), so
+// a crash part-way leaves each one either committed or not.
+func (s *Store) commitAll(txs []*tx) error {
+	var ss syncSet
 	var pending []*renameio.PendingFile
 	defer func() {
 		for _, pf := range pending {
@@ -448,110 +467,113 @@ func (t *tx) commit() error {
 		return err
 	}
 	defer ap.release()
-	if t.idem != nil {
-		if _, err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem); err != nil {
-			return err
-		}
-	}
-	if t.lease != nil {
-		t.h.LeaseRev++
-	}
-	// The event, and with it the header's log position, come first: the
-	// header names its event, and the message its event id.
-	ev := t.ev
-	ev.EventID = ap.next
-	ev.RunID, ev.TaskID, ev.ThreadID = t.h.RunID, t.h.TaskID, t.tid
-	ev.Source = s.source
-	ev.CreatedAt = t.h.UpdatedAt
-	ev.Status = t.h.Status
-	ev.Summary = cut(ev.Summary, maxEventSumLen)
-	if ev.PayloadJSON == nil {
-		ev.PayloadJSON = json.RawMessage("{}")
-	}
-	ev.State = snapshot(t.h)
-	line := encodeEvent(&ev)
-	ev.State = nil
-	t.h.LastEventID = ev.EventID
-	t.h.LogPos = Pos{Segment: ap.first, Offset: ap.end + int64(len(line))}
-	t.h.LastEvent = &ev
-
-	var first *renameio.PendingFile
-	if t.msg != nil {
-		t.msg.EventID = ap.next
-		mf := msgFile{Message: *t.msg}
+	var lines []byte
+	id, off := ap.next, ap.end
+	for _, t := range txs {
+		fresh := t.old == nil
 		if fresh {
-			mf.InitialHeader = t.h
-			if t.newKey != "" {
-				mf.IdempotencyKey, mf.IdempotencyCommand = t.newKey, "send"
+			ss.add(t.dir, s.threadsRoot())
+		}
+		if t.msg != nil || t.idem != nil {
+			ss.add(t.dir) // a file is renamed into the thread directory
+		}
+		t.h.UpdatedAt = FormatTime(t.now)
+		if t.idem != nil {
+			if _, err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem); err != nil {
+				return err
 			}
 		}
-		pf, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf)
-		if err != nil {
-			return err
+		if t.lease != nil {
+			t.h.LeaseRev++
 		}
-		if fresh {
-			first = pf
+		// The event, and with it the header's log position, come first: the
+		// header names its event, and the message its event id.
+		line := t.event(id, ap.first, off)
+		lines = append(lines, line...)
+		off += int64(len(line))
+		id++
+		var first *renameio.PendingFile
+		if t.msg != nil {
+			t.msg.EventID = t.h.LastEventID
+			mf := msgFile{Message: *t.msg}
+			if fresh {
+				mf.InitialHeader = t.h
+				if t.newKey != "" {
+					mf.IdempotencyKey, mf.IdempotencyCommand = t.newKey, "send"
+				}
+			}
+			pf, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf)
+			if err != nil {
+				return err
+			}
+			if fresh {
+				first = pf
+			}
+		}
+		if fresh || indexChanged(t.old, t.h) {
+			// Markers are links to the first message's inode; for a new
+			// thread that is still the temp file, linked before it is
+			// renamed into place (the commit point), so the index stays a
+			// superset.
+			src := filepath.Join(t.dir, msgName(1))
+			if first != nil {
+				src = first.Name()
+			}
+			dirs, err := s.idx.Add(entryOf(t.h), src)
+			if err != nil {
+				return storageErr(err, "index thread %s", t.tid)
+			}
+			ss.add(dirs...)
+		}
+		if first != nil && t.newKey != "" {
+			// The key's record: a link to the first message, made before
+			// the commit point like the index markers.
+			p := s.idemPath(idemHash(t.newKey))
+			os.Remove(p) // a stale link of an attempt that never committed
+			if err := os.Link(first.Name(), p); err != nil {
+				return storageErr(err, "record idempotency key")
+			}
+			ss.add(filepath.Dir(p))
 		}
 	}
-	changed := fresh || indexChanged(t.old, t.h)
-	if changed {
-		// Markers are links to the first message's inode; for a new thread
-		// that is still the temp file, linked before it is renamed into
-		// place (the commit point), so the index stays a superset.
-		src := filepath.Join(t.dir, msgName(1))
-		if first != nil {
-			src = first.Name()
-		}
-		dirs, err := s.idx.Add(entryOf(t.h), src)
-		if err != nil {
-			return storageErr(err, "index thread %s", t.tid)
-		}
-		ss.add(dirs...)
-	}
-	if first != nil && t.newKey != "" {
-		// The key's record: a link to the first message, made before the
-		// commit point like the index markers.
-		p := s.idemPath(idemHash(t.newKey))
-		os.Remove(p) // a stale link of an attempt that never committed
-		if err := os.Link(first.Name(), p); err != nil {
-			return storageErr(err, "record idempotency key")
-		}
-		ss.add(filepath.Dir(p))
-	}
-	for _, pf := range pending { // fsync and rename; a new thread's first message last
+	for _, pf := range pending { // fsync and rename; a new thread's first message after its other files
 		if err := pf.CloseAtomicallyReplace(); err != nil {
 			return storageErr(err, "commit %s", pf.Name())
 		}
 	}
-	if t.lease != nil {
-		rec := *t.lease
-		rec.Rev = t.h.LeaseRev
-		created, err := s.writeLeaseFile(t.dir, &rec)
-		if err != nil {
-			return err
+	for _, t := range txs {
+		if t.lease != nil {
+			rec := *t.lease
+			rec.Rev = t.h.LeaseRev
+			created, err := s.writeLeaseFile(t.dir, &rec)
+			if err != nil {
+				return err
+			}
+			if created {
+				ss.add(t.dir)
+			}
 		}
-		if created {
-			ss.add(t.dir)
+		if t.old != nil {
+			if !exists(filepath.Join(t.dir, headerLog)) {
+				ss.add(t.dir) // the first change creates thread.log
+			}
+			if err := s.appendHeader(t.dir, t.h); err != nil { // the commit point
+				return err
+			}
 		}
 	}
-	if !fresh {
-		if !exists(filepath.Join(t.dir, headerLog)) {
-			ss.add(t.dir) // the first change creates thread.log
-		}
-		if err := s.appendHeader(t.dir, t.h); err != nil { // the commit point
-			return err
-		}
-	}
-	if _, err := ap.write(line); err != nil {
+	if err := ap.write(lines, len(txs)); err != nil {
 		return err
 	}
 	ap.release()
 	if err := ss.flush(); err != nil {
 		return err
 	}
-	if changed && !fresh {
-		if err := s.idx.Remove(entryOf(t.old), entryOf(t.h)); err != nil {
-			return storageErr(err, "index thread %s", t.tid)
+	for _, t := range txs {
+		if t.old != nil && indexChanged(t.old, t.h) {
+			if err := s.idx.Remove(entryOf(t.old), entryOf(t.h)); err != nil {
+				return storageErr(err, "index thread %s", t.tid)
+			}
 		}
 	}
 	return nil
