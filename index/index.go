@@ -188,6 +188,53 @@ func (ix *Index) Remove(old, cur Entry) error {
 	return nil
 }
 
+// Paths returns where e's markers live.
+func (ix *Index) Paths(e Entry) []string {
+	var out []string
+	for _, dir := range ix.paths(e) {
+		out = append(out, filepath.Join(dir, marker(e)))
+	}
+	return out
+}
+
+// Walk calls fn for every marker in the index with the entry it stands for
+// (AssignedTo empty for markers of the status tree) and its path.
+func (ix *Index) Walk(fn func(e Entry, path string)) error {
+	statuses, err := os.ReadDir(filepath.Join(ix.dir, statusDir))
+	if err != nil {
+		return err
+	}
+	for _, st := range statuses {
+		es, err := ix.list(nil, ix.statusPath(st.Name()), st.Name(), "")
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			fn(e, filepath.Join(ix.statusPath(e.Status), marker(e)))
+		}
+	}
+	agents, err := ix.Agents()
+	if err != nil {
+		return err
+	}
+	for _, a := range agents {
+		statuses, err := os.ReadDir(filepath.Join(ix.dir, assignedDir, a))
+		if err != nil {
+			return err
+		}
+		for _, st := range statuses {
+			es, err := ix.list(nil, ix.assignedPath(a, st.Name()), st.Name(), a)
+			if err != nil {
+				return err
+			}
+			for _, e := range es {
+				fn(e, filepath.Join(ix.assignedPath(a, e.Status), marker(e)))
+			}
+		}
+	}
+	return nil
+}
+
 // ByAssignee returns the entries assigned to agent in any of statuses.
 func (ix *Index) ByAssignee(agent string, statuses []string) ([]Entry, error) {
 	var out []Entry

@@ -39,6 +39,10 @@ type eventLog struct {
 	tmpDir   string
 	segBytes int64
 	fileMode os.FileMode
+	// held is set while this Store holds events.lock for a whole upkeep
+	// run (lockAll): appends then must not take it again — a second flock
+	// from the same process would wait for itself.
+	held bool
 }
 
 func segmentName(first int64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
@@ -173,11 +177,14 @@ type appender struct {
 // reserve locks the log, repairs a torn tail, rotates the segment if it
 // is full, and returns an appender positioned at the end.
 func (l *eventLog) reserve() (*appender, error) {
-	lk := flock.New(l.lockPath, flock.SetPermissions(l.fileMode))
-	if err := lk.Lock(); err != nil {
-		return nil, storageErr(err, "lock event log")
+	a := &appender{l: l}
+	if !l.held {
+		lk := flock.New(l.lockPath, flock.SetPermissions(l.fileMode))
+		if err := lk.Lock(); err != nil {
+			return nil, storageErr(err, "lock event log")
+		}
+		a.lk = lk
 	}
-	a := &appender{l: l, lk: lk}
 	if err := a.open(); err != nil {
 		a.release()
 		return nil, err

@@ -121,7 +121,8 @@ func (s *Store) newThreadReplay(key string) (*Result, error) {
 	if m.IdempotencyCommand != "" && m.IdempotencyCommand != "send" {
 		return nil, mismatch(key, m.IdempotencyCommand, "send")
 	}
-	h, err := s.readHeader(m.ThreadID)
+	dir, _ := s.viewDir(m.ThreadID)
+	h, err := s.readHeaderAt(dir, m.ThreadID)
 	if errors.Is(err, ErrNotFound) {
 		// The earlier attempt never committed: forget it.
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {

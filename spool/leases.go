@@ -134,14 +134,15 @@ func (s *Store) LastMessage(tid string) (*Thread, *Message, error) {
 	if err := ValidateID("thread", tid); err != nil {
 		return nil, nil, err
 	}
-	h, err := s.readHeader(tid)
+	dir, _ := s.viewDir(tid)
+	h, err := s.readHeaderAt(dir, tid)
 	if err != nil {
 		return nil, nil, err
 	}
 	if h.MessageCount == 0 {
 		return &h.Thread, nil, nil
 	}
-	m, err := s.readMessage(tid, h.MessageCount)
+	m, err := s.readMessageAt(dir, tid, h.MessageCount)
 	return &h.Thread, m, err
 }
 

@@ -172,34 +172,78 @@ type ThreadView struct {
 	// Lease is the thread's lease (live, expired or released), nil if the
 	// thread was never claimed.
 	Lease *Lease
+	// Archived is true for a thread moved out of the live tree by archive.
+	Archived bool
+	// Origin is the intake descriptor the thread came from, if any.
+	Origin *Origin
 }
 
-// Show returns a thread with every message in order.
+// viewDir finds a thread's directory for reading: the live tree, else the
+// archive (archived threads stay readable).
+func (s *Store) viewDir(tid string) (dir string, archived bool) {
+	dir = s.threadDir(tid)
+	if !exists(dir) {
+		if a := s.archivedDir(tid); exists(a) {
+			return a, true
+		}
+	}
+	return dir, false
+}
+
+// Show returns a thread with every message in order; archived threads too.
 func (s *Store) Show(tid string) (*ThreadView, error) {
 	if err := ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	h, err := s.readHeader(tid)
+	dir, archived := s.viewDir(tid)
+	h, err := s.readHeaderAt(dir, tid)
 	if err != nil {
 		return nil, err
 	}
-	v := &ThreadView{Thread: &h.Thread, Lease: h.Lease, Messages: make([]*Message, 0, h.MessageCount)}
-	for seq := 1; seq <= h.MessageCount; seq++ {
-		m, err := s.readMessage(tid, seq)
-		if err != nil {
-			return nil, err
-		}
-		v.Messages = append(v.Messages, m)
+	v := &ThreadView{Thread: &h.Thread, Lease: h.Lease, Archived: archived, Origin: h.Origin}
+	if v.Messages, err = s.readMessages(dir, tid, h.MessageCount); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
 
-// Thread returns one thread's header.
+// readMessages reads messages 1..n of a thread, several files at a time.
+func (s *Store) readMessages(dir, tid string, n int) ([]*Message, error) {
+	msgs := make([]*Message, n)
+	workers := min(4, n)
+	if n < 64 {
+		workers = 1
+	}
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for seq := w + 1; seq <= n; seq += workers {
+				m, err := s.readMessageAt(dir, tid, seq)
+				if err != nil {
+					errs <- err
+					return
+				}
+				msgs[seq-1] = m
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return msgs, first
+}
+
+// Thread returns one thread's header; archived threads too.
 func (s *Store) Thread(tid string) (*Thread, error) {
 	if err := ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	h, err := s.readHeader(tid)
+	dir, _ := s.viewDir(tid)
+	h, err := s.readHeaderAt(dir, tid)
 	if err != nil {
 		return nil, err
 	}

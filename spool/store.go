@@ -30,6 +30,7 @@ const (
 	indexDirName = "index"
 	locksDir     = "locks"
 	idemDir      = "idem"
+	archiveDir   = "archive"
 )
 
 type formatInfo struct {
@@ -192,6 +193,9 @@ func Open(dir string, opts Options) (*Store, error) {
 func (s *Store) tmpDir() string              { return filepath.Join(s.dir, tmpDirName) }
 func (s *Store) threadDir(tid string) string { return filepath.Join(s.dir, threadsDir, tid) }
 func (s *Store) threadsRoot() string         { return filepath.Join(s.dir, threadsDir) }
+func (s *Store) archivedDir(tid string) string {
+	return filepath.Join(s.dir, archiveDir, threadsDir, tid)
+}
 func (s *Store) lockFile(name string) string { return filepath.Join(s.dir, locksDir, name) }
 func msgName(seq int) string                 { return fmt.Sprintf("m-%08d.json", seq) }
 func cursorName(agent string) string         { return "cursor-" + agent + ".log" }

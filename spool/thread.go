@@ -94,13 +94,18 @@ type msgFile struct {
 // readHeader loads a thread's header: the last valid line of thread.log,
 // or, before the thread's first change, the header in its first message.
 func (s *Store) readHeader(tid string) (*header, error) {
-	dir := s.threadDir(tid)
+	return s.readHeaderAt(s.threadDir(tid), tid)
+}
+
+// readHeaderAt reads the header of the thread whose directory is dir (a
+// live or an archived thread).
+func (s *Store) readHeaderAt(dir, tid string) (*header, error) {
 	body, err := readLastLine(filepath.Join(dir, headerLog))
 	if err != nil {
 		return nil, storageErr(err, "read thread %s", tid)
 	}
 	if body == nil {
-		return s.initialHeader(tid)
+		return initialHeader(dir, tid)
 	}
 	var h header
 	if err := json.Unmarshal(body, &h); err != nil {
@@ -109,8 +114,8 @@ func (s *Store) readHeader(tid string) (*header, error) {
 	return &h, nil
 }
 
-func (s *Store) initialHeader(tid string) (*header, error) {
-	data, err := os.ReadFile(filepath.Join(s.threadDir(tid), msgName(1)))
+func initialHeader(dir, tid string) (*header, error) {
+	data, err := os.ReadFile(filepath.Join(dir, msgName(1)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, notFound("thread %s not found", tid) // absent, or created but never committed
 	}
@@ -175,7 +180,11 @@ func (s *Store) writeLeaseFile(dir string, l *Lease) (created bool, err error) {
 }
 
 func (s *Store) readMessage(tid string, seq int) (*Message, error) {
-	data, err := os.ReadFile(filepath.Join(s.threadDir(tid), msgName(seq)))
+	return s.readMessageAt(s.threadDir(tid), tid, seq)
+}
+
+func (s *Store) readMessageAt(dir, tid string, seq int) (*Message, error) {
+	data, err := os.ReadFile(filepath.Join(dir, msgName(seq)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, notFound("thread %s: message #%d not found", tid, seq)
 	}
@@ -206,6 +215,9 @@ func (s *Store) threadLock(tid string) *flock.Flock {
 func (s *Store) lockThread(tid string) (*flock.Flock, error) {
 	dir := s.threadDir(tid)
 	if !exists(filepath.Join(dir, headerLog)) && !exists(filepath.Join(dir, msgName(1))) {
+		if exists(s.archivedDir(tid)) {
+			return nil, stateErr("thread %s is archived: it can be shown but not changed", tid)
+		}
 		return nil, notFound("thread %s not found", tid)
 	}
 	lk := s.threadLock(tid)

@@ -270,7 +270,7 @@ func emit(e *env, g globals, name string, res *result) int {
 	}
 	if g.json {
 		var o obj
-		o.set("ok", true).set("command", name)
+		o.set("ok", !res.failed).set("command", name)
 		for _, k := range res.body.keys {
 			o.set(k, res.body.vals[k])
 		}

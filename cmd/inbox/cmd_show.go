@@ -43,6 +43,12 @@ func (r *showCmd) run(c *call) (*result, error) {
 	}
 	res := &result{}
 	res.set("thread", v.Thread).set("messages", v.Messages).set("lease", v.Lease)
+	if v.Archived {
+		res.set("archived", true)
+	}
+	if v.Origin != nil {
+		res.set("origin", v.Origin)
+	}
 	if r.markRead {
 		cur, err := s.MarkRead(agent, r.thread, v.Thread.MessageCount)
 		if err != nil {
@@ -52,6 +58,9 @@ func (r *showCmd) run(c *call) (*result, error) {
 	}
 	now := time.Now()
 	res.human = func(w io.Writer) {
+		if v.Archived {
+			fmt.Fprintln(w, "(archived: read-only)")
+		}
 		transcript(w, v, now)
 		if r.markRead {
 			fmt.Fprintf(w, "\nmarked read for %s up to #%d\n", agent, v.Thread.MessageCount)

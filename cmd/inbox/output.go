@@ -67,6 +67,9 @@ type result struct {
 	body  obj
 	human func(w io.Writer)
 	exit  int
+	// failed prints "ok":false: the command ran but its answer is a
+	// failure (fsck found problems).
+	failed bool
 }
 
 func (r *result) set(k string, v any) *result {

@@ -1,0 +1,440 @@
+package spool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gofrs/flock"
+
+	"github.com/inbox-dev/inbox/index"
+)
+
+// Finding is one thing fsck found wrong with a store.
+type Finding struct {
+	// Check names the invariant: torn_event_log, corrupt_event_log,
+	// event_order, stray_temp_file, incomplete_thread, unreadable_thread,
+	// orphan_message, missing_message, stale_header, missing_event,
+	// bad_lease, missing_index, stale_index, stale_idempotency_record.
+	Check    string `json:"check"`
+	ThreadID string `json:"thread_id,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Detail   string `json:"detail"`
+	Repaired bool   `json:"repaired"`
+}
+
+// FsckReport is what fsck looked at and found.
+type FsckReport struct {
+	Threads  int       `json:"threads"`
+	Messages int       `json:"messages"`
+	Events   int       `json:"events"`
+	Findings []Finding `json:"findings"`
+}
+
+// Clean reports whether nothing is left unrepaired.
+func (r *FsckReport) Clean() bool {
+	for _, f := range r.Findings {
+		if !f.Repaired {
+			return false
+		}
+	}
+	return true
+}
+
+// lockAll takes every lock a writer can hold — all thread stripes, the
+// idempotency lock and the event log — in the writers' order, so that
+// nothing changes the store until unlock. Upkeep that must see a still
+// store (fsck --repair, reindex, archive) runs under it.
+func (s *Store) lockAll() (unlock func(), err error) {
+	var held []*flock.Flock
+	unlock = func() {
+		s.log.held = false
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i].Unlock()
+		}
+	}
+	var paths []string
+	for i := 0; i < lockStripes; i++ {
+		paths = append(paths, s.lockFile(fmt.Sprintf("thread-%02x.lock", i)))
+	}
+	paths = append(paths, s.lockFile("idem.lock"), s.log.lockPath)
+	for _, p := range paths {
+		lk := flock.New(p, flock.SetPermissions(s.fileMode))
+		if err := lk.Lock(); err != nil {
+			unlock()
+			return nil, storageErr(err, "lock %s", p)
+		}
+		held = append(held, lk)
+	}
+	s.log.held = true
+	return unlock, nil
+}
+
+// Fsck checks every invariant of SPEC §8 that the files can show: the
+// event log's lines, checksums and ids; each thread's header against its
+// messages, events, lease file and index markers; stray temp files and
+// stale records. With repair it fixes what a crash can leave half-done,
+// holding every lock of the store while it does.
+func (s *Store) Fsck(repair bool) (*FsckReport, error) {
+	if repair {
+		unlock, err := s.lockAll()
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	r := &FsckReport{Findings: []Finding{}}
+	add := func(f Finding) *Finding {
+		r.Findings = append(r.Findings, f)
+		return &r.Findings[len(r.Findings)-1]
+	}
+
+	// 1. The event log.
+	events, err := s.fsckLog(r, add, repair)
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. Temp files: with the store locked, nothing is being written.
+	if repair {
+		entries, _ := os.ReadDir(s.tmpDir())
+		for _, e := range entries {
+			p := filepath.Join(s.tmpDir(), e.Name())
+			f := add(Finding{Check: "stray_temp_file", Path: p, Detail: "left by an interrupted write"})
+			f.Repaired = os.RemoveAll(p) == nil
+		}
+	} else if entries, _ := os.ReadDir(s.tmpDir()); len(entries) > 0 {
+		for _, e := range entries {
+			add(Finding{Check: "stray_temp_file", Path: filepath.Join(s.tmpDir(), e.Name()),
+				Detail: "left by an interrupted write, or a write in progress"})
+		}
+	}
+
+	// 3. Threads.
+	tids, err := s.threadIDs()
+	if err != nil {
+		return nil, err
+	}
+	headers := map[string]*header{}
+	for _, tid := range tids {
+		h, err := s.fsckThread(tid, events, add, repair)
+		if err != nil {
+			return nil, err
+		}
+		if h != nil {
+			headers[tid] = h
+			r.Threads++
+			r.Messages += h.MessageCount
+		}
+	}
+
+	// 4. The index against the headers.
+	if err := s.fsckIndex(headers, add, repair); err != nil {
+		return nil, err
+	}
+
+	// 5. Idempotency links of thread-creating sends.
+	entries, _ := os.ReadDir(filepath.Join(s.dir, idemDir))
+	for _, e := range entries {
+		p := filepath.Join(s.dir, idemDir, e.Name())
+		data, err := os.ReadFile(p)
+		var m msgFile
+		if err == nil && json.Unmarshal(data, &m) == nil && headers[m.ThreadID] != nil {
+			continue
+		}
+		f := add(Finding{Check: "stale_idempotency_record", Path: p, Detail: "names no committed thread"})
+		if repair {
+			f.Repaired = os.Remove(p) == nil
+		}
+	}
+	r.Events = len(events.ids)
+	return r, nil
+}
+
+// logIndex is what fsck learns from the event log.
+type logIndex struct {
+	ids    map[int64]bool
+	msgs   map[string]int64 // message id → event id
+	newest map[string]*Event
+	first  int64 // the first id of the oldest segment still in the log
+}
+
+func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) (*logIndex, error) {
+	li := &logIndex{ids: map[int64]bool{}, msgs: map[string]int64{}, newest: map[string]*Event{}}
+	segs, err := s.log.segments()
+	if err != nil {
+		return nil, err
+	}
+	li.first = segs[0]
+	var last int64
+	for i, first := range segs {
+		p := s.log.segPath(first)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, storageErr(err, "read %s", p)
+		}
+		off := 0
+		for off < len(data) {
+			nl := strings.IndexByte(string(data[off:]), '\n')
+			if nl < 0 {
+				f := add(Finding{Check: "torn_event_log", Path: p,
+					Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", len(data)-off)})
+				if repair && i == len(segs)-1 {
+					a, err := s.log.reserve() // cuts the torn tail, keeping a copy
+					if err != nil {
+						return nil, err
+					}
+					a.release()
+					f.Repaired = true
+				}
+				break
+			}
+			line := data[off : off+nl]
+			off += nl + 1
+			body, ok := checkLine(line)
+			if !ok {
+				f := add(Finding{Check: "corrupt_event_log", Path: p,
+					Detail: fmt.Sprintf("line at byte %d fails its checksum; readers skip it", off-nl-1)})
+				if repair && i == len(segs)-1 && off >= len(data) {
+					a, err := s.log.reserve()
+					if err != nil {
+						return nil, err
+					}
+					a.release()
+					f.Repaired = true
+				}
+				continue
+			}
+			var ev Event
+			if err := json.Unmarshal(body, &ev); err != nil {
+				add(Finding{Check: "corrupt_event_log", Path: p, Detail: "a line is not an event: " + err.Error()})
+				continue
+			}
+			if ev.EventID <= last {
+				add(Finding{Check: "event_order", Path: p,
+					Detail: fmt.Sprintf("event %d follows event %d", ev.EventID, last)})
+			}
+			last = ev.EventID
+			li.ids[ev.EventID] = true
+			if ev.MessageID != "" && ev.EventType != EventThreadRead {
+				li.msgs[ev.MessageID] = ev.EventID
+			}
+			if ev.State != nil {
+				e := ev
+				li.newest[ev.ThreadID] = &e
+			}
+		}
+	}
+	return li, nil
+}
+
+// threadIDs lists the thread directories.
+func (s *Store) threadIDs() ([]string, error) {
+	f, err := os.Open(s.threadsRoot())
+	if err != nil {
+		return nil, storageErr(err, "list threads")
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, storageErr(err, "list threads")
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// messageSeqs lists the seq numbers of a thread's message files.
+func messageSeqs(dir string) ([]int, []string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var seqs []int
+	var temps []string
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") {
+			temps = append(temps, n)
+			continue
+		}
+		if strings.HasPrefix(n, "m-") && strings.HasSuffix(n, ".json") {
+			if seq, err := strconv.Atoi(n[2 : len(n)-5]); err == nil {
+				seqs = append(seqs, seq)
+			}
+		}
+	}
+	slices.Sort(seqs)
+	return seqs, temps, nil
+}
+
+func (s *Store) fsckThread(tid string, li *logIndex, add func(Finding) *Finding, repair bool) (*header, error) {
+	dir := s.threadDir(tid)
+	seqs, temps, err := messageSeqs(dir)
+	if err != nil {
+		return nil, storageErr(err, "list thread %s", tid)
+	}
+	for _, n := range temps {
+		f := add(Finding{Check: "stray_temp_file", ThreadID: tid, Path: filepath.Join(dir, n), Detail: "left by an interrupted write"})
+		if repair {
+			f.Repaired = os.Remove(filepath.Join(dir, n)) == nil
+		}
+	}
+	h, err := s.readHeader(tid)
+	if errors.Is(err, ErrNotFound) {
+		// Created but never committed — unless the log says it was.
+		f := add(Finding{Check: "incomplete_thread", ThreadID: tid, Path: dir, Detail: "a thread directory with no committed header"})
+		if !repair {
+			return nil, nil
+		}
+		if ev := li.newest[tid]; ev != nil && ev.State != nil {
+			st := ev.State
+			last := *ev
+			last.State = nil
+			st.LastEventID, st.LastEvent = ev.EventID, &last
+			if err := s.appendHeader(dir, st); err != nil {
+				return nil, err
+			}
+			f.Detail += "; rebuilt from its last event"
+			f.Repaired = true
+			h = st
+		} else {
+			f.Detail += "; removed"
+			f.Repaired = os.RemoveAll(dir) == nil
+			return nil, nil
+		}
+	} else if err != nil {
+		add(Finding{Check: "unreadable_thread", ThreadID: tid, Path: dir, Detail: err.Error()})
+		return nil, nil
+	}
+
+	// Messages against the header.
+	want := h.MessageCount
+	var extra []int
+	for i, seq := range seqs {
+		if seq > want {
+			extra = append(extra, seqs[i:]...)
+			break
+		}
+	}
+	for seq := 1; seq <= want; seq++ {
+		if !slices.Contains(seqs, seq) {
+			add(Finding{Check: "missing_message", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
+				Detail: fmt.Sprintf("the header counts %d messages but #%d is missing", want, seq)})
+		}
+	}
+	ownEvent, err := s.hasOwnEvent(h)
+	if err != nil {
+		return nil, err
+	}
+	if len(extra) > 0 || !ownEvent {
+		if len(extra) > 0 {
+			add(Finding{Check: "orphan_message", ThreadID: tid, Detail: fmt.Sprintf(
+				"message files %v past message_count %d: an uncommitted write, or a header behind its log", extra, want), Repaired: repair})
+		}
+		if !ownEvent {
+			add(Finding{Check: "missing_event", ThreadID: tid, Detail: fmt.Sprintf(
+				"the header's event %d is not in the log", h.LastEventID), Repaired: repair})
+		}
+		if repair {
+			if h, err = s.settle(tid, h, ownEvent); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Each message has its event.
+	for seq := 1; seq <= h.MessageCount; seq++ {
+		m, err := s.readMessage(tid, seq)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				add(Finding{Check: "unreadable_thread", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)), Detail: err.Error()})
+			}
+			continue
+		}
+		if seq == h.MessageCount && m.MessageID != h.LatestMessageID {
+			add(Finding{Check: "stale_header", ThreadID: tid, Detail: fmt.Sprintf(
+				"latest_message_id %s but message #%d is %s", h.LatestMessageID, seq, m.MessageID)})
+		}
+		if _, ok := li.msgs[m.MessageID]; !ok && m.EventID >= li.first {
+			f := add(Finding{Check: "missing_event", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
+				Detail: fmt.Sprintf("message %s has no event in the log", m.MessageID)})
+			if repair {
+				ev := Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: "fsck", EventType: EventMessageAdded,
+					MessageID: m.MessageID, Summary: cut(m.Summary, maxEventSumLen), PayloadJSON: json.RawMessage(`{"repaired":true}`),
+					CreatedAt: FormatTime(s.now()), Agent: m.FromAgent, Kind: m.Kind, Status: h.Status}
+				if _, _, err := s.log.append(&ev); err != nil {
+					return nil, err
+				}
+				f.Repaired = true
+			}
+		}
+	}
+	// The lease file against the header.
+	l, err := s.readLeaseFile(tid)
+	if err != nil {
+		return nil, err
+	}
+	bad := ""
+	switch {
+	case l == nil && h.LeaseRev != 0:
+		bad = "lease.json is missing"
+	case l != nil && l.Rev == -1:
+		bad = "lease.json is torn or not valid"
+	case l != nil && h.LeaseRev == 0:
+		bad = "lease.json exists but no lease was ever committed"
+	case l != nil && h.Lease != nil && (l.Rev != h.LeaseRev || l.AgentID != h.Lease.AgentID ||
+		l.LeaseToken != h.Lease.LeaseToken || l.ExpiresAt != h.Lease.ExpiresAt || l.ReleasedAt != h.Lease.ReleasedAt):
+		bad = "lease.json disagrees with the thread header"
+	}
+	if bad != "" {
+		f := add(Finding{Check: "bad_lease", ThreadID: tid, Path: filepath.Join(dir, leaseFile), Detail: bad})
+		if repair {
+			if h.Lease != nil {
+				rec := *h.Lease
+				rec.Rev = h.LeaseRev
+				_, err = s.writeLeaseFile(dir, &rec)
+			} else {
+				err = os.Remove(filepath.Join(dir, leaseFile))
+			}
+			f.Repaired = err == nil
+		}
+	}
+	return h, nil
+}
+
+func (s *Store) fsckIndex(headers map[string]*header, add func(Finding) *Finding, repair bool) error {
+	for tid, h := range headers {
+		e := entryOf(h)
+		for _, p := range s.idx.Paths(e) {
+			if exists(p) {
+				continue
+			}
+			f := add(Finding{Check: "missing_index", ThreadID: tid, Path: p, Detail: "the index does not list the thread under its status and assignee"})
+			if repair {
+				_, err := s.idx.Add(e, filepath.Join(s.threadDir(tid), msgName(1)))
+				f.Repaired = err == nil
+			}
+		}
+	}
+	return s.idx.Walk(func(e index.Entry, path string) {
+		h := headers[e.ThreadID]
+		if h != nil && h.Status == e.Status && h.Priority == e.Priority && (e.AssignedTo == "" || h.AssignedTo == e.AssignedTo) {
+			return
+		}
+		detail := "the thread does not exist"
+		if h != nil {
+			detail = fmt.Sprintf("the thread is %s, assigned to %s", h.Status, h.AssignedTo)
+		}
+		f := add(Finding{Check: "stale_index", ThreadID: e.ThreadID, Path: path, Detail: "a marker for " + e.Status + ", but " + detail})
+		if repair {
+			err := os.Remove(path)
+			f.Repaired = err == nil || errors.Is(err, fs.ErrNotExist)
+		}
+	})
+}

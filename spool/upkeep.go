@@ -1,0 +1,310 @@
+package spool
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/inbox-dev/inbox/index"
+)
+
+// Reindex rebuilds the index from the thread headers alone, with the store
+// locked. It returns the number of threads indexed.
+func (s *Store) Reindex() (int, error) {
+	unlock, err := s.lockAll()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	if err := s.idx.Reset(); err != nil {
+		return 0, storageErr(err, "clear index")
+	}
+	tids, err := s.threadIDs()
+	if err != nil {
+		return 0, err
+	}
+	var ss syncSet
+	ss.add(filepath.Join(s.dir, indexDirName))
+	n := 0
+	for _, tid := range tids {
+		h, err := s.readHeader(tid)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		dirs, err := s.idx.Add(entryOf(h), filepath.Join(s.threadDir(tid), msgName(1)))
+		if err != nil {
+			return n, storageErr(err, "index thread %s", tid)
+		}
+		ss.add(dirs...)
+		n++
+	}
+	return n, ss.flush()
+}
+
+// ArchiveResult says what Archive moved.
+type ArchiveResult struct {
+	Cutoff   string   `json:"cutoff"`
+	Threads  []string `json:"archived_threads"`
+	Segments []string `json:"archived_segments"`
+}
+
+// Archive moves terminal threads (statuses, all terminal; default done,
+// failed, cancelled) last updated before now-olderThan out of the live
+// tree into archive/threads, where Show still reads them, and moves
+// event-log segments whose events are all older than the cutoff into
+// archive/events. Nothing is deleted. It runs with the store locked.
+func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveResult, error) {
+	if olderThan < 0 {
+		return nil, invalidf("older-than", "--older-than must not be negative")
+	}
+	if len(statuses) == 0 {
+		statuses = []string{StatusDone, StatusFailed, StatusCancelled}
+	}
+	if err := ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	for _, st := range statuses {
+		if !IsTerminal(st) {
+			return nil, invalidf("status", "--status %s: only terminal threads (done, failed, cancelled) can be archived", st)
+		}
+	}
+	unlock, err := s.lockAll()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cutoff := s.now().Add(-olderThan)
+	res := &ArchiveResult{Cutoff: FormatTime(cutoff), Threads: []string{}, Segments: []string{}}
+	archThreads := filepath.Join(s.dir, archiveDir, threadsDir)
+	archEvents := filepath.Join(s.dir, archiveDir, eventsDir)
+	for _, d := range []string{filepath.Join(s.dir, archiveDir), archThreads, archEvents} {
+		if err := os.Mkdir(d, s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, storageErr(err, "create %s", d)
+		}
+	}
+	entries, err := s.idx.ByStatus(statuses)
+	if err != nil {
+		return nil, storageErr(err, "read index")
+	}
+	for _, e := range entries {
+		h, err := s.readHeader(e.ThreadID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		updated, err := parseTime(h.UpdatedAt)
+		if err != nil || !slices.Contains(statuses, h.Status) || !updated.Before(cutoff) {
+			continue
+		}
+		if err := os.Rename(s.threadDir(h.ThreadID), filepath.Join(archThreads, h.ThreadID)); err != nil {
+			return nil, storageErr(err, "archive thread %s", h.ThreadID)
+		}
+		res.Threads = append(res.Threads, h.ThreadID)
+	}
+	if len(res.Threads) > 0 {
+		for _, d := range []string{s.threadsRoot(), archThreads} {
+			if err := syncDir(d); err != nil {
+				return nil, err
+			}
+		}
+		// Their markers go last: a crash before this leaves stale markers,
+		// which readers skip and fsck removes.
+		if err := s.removeMarkers(res.Threads); err != nil {
+			return nil, err
+		}
+	}
+	segs, err := s.archiveSegments(cutoff, archEvents)
+	if err != nil {
+		return nil, err
+	}
+	res.Segments = segs
+	return res, nil
+}
+
+// removeMarkers removes every index marker of the given threads.
+func (s *Store) removeMarkers(tids []string) error {
+	gone := map[string]bool{}
+	for _, t := range tids {
+		gone[t] = true
+	}
+	var stale []string
+	err := s.idx.Walk(func(e index.Entry, path string) {
+		if gone[e.ThreadID] {
+			stale = append(stale, path)
+		}
+	})
+	if err != nil {
+		return storageErr(err, "read index")
+	}
+	for _, p := range stale {
+		os.Remove(p)
+	}
+	return nil
+}
+
+// archiveSegments moves every segment whose events all precede cutoff to
+// dir. When the newest segment qualifies, the log first starts a new one,
+// so that even a quiet store's log stops growing.
+func (s *Store) archiveSegments(cutoff time.Time, dir string) ([]string, error) {
+	segs, err := s.log.segments()
+	if err != nil {
+		return nil, err
+	}
+	last := segs[len(segs)-1]
+	if newest, ok, err := s.log.lastTime(last); err != nil {
+		return nil, err
+	} else if ok && newest.Before(cutoff) {
+		id, _, err := s.log.lastID()
+		if err != nil {
+			return nil, err
+		}
+		nf, err := os.OpenFile(s.log.segPath(id+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
+		if err != nil {
+			return nil, storageErr(err, "start event log segment")
+		}
+		nf.Close()
+		if err := syncDir(s.log.dir); err != nil {
+			return nil, err
+		}
+		segs = append(segs, id+1)
+	}
+	moved := []string{}
+	for _, first := range segs[:len(segs)-1] {
+		newest, ok, err := s.log.lastTime(first)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !newest.Before(cutoff) {
+			break // segments are in time order: the rest are newer
+		}
+		name := segmentName(first)
+		if err := os.Rename(s.log.segPath(first), filepath.Join(dir, name)); err != nil {
+			return nil, storageErr(err, "archive segment %s", name)
+		}
+		moved = append(moved, name)
+	}
+	if len(moved) > 0 {
+		if err := syncDir(s.log.dir); err != nil {
+			return nil, err
+		}
+		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	return moved, nil
+}
+
+// lastTime returns the created_at of a segment's last valid event.
+func (l *eventLog) lastTime(first int64) (time.Time, bool, error) {
+	f, err := os.Open(l.segPath(first))
+	if err != nil {
+		return time.Time{}, false, storageErr(err, "open event log")
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return time.Time{}, false, storageErr(err, "stat event log")
+	}
+	body, _, err := lastLine(f, fi.Size(), func(b []byte) bool { _, ok := lineID(b); return ok })
+	if err != nil || body == nil {
+		return time.Time{}, false, err
+	}
+	const key = `"created_at":"`
+	i := strings.Index(string(body), key)
+	if i < 0 {
+		return time.Time{}, false, nil
+	}
+	rest := string(body[i+len(key):])
+	end := strings.IndexByte(rest, '"')
+	if end < 0 {
+		return time.Time{}, false, nil
+	}
+	t, err := parseTime(rest[:end])
+	return t, err == nil, nil
+}
+
+// Stats is what an operator looks at first.
+type Stats struct {
+	Threads         int                       `json:"threads"`
+	ByStatus        map[string]int            `json:"by_status"`
+	ByAgent         map[string]map[string]int `json:"by_agent"`
+	ArchivedThreads int                       `json:"archived_threads"`
+	StoreBytes      int64                     `json:"store_bytes"`
+	EventLogBytes   int64                     `json:"event_log_bytes"`
+	EventSegments   int                       `json:"event_log_segments"`
+	LastEventID     int64                     `json:"last_event_id"`
+	OldestPending   *Thread                   `json:"oldest_pending"`
+}
+
+// Stats counts threads by status and assignee (from the index), measures
+// the store and the event log on disk, and finds the oldest pending thread.
+func (s *Store) Stats() (*Stats, error) {
+	st := &Stats{ByStatus: map[string]int{}, ByAgent: map[string]map[string]int{}}
+	seen := map[string]bool{}
+	var oldest string
+	err := s.idx.Walk(func(e index.Entry, _ string) {
+		if e.AssignedTo == "" {
+			if !seen[e.ThreadID] {
+				seen[e.ThreadID] = true
+				st.ByStatus[e.Status]++
+			}
+			if e.Status == StatusPending && (oldest == "" || e.ThreadID < oldest) {
+				oldest = e.ThreadID
+			}
+			return
+		}
+		if st.ByAgent[e.AssignedTo] == nil {
+			st.ByAgent[e.AssignedTo] = map[string]int{}
+		}
+		st.ByAgent[e.AssignedTo][e.Status]++
+	})
+	if err != nil {
+		return nil, storageErr(err, "read index")
+	}
+	for a, m := range st.ByAgent {
+		if len(m) == 0 {
+			delete(st.ByAgent, a)
+		}
+	}
+	st.Threads = len(seen)
+	if oldest != "" {
+		if h, err := s.readHeader(oldest); err == nil && h.Status == StatusPending {
+			st.OldestPending = &h.Thread
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(s.dir, archiveDir, threadsDir)); err == nil {
+		st.ArchivedThreads = len(entries)
+	}
+	segs, err := s.log.segments()
+	if err != nil {
+		return nil, err
+	}
+	st.EventSegments = len(segs)
+	for _, first := range segs {
+		if fi, err := os.Stat(s.log.segPath(first)); err == nil {
+			st.EventLogBytes += fi.Size()
+		}
+	}
+	if st.LastEventID, _, err = s.log.lastID(); err != nil {
+		return nil, err
+	}
+	err = filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // a file removed while we walk
+		}
+		if fi, err := d.Info(); err == nil {
+			st.StoreBytes += diskUsage(fi)
+		}
+		return nil
+	})
+	return st, err
+}
