@@ -201,8 +201,8 @@ func (ix *Index) Paths(e Entry) []string {
 // (AssignedTo empty for markers of the status tree) and its path.
 func (ix *Index) Walk(fn func(e Entry, path string)) error {
 	statuses, err := os.ReadDir(filepath.Join(ix.dir, statusDir))
-	if err != nil {
-		return err
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err // a missing tree is an empty one
 	}
 	for _, st := range statuses {
 		es, err := ix.list(nil, ix.statusPath(st.Name()), st.Name(), "")
@@ -287,6 +287,9 @@ func (ix *Index) list(out []Entry, dir, status, agent string) ([]Entry, error) {
 // Agents returns every agent that has an assignee directory.
 func (ix *Index) Agents() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(ix.dir, assignedDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

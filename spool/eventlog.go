@@ -42,7 +42,8 @@ type eventLog struct {
 	// held is set while this Store holds events.lock for a whole upkeep
 	// run (lockAll): appends then must not take it again — a second flock
 	// from the same process would wait for itself.
-	held bool
+	held     bool
+	unsynced bool // Options.Unsynced
 }
 
 func segmentName(first int64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
@@ -240,8 +241,10 @@ func (a *appender) write(lines []byte, n int) error {
 		a.f.Truncate(a.end) // leave no partial line behind
 		return storageErr(err, "append event")
 	}
-	if err := fdatasync(a.f); err != nil {
-		return storageErr(err, "fsync event log")
+	if !a.l.unsynced {
+		if err := fdatasync(a.f); err != nil {
+			return storageErr(err, "fsync event log")
+		}
 	}
 	a.end += int64(len(lines))
 	a.next += int64(n)

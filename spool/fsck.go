@@ -146,7 +146,8 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 		p := filepath.Join(s.dir, idemDir, e.Name())
 		data, err := os.ReadFile(p)
 		var m msgFile
-		if err == nil && json.Unmarshal(data, &m) == nil && headers[m.ThreadID] != nil {
+		if err == nil && json.Unmarshal(data, &m) == nil && m.ThreadID != "" &&
+			(headers[m.ThreadID] != nil || exists(s.archivedDir(m.ThreadID))) {
 			continue
 		}
 		f := add(Finding{Check: "stale_idempotency_record", Path: p, Detail: "names no committed thread"})
@@ -160,14 +161,26 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 
 // logIndex is what fsck learns from the event log.
 type logIndex struct {
-	ids    map[int64]bool
+	ids    map[int64]string // event id → thread id
 	msgs   map[string]int64 // message id → event id
 	newest map[string]*Event
 	first  int64 // the first id of the oldest segment still in the log
 }
 
+// hasOwnEvent is Store.hasOwnEvent answered from the index: the header's
+// last event is in the log and belongs to its thread (or was archived).
+func (li *logIndex) hasOwnEvent(h *header) bool {
+	if h.LastEventID == 0 {
+		return false
+	}
+	if h.LastEventID < li.first {
+		return true
+	}
+	return li.ids[h.LastEventID] == h.ThreadID
+}
+
 func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) (*logIndex, error) {
-	li := &logIndex{ids: map[int64]bool{}, msgs: map[string]int64{}, newest: map[string]*Event{}}
+	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, newest: map[string]*Event{}}
 	segs, err := s.log.segments()
 	if err != nil {
 		return nil, err
@@ -222,7 +235,7 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 					Detail: fmt.Sprintf("event %d follows event %d", ev.EventID, last)})
 			}
 			last = ev.EventID
-			li.ids[ev.EventID] = true
+			li.ids[ev.EventID] = ev.ThreadID
 			if ev.MessageID != "" && ev.EventType != EventThreadRead {
 				li.msgs[ev.MessageID] = ev.EventID
 			}
@@ -329,10 +342,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, add func(Finding) *Finding,
 				Detail: fmt.Sprintf("the header counts %d messages but #%d is missing", want, seq)})
 		}
 	}
-	ownEvent, err := s.hasOwnEvent(h)
-	if err != nil {
-		return nil, err
-	}
+	ownEvent := li.hasOwnEvent(h)
 	if len(extra) > 0 || !ownEvent {
 		if len(extra) > 0 {
 			add(Finding{Check: "orphan_message", ThreadID: tid, Detail: fmt.Sprintf(
@@ -346,6 +356,12 @@ func (s *Store) fsckThread(tid string, li *logIndex, add func(Finding) *Finding,
 			if h, err = s.settle(tid, h, ownEvent); err != nil {
 				return nil, err
 			}
+			// settle appended the header's event if it was missing: its
+			// message has its event now.
+			if h.LastEvent != nil && h.LastEvent.MessageID != "" {
+				li.msgs[h.LastEvent.MessageID] = h.LastEventID
+			}
+			li.ids[h.LastEventID] = tid
 		}
 	}
 	// Each message has its event.

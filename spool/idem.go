@@ -78,7 +78,7 @@ func (t *tx) idempotent(cmd, key string) (*Result, error) {
 			return nil, mismatch(key, rec.Command, cmd)
 		}
 		if rec.Seq >= 1 && rec.Seq <= t.h.MessageCount {
-			m, err := t.s.readMessage(t.tid, rec.Seq)
+			m, err := t.s.readMessageAt(t.dir, t.tid, rec.Seq)
 			if err == nil && m.MessageID == rec.MessageID {
 				t.skip = true
 				return &Result{Thread: &t.old.Thread, Message: m, Lease: t.old.Lease, Replayed: true}, nil

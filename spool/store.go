@@ -49,6 +49,10 @@ type Options struct {
 	// SegmentBytes is the size at which the event log starts a new
 	// segment; 0 means DefaultSegmentBytes.
 	SegmentBytes int64
+	// Unsynced skips every fsync. It exists to generate large stores for
+	// benchmarks quickly; a crash or power loss can then lose or tear
+	// anything. Never use it for a store that matters.
+	Unsynced bool
 }
 
 // DefaultSegmentBytes is the event-log segment size bound.
@@ -67,6 +71,7 @@ type Store struct {
 	source   string
 	log      *eventLog
 	idx      *index.Index
+	unsynced bool
 }
 
 // Dir returns the store's root directory.
@@ -173,7 +178,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if info.Shared {
 		shareUmask()
 	}
-	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source}
+	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -185,7 +190,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		seg = DefaultSegmentBytes
 	}
 	s.log = &eventLog{dir: filepath.Join(dir, eventsDir), lockPath: filepath.Join(dir, locksDir, "events.lock"),
-		tmpDir: filepath.Join(dir, tmpDirName), segBytes: seg, fileMode: fileMode}
+		tmpDir: filepath.Join(dir, tmpDirName), segBytes: seg, fileMode: fileMode, unsynced: opts.Unsynced}
 	s.idx = index.Open(filepath.Join(dir, indexDirName), fileMode, dirMode)
 	return s, nil
 }

@@ -249,38 +249,33 @@ type Stats struct {
 // the store and the event log on disk, and finds the oldest pending thread.
 func (s *Store) Stats() (*Stats, error) {
 	st := &Stats{ByStatus: map[string]int{}, ByAgent: map[string]map[string]int{}}
-	seen := map[string]bool{}
-	var oldest string
-	err := s.idx.Walk(func(e index.Entry, _ string) {
-		if e.AssignedTo == "" {
-			if !seen[e.ThreadID] {
-				seen[e.ThreadID] = true
-				st.ByStatus[e.Status]++
-			}
-			if e.Status == StatusPending && (oldest == "" || e.ThreadID < oldest) {
-				oldest = e.ThreadID
-			}
-			return
-		}
-		if st.ByAgent[e.AssignedTo] == nil {
-			st.ByAgent[e.AssignedTo] = map[string]int{}
-		}
-		st.ByAgent[e.AssignedTo][e.Status]++
-	})
+	// The status tree lists every thread (a superset); each hit is checked
+	// against its header, as every reader of the index must.
+	entries, err := s.idx.ByStatus(Statuses)
 	if err != nil {
 		return nil, storageErr(err, "read index")
 	}
-	for a, m := range st.ByAgent {
-		if len(m) == 0 {
-			delete(st.ByAgent, a)
+	index.SortNewestFirst(entries)
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if seen[e.ThreadID] {
+			continue
+		}
+		h, err := s.readHeader(e.ThreadID)
+		if err != nil || h.Status != e.Status {
+			continue // gone, or a stale marker: the right one counts
+		}
+		seen[e.ThreadID] = true
+		st.ByStatus[h.Status]++
+		if st.ByAgent[h.AssignedTo] == nil {
+			st.ByAgent[h.AssignedTo] = map[string]int{}
+		}
+		st.ByAgent[h.AssignedTo][h.Status]++
+		if h.Status == StatusPending {
+			st.OldestPending = &h.Thread // newest first: the last one wins
 		}
 	}
 	st.Threads = len(seen)
-	if oldest != "" {
-		if h, err := s.readHeader(oldest); err == nil && h.Status == StatusPending {
-			st.OldestPending = &h.Thread
-		}
-	}
 	if entries, err := os.ReadDir(filepath.Join(s.dir, archiveDir, threadsDir)); err == nil {
 		st.ArchivedThreads = len(entries)
 	}

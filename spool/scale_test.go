@@ -1,0 +1,169 @@
+package spool_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// Scale benchmarks run on stores made by fillStore. Stores of 100,000
+// threads take a minute or two to generate; they run only with
+// INBOX_BENCH_SCALE=1:
+//
+//	INBOX_BENCH_SCALE=1 go test ./spool -run XXX -bench Scale -benchtime 200x
+
+// fillStore generates a store with n threads laid out like compare.sh's
+// fetch store: 10 pending for X (spread through the store), a tenth claimed
+// and done by X, and the rest pending for 30 other agents. It writes
+// without fsync (Options.Unsynced), then reopens the store normally.
+func fillStore(tb testing.TB, n int) (*spool.Store, string) {
+	tb.Helper()
+	db := filepath.Join(tb.TempDir(), "store")
+	if _, err := spool.Init(db, false); err != nil {
+		tb.Fatal(err)
+	}
+	gen, err := spool.Open(db, spool.Options{Unsynced: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const chunk = 500
+	var done []string
+	for i := 0; i < n; i += chunk {
+		var ins []spool.SendInput
+		for j := i; j < min(n, i+chunk); j++ {
+			to := fmt.Sprint("a", j%30)
+			if j%(n/10) == n/10-1 || j%10 == 0 {
+				to = "X"
+			}
+			ins = append(ins, spool.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", j),
+				Content: spool.Content{Body: "seed body"}})
+		}
+		rs, errs, err := gen.SendBatch(ins)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for k, r := range rs {
+			if errs[k] != nil {
+				tb.Fatal(errs[k])
+			}
+			if (i+k)%10 == 0 {
+				done = append(done, r.Thread.ThreadID)
+			}
+		}
+	}
+	for _, tid := range done {
+		if _, err := gen.Claim("X", tid, 900); err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := gen.Done("X", tid, 0, spool.Content{Summary: "done"}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, db
+}
+
+func scaleSizes() []int {
+	if os.Getenv("INBOX_BENCH_SCALE") == "1" {
+		return []int{1000, 10000, 100000}
+	}
+	return []int{1000, 10000}
+}
+
+// BenchmarkScaleFetch: fetch 10 candidates for X; its cost must not grow
+// with the store (compare the sizes).
+func BenchmarkScaleFetch(b *testing.B) {
+	for _, n := range scaleSizes() {
+		b.Run(fmt.Sprintf("threads=%d", n), func(b *testing.B) {
+			s, _ := fillStore(b, n)
+			want := 10
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ts, err := s.Fetch("X", []string{spool.StatusPending}, 10, false)
+				if err != nil || len(ts) != want {
+					b.Fatalf("fetch: %d threads (want %d), %v", len(ts), want, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkScaleList: the leader's filters, 20 results each.
+func BenchmarkScaleList(b *testing.B) {
+	for _, n := range scaleSizes() {
+		b.Run(fmt.Sprintf("threads=%d", n), func(b *testing.B) {
+			s, _ := fillStore(b, n)
+			filters := map[string]spool.ListFilter{
+				"done":        {Statuses: []string{spool.StatusDone}, Limit: 20},
+				"assigned-to": {AssignedTo: "a7", Limit: 20},
+				"all":         {Limit: 20},
+			}
+			for name, f := range filters {
+				b.Run(name, func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						ts, err := s.List(f)
+						if err != nil || len(ts) != 20 {
+							b.Fatalf("list %s: %d threads, %v", name, len(ts), err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkScaleShow reads a thread of 10,000 messages.
+func BenchmarkScaleShow(b *testing.B) {
+	db := filepath.Join(b.TempDir(), "store")
+	spool.Init(db, false)
+	gen, _ := spool.Open(db, spool.Options{Unsynced: true})
+	r, err := gen.Send(spool.SendInput{From: "boss", To: "X", Subject: "a long conversation"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tid := r.Thread.ThreadID
+	body := strings.Repeat("x", 200)
+	for i := 1; i < 10000; i++ {
+		if _, err := gen.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: fmt.Sprint("step ", i), Body: body}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, _ := spool.Open(db, spool.Options{})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		v, err := s.Show(tid)
+		if err != nil || len(v.Messages) != 10000 {
+			b.Fatalf("show: %d messages, %v", len(v.Messages), err)
+		}
+	}
+}
+
+// BenchmarkScaleFsck checks a store of 10,000 threads.
+func BenchmarkScaleFsck(b *testing.B) {
+	s, _ := fillStore(b, 10000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := s.Fsck(false)
+		if err != nil || !r.Clean() {
+			b.Fatalf("fsck: %+v %v", r, err)
+		}
+	}
+}
+
+// BenchmarkScaleReindex rebuilds the index of 10,000 threads.
+func BenchmarkScaleReindex(b *testing.B) {
+	s, _ := fillStore(b, 10000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if n, err := s.Reindex(); err != nil || n != 10000 {
+			b.Fatalf("reindex: %d, %v", n, err)
+		}
+	}
+}
