@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -195,7 +196,7 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 		}
 		off := 0
 		for off < len(data) {
-			nl := strings.IndexByte(string(data[off:]), '\n')
+			nl := bytes.IndexByte(data[off:], '\n')
 			if nl < 0 {
 				f := add(Finding{Check: "torn_event_log", Path: p,
 					Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", len(data)-off)})
