@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox/spool"
+)
+
+var crashDuration = flag.Duration("crash.duration", 45*time.Second,
+	"how long TestCrashSuite kills processes (go test ./cmd/inbox -run CrashSuite -crash.duration 20m for a long run)")
+
+// ack is an operation that exited 0: it must survive.
+type ack struct {
+	op       string // send, reply, claim, done, drop
+	thread   string
+	message  string
+	token    int64
+	finished time.Time
+}
+
+type crashRun struct {
+	t      *testing.T
+	db     string
+	intake string
+	inbox  string
+	mu     sync.Mutex
+	acks   []ack
+	ops    atomic.Int64
+	kills  atomic.Int64
+	reads  atomic.Int64
+	drops  atomic.Int64
+	tids   []string
+}
+
+func (c *crashRun) thread() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tids[rand.IntN(len(c.tids))]
+}
+
+// run starts one CLI command and, with probability killP, kills it with
+// SIGKILL after a random delay of up to 8 ms — before, during or after its
+// commit. It returns stdout and whether the command exited 0 by itself.
+func (c *crashRun) run(killP float64, args ...string) ([]byte, bool) {
+	cmd := exec.Command(c.inbox, append([]string{"--db", c.db, "--json"}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		c.t.Error(err)
+		return nil, false
+	}
+	c.ops.Add(1)
+	if rand.Float64() < killP {
+		time.Sleep(time.Duration(rand.IntN(8000)) * time.Microsecond)
+		if cmd.Process.Kill() == nil {
+			c.kills.Add(1)
+		}
+	}
+	err := cmd.Wait()
+	return out.Bytes(), err == nil
+}
+
+func (c *crashRun) record(a ack) {
+	a.finished = time.Now()
+	c.mu.Lock()
+	c.acks = append(c.acks, a)
+	if a.op == "send" {
+		c.tids = append(c.tids, a.thread)
+	}
+	c.mu.Unlock()
+}
+
+type cliOut struct {
+	Thread  struct{ ThreadID string `json:"thread_id"` } `json:"thread"`
+	Message struct{ MessageID string `json:"message_id"` } `json:"message"`
+	Lease   struct{ LeaseToken int64 `json:"lease_token"` } `json:"lease"`
+}
+
+// writer runs random writes until stop closes.
+func (c *crashRun) writer(w int, stop <-chan struct{}) {
+	agent := fmt.Sprintf("w%d", w)
+	token := map[string]int64{}
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		var o cliOut
+		switch r := rand.IntN(10); {
+		case r < 2:
+			out, ok := c.run(0.3, "send", "--from", "boss", "--to", agent, "--subject", fmt.Sprintf("%s job %d", agent, n))
+			if ok && json.Unmarshal(out, &o) == nil {
+				c.record(ack{op: "send", thread: o.Thread.ThreadID, message: o.Message.MessageID})
+			}
+		case r < 5:
+			tid := c.thread()
+			out, ok := c.run(0.3, "reply", "--from", agent, "--thread", tid, "--kind", "progress", "--summary", fmt.Sprintf("%s note %d", agent, n))
+			if ok && json.Unmarshal(out, &o) == nil {
+				c.record(ack{op: "reply", thread: tid, message: o.Message.MessageID})
+			}
+		case r < 7:
+			tid := c.thread()
+			out, ok := c.run(0.3, "claim", "--agent", agent, "--thread", tid)
+			if ok && json.Unmarshal(out, &o) == nil {
+				token[tid] = o.Lease.LeaseToken
+				c.record(ack{op: "claim", thread: tid, token: o.Lease.LeaseToken})
+			}
+		case r < 9:
+			for tid, tok := range token {
+				out, ok := c.run(0.3, "update", "--agent", agent, "--thread", tid, "--status", "in_progress",
+					"--lease-token", fmt.Sprint(tok), "--summary", fmt.Sprintf("%s working %d", agent, n))
+				if ok && json.Unmarshal(out, &o) == nil {
+					c.record(ack{op: "update", thread: tid, message: o.Message.MessageID})
+				}
+				break
+			}
+		default:
+			for tid, tok := range token {
+				delete(token, tid)
+				out, ok := c.run(0.3, "done", "--agent", agent, "--thread", tid, "--lease-token", fmt.Sprint(tok), "--summary", "finished")
+				if ok && json.Unmarshal(out, &o) == nil {
+					c.record(ack{op: "done", thread: tid, message: o.Message.MessageID})
+				}
+				break
+			}
+		}
+	}
+}
+
+// reader keeps reading while everything crashes around it: no read may
+// ever fail or print something that is not a whole JSON object.
+func (c *crashRun) reader(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		var args []string
+		switch rand.IntN(4) {
+		case 0:
+			args = []string{"show", "--thread", c.thread()}
+		case 1:
+			args = []string{"fetch", "--agent", fmt.Sprintf("w%d", rand.IntN(4))}
+		case 2:
+			args = []string{"list", "--limit", "100"}
+		default:
+			args = []string{"events", "--limit", "200", "--after-event", fmt.Sprint(rand.IntN(50))}
+		}
+		cmd := exec.Command(c.inbox, append([]string{"--db", c.db, "--json"}, args...)...)
+		out, err := cmd.Output()
+		c.reads.Add(1)
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		var v map[string]any
+		if jerr := json.Unmarshal(out, &v); jerr != nil || (code != 0 && !(code == 10 && args[0] == "fetch")) {
+			c.t.Errorf("reader %v: exit %d, output %q", args, code, out)
+		}
+	}
+}
+
+// daemonLoop runs the daemon and kills it with SIGKILL now and then, while
+// descriptors are dropped.
+func (c *crashRun) daemonLoop(stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		cmd := exec.Command(c.inbox, "daemon", "--db", c.db, "--intake", c.intake)
+		if err := cmd.Start(); err != nil {
+			c.t.Error(err)
+			return
+		}
+		for j := 0; j < 5; j++ {
+			drop(c.t, c.intake, fmt.Sprintf("d-%05d-%d.task.json", i, j), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"drop %d %d"}`, i, j))
+			c.drops.Add(1)
+			time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
+		}
+		select {
+		case <-stop:
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+			return
+		default:
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		c.kills.Add(1)
+	}
+}
+
+// TestCrashSuite runs concurrent CLI writers, readers and the daemon
+// against one store while killing processes with SIGKILL at random
+// instants, then checks that everything acknowledged is there exactly
+// once, that fsck --repair leaves a clean store, and that event ids are
+// unique and increasing.
+func TestCrashSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	db, ids := newStore(t, 8)
+	in := filepath.Join(t.TempDir(), "intake")
+	if err := os.Mkdir(in, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := &crashRun{t: t, db: db, intake: in, inbox: lookInbox(t, "inbox"), tids: ids}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.writer(w, stop) }()
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); c.reader(stop) }()
+	go func() { defer wg.Done(); c.daemonLoop(stop) }()
+	time.Sleep(*crashDuration)
+	close(stop)
+	wg.Wait()
+	// A last clean daemon run finishes the drops that are still pending.
+	cmd := exec.Command(c.inbox, "daemon", "--db", db, "--intake", in)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(in, "*.task.json")); len(m) == 0 {
+			break
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+
+	// fsck --repair settles what the kills left; then fsck is clean.
+	out, ok := c.run(0, "fsck", "--repair")
+	if !ok {
+		t.Fatalf("fsck --repair did not leave a clean store: %s", out)
+	}
+	var rep spool.FsckReport
+	json.Unmarshal(out, &rep)
+	if out, ok := c.run(0, "fsck"); !ok {
+		t.Fatalf("fsck after repair: %s", out)
+	}
+
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every message in the store, counted.
+	count := map[string]int{}
+	threads, err := s.List(spool.ListFilter{Limit: spool.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	tokens := map[string]int64{}
+	for _, th := range threads {
+		v, err := s.Show(th.ThreadID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status[th.ThreadID] = th.Status
+		if v.Lease != nil {
+			tokens[th.ThreadID] = v.Lease.LeaseToken
+		}
+		for _, m := range v.Messages {
+			count[m.MessageID]++
+		}
+	}
+	lastToken := map[string]int64{}
+	for _, a := range c.acks {
+		switch a.op {
+		case "send", "reply", "update", "done":
+			if count[a.message] != 1 {
+				t.Errorf("acknowledged %s %s in %s is there %d times", a.op, a.message, a.thread, count[a.message])
+			}
+		case "claim":
+			if a.token > tokens[a.thread] {
+				t.Errorf("acknowledged claim of %s with token %d, but the thread's token is %d", a.thread, a.token, tokens[a.thread])
+			}
+			if a.token <= lastToken[a.thread] {
+				t.Errorf("thread %s: token %d granted after token %d", a.thread, a.token, lastToken[a.thread])
+			}
+			lastToken[a.thread] = a.token
+		}
+		if a.op == "done" && status[a.thread] != spool.StatusDone {
+			t.Errorf("acknowledged done of %s, but the thread is %s", a.thread, status[a.thread])
+		}
+	}
+	for id, n := range count {
+		if n > 1 {
+			t.Errorf("message %s is stored %d times", id, n)
+		}
+	}
+	// Event ids unique and increasing; each message has exactly one event.
+	var last int64
+	evPerMsg := map[string]int{}
+	err = s.Events(0, func(ev *spool.Event) bool {
+		if ev.EventID <= last {
+			t.Errorf("event %d after %d", ev.EventID, last)
+		}
+		last = ev.EventID
+		if ev.MessageID != "" && ev.EventType != spool.EventThreadRead {
+			evPerMsg[ev.MessageID]++
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range count {
+		if evPerMsg[id] != 1 {
+			t.Errorf("message %s has %d events", id, evPerMsg[id])
+		}
+	}
+	// Every dropped descriptor was finished once, one thread each.
+	results, _ := filepath.Glob(filepath.Join(in, "*.task.json.result"))
+	seen := map[string]string{}
+	for _, r := range results {
+		data, _ := os.ReadFile(r)
+		var res struct {
+			OK       bool   `json:"ok"`
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal(data, &res) != nil || !res.OK {
+			t.Errorf("%s: %s", r, data)
+			continue
+		}
+		if other, dup := seen[res.ThreadID]; dup {
+			t.Errorf("thread %s serves %s and %s", res.ThreadID, other, r)
+		}
+		seen[res.ThreadID] = r
+		if status[res.ThreadID] == "" {
+			t.Errorf("%s names thread %s, which is not in the store", r, res.ThreadID)
+		}
+	}
+	if int64(len(results)) != c.drops.Load() {
+		t.Errorf("%d descriptors dropped, %d finished", c.drops.Load(), len(results))
+	}
+	repaired := 0
+	for _, f := range rep.Findings {
+		if f.Repaired {
+			repaired++
+		}
+	}
+	kinds := map[string]int{}
+	for _, a := range c.acks {
+		kinds[a.op]++
+	}
+	t.Logf("crash suite: %v, %d operations, %d SIGKILLs, %d reads, %d drops; %d acknowledged (%v) all present once; "+
+		"%d threads, %d messages, %d events; fsck --repair fixed %d findings: %s",
+		*crashDuration, c.ops.Load(), c.kills.Load(), c.reads.Load(), c.drops.Load(), len(c.acks), kinds,
+		len(threads), len(count), last, repaired, findingKinds(rep.Findings))
+}
+
+func findingKinds(fs []spool.Finding) string {
+	m := map[string]int{}
+	for _, f := range fs {
+		m[f.Check]++
+	}
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	return strings.Join(parts, " ")
+}
