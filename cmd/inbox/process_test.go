@@ -27,6 +27,10 @@ import (
 //	inbox-test-helper claim DB AGENT THREADS_FILE   prints "THREAD EXIT" per thread
 func helperMain() {
 	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "lin" {
+		linHelper(args[1:])
+		return
+	}
 	if len(args) != 4 || args[0] != "claim" {
 		fmt.Fprintln(os.Stderr, "usage: inbox-test-helper claim DB AGENT THREADS_FILE")
 		os.Exit(2)
