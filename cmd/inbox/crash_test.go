@@ -83,9 +83,15 @@ func (c *crashRun) record(a ack) {
 }
 
 type cliOut struct {
-	Thread  struct{ ThreadID string `json:"thread_id"` } `json:"thread"`
-	Message struct{ MessageID string `json:"message_id"` } `json:"message"`
-	Lease   struct{ LeaseToken int64 `json:"lease_token"` } `json:"lease"`
+	Thread struct {
+		ThreadID string `json:"thread_id"`
+	} `json:"thread"`
+	Message struct {
+		MessageID string `json:"message_id"`
+	} `json:"message"`
+	Lease struct {
+		LeaseToken int64 `json:"lease_token"`
+	} `json:"lease"`
 }
 
 // writer runs random writes until stop closes.
