@@ -25,6 +25,7 @@ package index
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,12 +89,32 @@ func (ix *Index) paths(e Entry) []string {
 	return p
 }
 
+// ErrUnsafeName is returned when an entry's thread id, status or agent
+// could not safely name a file or directory (empty, ".", "..", or holding a
+// path separator or NUL). Callers validate names long before; this is the
+// last line of defence against a tampered thread header.
+var ErrUnsafeName = errors.New("index: unsafe name")
+
+func safeName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\\\x00")
+}
+
+func (e Entry) check() error {
+	if !safeName(e.ThreadID) || !safeName(e.Status) || !safeName(e.Priority) || (e.AssignedTo != "" && !safeName(e.AssignedTo)) {
+		return fmt.Errorf("%w: %q %q %q %q", ErrUnsafeName, e.ThreadID, e.Status, e.AssignedTo, e.Priority)
+	}
+	return nil
+}
+
 // Add creates e's markers as hard links to src (any file that outlives
 // the markers, such as the thread's lock file), so that no inode is
 // allocated; with src empty, or where linking fails, it creates empty
 // files. It returns the directories whose fsync makes the markers durable
 // (including parents of directories it had to create).
 func (ix *Index) Add(e Entry, src string) (syncDirs []string, err error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
 	name := marker(e)
 	for _, dir := range ix.paths(e) {
 		created, err := ix.touch(dir, name, src)
@@ -171,6 +192,9 @@ func (ix *Index) mkdirs(dir string) ([]string, error) {
 // markers are not an error. Removal need not be durable: a marker that
 // comes back after a crash is stale and readers skip it.
 func (ix *Index) Remove(old, cur Entry) error {
+	if err := old.check(); err != nil {
+		return err
+	}
 	name := marker(old)
 	keep := map[string]bool{}
 	for _, dir := range ix.paths(cur) {
@@ -276,7 +300,7 @@ func (ix *Index) list(out []Entry, dir, status, agent string) ([]Entry, error) {
 	}
 	for _, n := range names {
 		tid, prio, ok := strings.Cut(n, ".")
-		if !ok {
+		if !ok || !safeName(tid) {
 			continue
 		}
 		out = append(out, Entry{ThreadID: tid, Status: status, AssignedTo: agent, Priority: prio})
