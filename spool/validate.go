@@ -136,5 +136,9 @@ func validJSON(field, s string, def string) (json.RawMessage, error) {
 	if err := json.Compact(&b, []byte(s)); err != nil {
 		return nil, invalidf(field, "--%s is not valid JSON: %v", field, err)
 	}
+	// Compact checks the grammar, not the encoding: JSON text is UTF-8.
+	if !utf8.Valid(b.Bytes()) {
+		return nil, invalidf(field, "--%s is not valid JSON: it is not valid UTF-8", field)
+	}
 	return json.RawMessage(b.Bytes()), nil
 }

@@ -144,11 +144,14 @@ func (w *Watcher) startPolling(reason error) {
 		return
 	}
 	w.fallback = reason
+	// The baseline is taken before New returns, so that every change after
+	// it is seen: a baseline taken later could already include a change
+	// the caller never looked for (a lost wake-up).
+	var fp dirPrint
+	fp.changed(w.dir)
 	go func() {
 		t := time.NewTicker(w.poll)
 		defer t.Stop()
-		var fp dirPrint
-		fp.changed(w.dir)
 		for {
 			select {
 			case <-w.done:
