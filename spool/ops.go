@@ -18,6 +18,9 @@ type Result struct {
 	// Replayed is true when an idempotency key matched an earlier call:
 	// nothing was written and Message is the one that call wrote.
 	Replayed bool `json:"replayed,omitempty"`
+	// Warnings are things the caller should know, such as a recipient the
+	// store has never seen act.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ArtifactInput is a file reference to attach to a message.
@@ -109,6 +112,15 @@ func (s *Store) Send(in SendInput) (*Result, error) {
 	if in.ThreadID != "" {
 		return s.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content)
 	}
+	r, err := s.sendNew(in)
+	if err == nil {
+		r.Warnings = s.unknownRecipient(in.To)
+		s.seen(in.From)
+	}
+	return r, err
+}
+
+func (s *Store) sendNew(in SendInput) (*Result, error) {
 	if in.IdempotencyKey != "" {
 		unlock, err := s.lockIdem()
 		if err != nil {
@@ -226,7 +238,15 @@ func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 		return nil, nil, err
 	}
 	if strings.TrimSpace(in.Subject) == "" {
-		return nil, nil, invalidf("subject", "--subject is required when send creates a thread")
+		// A message to an agent needs no separate subject: its summary, or
+		// its body's first line, serves.
+		in.Subject = firstLine(in.Summary, 80)
+		if in.Subject == "" {
+			in.Subject = firstLine(in.Body, 80)
+		}
+		if in.Subject == "" {
+			return nil, nil, invalidf("subject", "--subject is required when send creates a thread (or give --summary or --body: its first line becomes the subject)")
+		}
 	}
 	if err := validateText("subject", in.Subject, MaxSubjectLen); err != nil {
 		return nil, nil, err
@@ -309,6 +329,12 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content) (*Resu
 		res = &Result{Thread: &t.h.Thread, Message: m}
 		return nil
 	})
+	if err == nil && !res.Replayed {
+		if to != "" {
+			res.Warnings = s.unknownRecipient(to)
+		}
+		s.seen(from)
+	}
 	return res, err
 }
 
@@ -373,6 +399,9 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
 	})
+	if err == nil {
+		s.seen(agent)
+	}
 	return res, err
 }
 
@@ -425,6 +454,9 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*Result
 		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
 	})
+	if err == nil {
+		s.seen(agent)
+	}
 	return res, err
 }
 
@@ -506,6 +538,9 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 		res = &Result{Thread: &t.h.Thread, Message: m, Lease: t.h.Lease}
 		return nil
 	})
+	if err == nil {
+		s.seen(agent)
+	}
 	return res, err
 }
 
@@ -544,6 +579,9 @@ func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
 		res = &Result{Thread: &t.h.Thread, Message: m, Lease: t.h.Lease}
 		return nil
 	})
+	if err == nil {
+		s.seen(agent)
+	}
 	return res, err
 }
 
@@ -594,6 +632,7 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 	if _, _, err := s.log.append(&ev); err != nil {
 		return nil, err
 	}
+	s.seen(agent)
 	if created {
 		return c, syncDir(dir)
 	}

@@ -31,6 +31,9 @@ const (
 	locksDir     = "locks"
 	idemDir      = "idem"
 	archiveDir   = "archive"
+	mailboxDir   = "mailbox"
+	tasksDir     = "tasks"
+	agentsDir    = "agents"
 )
 
 type formatInfo struct {

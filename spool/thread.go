@@ -71,6 +71,8 @@ type tx struct {
 	skip bool
 	// newKey is the idempotency key of a thread-creating send.
 	newKey string
+	// taskName registers a new thread as a queued task of that name.
+	taskName string
 }
 
 func corrupt(err error, format string, args ...any) error {
@@ -528,7 +530,7 @@ func (s *Store) commitAll(txs []*tx) error {
 		lines = append(lines, line...)
 		off += int64(len(line))
 		id++
-		var first *renameio.PendingFile
+		var first, msgPF *renameio.PendingFile
 		if t.msg != nil {
 			t.msg.EventID = t.h.LastEventID
 			mf := msgFile{Message: *t.msg}
@@ -542,6 +544,7 @@ func (s *Store) commitAll(txs []*tx) error {
 			if err != nil {
 				return err
 			}
+			msgPF = pf
 			if fresh {
 				first = pf
 			}
@@ -570,6 +573,22 @@ func (s *Store) commitAll(txs []*tx) error {
 				return storageErr(err, "record idempotency key")
 			}
 			ss.add(filepath.Dir(p))
+		}
+		if msgPF != nil && t.msg.ToAgent != "" {
+			// The recipient's mailbox: a link to the message, made before
+			// the commit point; readers check it against the thread.
+			dirs, err := s.deliver(t.msg, msgPF.Name())
+			if err != nil {
+				return err
+			}
+			ss.add(dirs...)
+		}
+		if first != nil && t.taskName != "" {
+			// A queued task's name: the link fails if the name is taken.
+			if err := s.registerTask(t.taskName, first.Name()); err != nil {
+				return err
+			}
+			ss.add(filepath.Join(s.dir, tasksDir))
 		}
 	}
 	for i, pf := range pending { // fsync and rename; a new thread's first message after its other files

@@ -94,6 +94,7 @@ type globals struct {
 // command is one subcommand: its help and a constructor for its runner.
 type command struct {
 	name     string
+	hidden   bool   // internal: not listed in help
 	args     string // usage after the flags, e.g. "[PROMPT]"
 	short    string
 	long     string

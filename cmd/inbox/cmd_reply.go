@@ -47,6 +47,9 @@ func (r *replyCmd) run(c *call) (*result, error) {
 		return nil, err
 	}
 	res := messageResult(out)
+	for _, w := range out.Warnings {
+		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
+	}
 	res.human = func(w io.Writer) {
 		m := out.Message
 		fmt.Fprintf(w, "replied %s (%s) %s → %s in %s%s\n", m.MessageID, m.Kind, m.FromAgent, m.ToAgent, m.ThreadID, replayNote(out))

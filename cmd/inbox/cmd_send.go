@@ -52,6 +52,9 @@ func (r *sendCmd) run(c *call) (*result, error) {
 		return nil, err
 	}
 	res := messageResult(out)
+	for _, w := range out.Warnings {
+		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
+	}
 	res.human = func(w io.Writer) {
 		m := out.Message
 		if r.thread == "" {
@@ -71,6 +74,9 @@ func messageResult(out *spool.Result) *result {
 	}
 	if out.Replayed {
 		res.set("replayed", true)
+	}
+	if len(out.Warnings) > 0 {
+		res.set("warnings", out.Warnings)
 	}
 	return res
 }

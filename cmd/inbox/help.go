@@ -221,6 +221,85 @@ Only one daemon may serve a store; a second one exits 20.`,
 		},
 		new: func() runner { return &daemonCmd{} }},
 
+	{name: "receive", short: "wait for a message in your mailbox and collect it",
+		long: `Your mailbox holds every message addressed to you, in any thread, that you
+have not collected. receive blocks until one is there (oldest first; --lifo
+newest first; --from only that sender's), collects it and prints it. Each
+message is collected once, even when two of your processes receive at the
+same time; collected messages stay in their threads (show still has them).
+Exit 10 with "woke":false on timeout. The agent is --agent, else
+INBOX_AGENT, else main.
+
+Task results arrive here: a finished task's output is a result message from
+the task's name to its parent.`,
+		examples: []string{
+			"inbox receive --json",
+			"inbox receive --agent main --from analyzer --timeout-seconds 600",
+		},
+		new: func() runner { return &receiveCmd{} }},
+
+	{name: "check", short: "collect every ready message, without waiting",
+		long: `Like receive, but never waits: collects and prints every message ready in
+your mailbox (oldest first; --lifo newest first; --from one sender's). Exit
+10 when there is none.`,
+		examples: []string{"inbox check --json", "inbox check --from worker --lifo"},
+		new:      func() runner { return &receiveCmd{all: true} }},
+
+	{name: "mailbox", short: "look at your mailbox without collecting",
+		long: `Show what waits in your mailbox — who sent it and how long ago — without
+collecting anything.`,
+		examples: []string{"inbox mailbox", "inbox mailbox --agent implementer --json"},
+		new:      func() runner { return &receiveCmd{peek: true} }},
+
+	{name: "push", args: "PROMPT", short: "queue a task for a sub-agent (returns at once)",
+		long: `Queue a task: PROMPT (the words after the flags, or - to read stdin) is what
+the sub-agent is asked to do. --name is the task's name and the sub-agent's
+agent name (generated and unique when omitted); --parent is who gets its
+result (default --agent, else main). Nothing runs until "inbox run".`,
+		examples: []string{
+			`inbox push --name research "Research the API and summarise the auth flow"`,
+			`inbox push --timeout-seconds 300 --model fast "Refactor file1.c"`,
+		},
+		new: func() runner { return &pushCmd{} }},
+
+	{name: "run", args: "[N]", short: "start the queued tasks, N at a time (returns at once)",
+		long: `Start your queued tasks (all of them at once, or N at a time) and return at
+once: a detached runner runs each as "sh -c CMD" in its own process group,
+with the prompt on stdin and INBOX_TASK_NAME (also INBOX_AGENT),
+INBOX_THREAD, INBOX_PARENT, INBOX_MODEL and INBOX_DB set, so the task can
+use inbox itself (send progress to its parent, push sub-tasks). The runner
+survives the calling shell.
+
+When a task exits 0 its stdout is delivered to the parent's mailbox as a
+result message from the task's name. When it fails, or passes its
+--timeout-seconds (its whole process group is killed), the message's
+payload is {"success":false,"error":…,"partial_output":…}. A task whose
+runner dies is reported failed the same way by the next queue, run,
+receive or check. Collect results with receive or check.`,
+		examples: []string{
+			`inbox run --exec 'claude -p "$(cat)"'`,
+			`INBOX_EXEC='./agent.sh' inbox run 2`,
+		},
+		new: func() runner { return &runCmd{} }},
+
+	{name: "queue", short: "show queued, running and finished tasks",
+		long: `Show your tasks: queued (pushed, not started), running (with how long ago
+they started) and finished (done or failed). Results themselves arrive in
+your mailbox.`,
+		examples: []string{"inbox queue", "inbox queue --json"},
+		new:      func() runner { return &queueCmd{} }},
+
+	{name: "agents", short: "every agent the store has seen, with activity, leases and mail",
+		long: `List every agent the store has seen: last activity (when it last acted),
+live leases, open threads assigned to it and mailbox depth — enough to tell
+an idle agent from a dead one. Sending to an agent that never acted here
+warns and names close matches.`,
+		examples: []string{"inbox agents", "inbox agents --json"},
+		new:      func() runner { return &agentsCmd{} }},
+
+	{name: "__runner", hidden: true, short: "internal: the detached task runner",
+		new: func() runner { return &runnerCmd{} }},
+
 	{name: "fsck", short: "check the store's invariants; --repair fixes what a crash left",
 		long: `Check every invariant the store promises: event-log lines whole, checksummed
 and in increasing order; each thread's header agreeing with its messages;
@@ -290,7 +369,9 @@ cancel what is no longer needed.
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.short)
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-11s %s\n", c.name, c.short)
+		}
 	}
 	fmt.Fprint(w, `
 Global flags (before or after the command):

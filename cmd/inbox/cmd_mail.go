@@ -1,0 +1,188 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox/queue"
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// mailAgent is the agent whose mailbox or queue a command uses: --agent,
+// else INBOX_AGENT, else main.
+func (c *call) mailAgent() string {
+	if c.g.agent != "" {
+		return c.g.agent
+	}
+	return "main"
+}
+
+// reapFor fails the agent's tasks whose runner died, so that their
+// failure reaches the mailbox before anyone waits on it.
+func reapFor(s *spool.Store, parent string) {
+	if tasks, err := s.Tasks(parent); err == nil {
+		queue.Reap(s, tasks)
+	}
+}
+
+func mailLine(w io.Writer, m *spool.Message) {
+	fmt.Fprintf(w, "%s → %s [%s] %s  (%s, %s)\n", m.FromAgent, m.ToAgent, m.Kind, m.Summary, m.ThreadID, shortTime(m.CreatedAt))
+	if m.Body != "" && m.Body != m.Summary {
+		for _, l := range strings.Split(strings.TrimRight(m.Body, "\n"), "\n") {
+			fmt.Fprintf(w, "  │ %s\n", l)
+		}
+	}
+	if p := string(m.PayloadJSON); p != "" && p != "{}" {
+		fmt.Fprintf(w, "  payload: %s\n", p)
+	}
+}
+
+type receiveCmd struct {
+	from    string
+	lifo    bool
+	timeout float64
+	all     bool // check: every ready message, without blocking
+	peek    bool // mailbox: look, do not collect
+}
+
+func (r *receiveCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose mailbox (env INBOX_AGENT, default main)")
+	if !r.peek {
+		fs.StringVar(&r.from, "from", "", "only messages from this agent")
+		fs.BoolVar(&r.lifo, "lifo", false, "newest first instead of oldest first")
+	} else {
+		fs.StringVar(&r.from, "from", "", "only messages from this agent")
+	}
+	if !r.all && !r.peek {
+		fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
+	}
+}
+
+func (r *receiveCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	agent := c.mailAgent()
+	if err := spool.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	if !r.peek {
+		reapFor(s, agent)
+	}
+	res := &result{}
+	switch {
+	case r.peek:
+		items, err := s.Mailbox(agent, r.from)
+		if err != nil {
+			return nil, err
+		}
+		msgs := make([]*spool.Message, len(items))
+		for i, it := range items {
+			msgs[i] = it.Message
+		}
+		res.set("agent", agent).set("messages", msgs)
+		res.human = func(w io.Writer) {
+			if len(msgs) == 0 {
+				fmt.Fprintf(w, "%s's mailbox is empty\n", agent)
+				return
+			}
+			fmt.Fprintln(w, "Messages:")
+			now := time.Now()
+			for _, m := range msgs {
+				age := "?"
+				if t, err := time.Parse(time.RFC3339Nano, m.CreatedAt); err == nil {
+					age = now.Sub(t).Round(time.Second).String()
+				}
+				fmt.Fprintf(w, "  - from: %s (received %s ago) [%s] %s\n", m.FromAgent, age, m.Kind, oneLine(m.Summary, 60))
+			}
+		}
+	case r.all:
+		msgs, err := s.Collect(agent, r.from, r.lifo, 0)
+		if err != nil {
+			return nil, err
+		}
+		res.set("messages", msgs)
+		if len(msgs) == 0 {
+			res.exit = exitNoWork
+		}
+		res.human = func(w io.Writer) {
+			if len(msgs) == 0 {
+				fmt.Fprintf(c.env.stderr, "inbox: nothing ready for %s\n", agent)
+			}
+			for _, m := range msgs {
+				mailLine(w, m)
+			}
+		}
+	default:
+		timeout, err := waitDuration(r.timeout)
+		if err != nil {
+			return nil, err
+		}
+		if r.from != "" {
+			if err := spool.ValidateAgent("from", r.from); err != nil {
+				return nil, err
+			}
+		}
+		ctx, stop := blockingContext()
+		defer stop()
+		m, err := s.Receive(ctx, agent, r.from, r.lifo, spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(),
+			OnFallback: c.fallbackNotice(), ExitSoon: true})
+		if err != nil {
+			return nil, err
+		}
+		res.set("woke", m != nil).set("message", m)
+		if m == nil {
+			res.exit = exitNoWork
+		}
+		res.human = func(w io.Writer) {
+			if m == nil {
+				fmt.Fprintf(c.env.stderr, "inbox: no message for %s within %gs\n", agent, r.timeout)
+				return
+			}
+			mailLine(w, m)
+		}
+	}
+	return res, nil
+}
+
+type agentsCmd struct{}
+
+func (r *agentsCmd) flags(fs *pflag.FlagSet, c *call) {}
+
+func (r *agentsCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	as, err := s.Agents()
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("agents", as)
+	res.human = func(w io.Writer) {
+		var rows [][]string
+		for _, a := range as {
+			last := "never acted"
+			if a.LastActivity != "" {
+				if t, err := time.Parse(time.RFC3339Nano, a.LastActivity); err == nil {
+					last = time.Since(t).Round(time.Second).String() + " ago"
+				}
+			}
+			rows = append(rows, []string{a.Agent, last, fmt.Sprint(len(a.LiveLeases)), fmt.Sprint(a.Assigned), fmt.Sprint(a.MailboxDepth)})
+		}
+		table(w, []string{"AGENT", "LAST ACTIVITY", "LIVE LEASES", "OPEN THREADS", "MAILBOX"}, rows)
+	}
+	return res, nil
+}

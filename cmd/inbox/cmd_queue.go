@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox/queue"
+	"github.com/inbox-dev/inbox/spool"
+)
+
+type pushCmd struct {
+	name, parent, model string
+	timeout             int
+}
+
+func (r *pushCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.name, "name", "", "the task's name, also its agent name (default: generated, unique)")
+	fs.StringVar(&r.parent, "parent", "", "who gets the result (default --agent / INBOX_AGENT, else main)")
+	fs.StringVar(&r.model, "model", "", "model hint, passed to the task as INBOX_MODEL")
+	fs.IntVar(&r.timeout, "timeout-seconds", 0, "kill the task's process group after this long (0: no limit)")
+}
+
+func (r *pushCmd) run(c *call) (*result, error) {
+	prompt := strings.Join(c.args, " ")
+	if prompt == "-" {
+		data, err := io.ReadAll(io.LimitReader(c.env.stdin, spool.MaxBodyLen+1))
+		if err != nil {
+			return nil, usagef("prompt", "reading the prompt from stdin: %v", err)
+		}
+		prompt = string(data)
+	}
+	parent := r.parent
+	if parent == "" {
+		parent = c.mailAgent()
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.Push(spool.TaskSpec{Name: r.name, Parent: parent, Model: r.model, TimeoutSeconds: r.timeout}, prompt)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("task", taskView(t, time.Now()))
+	res.human = func(w io.Writer) {
+		fmt.Fprintf(w, "queued task %s for %s (%s)\n", t.Name, t.Parent, t.ThreadID)
+	}
+	return res, nil
+}
+
+// taskView is a task as queue, push and run print it.
+func taskView(t *spool.Task, now time.Time) map[string]any {
+	v := map[string]any{"name": t.Name, "parent": t.Parent, "thread_id": t.ThreadID, "state": t.State(),
+		"status": t.Status, "created_at": t.CreatedAt}
+	if t.Model != "" {
+		v["model"] = t.Model
+	}
+	if t.TimeoutSeconds > 0 {
+		v["timeout_seconds"] = t.TimeoutSeconds
+	}
+	if t.State() == "running" && t.StartedAt != "" {
+		v["started_at"] = t.StartedAt
+		if st, err := time.Parse(time.RFC3339Nano, t.StartedAt); err == nil {
+			v["age_seconds"] = int(now.Sub(st).Seconds())
+		}
+	}
+	if t.State() == "finished" {
+		v["success"] = t.Status == spool.StatusDone
+		v["finished_at"] = t.UpdatedAt
+	}
+	return v
+}
+
+type runCmd struct {
+	exec, parent string
+}
+
+func (r *runCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.exec, "exec", "", "command that runs one task: sh -c CMD, prompt on stdin (env INBOX_EXEC)")
+	fs.StringVar(&r.parent, "parent", "", "whose queue (default --agent / INBOX_AGENT, else main)")
+}
+
+func (r *runCmd) run(c *call) (*result, error) {
+	if len(c.args) > 1 {
+		return nil, usagef("", "inbox run takes at most one argument, N (how many at a time)")
+	}
+	n := 0
+	if len(c.args) == 1 {
+		v, err := strconv.Atoi(c.args[0])
+		if err != nil || v < 1 {
+			return nil, usagef("N", "N %q must be a positive number: how many tasks run at a time", c.args[0])
+		}
+		n = v
+	}
+	command := r.exec
+	if command == "" {
+		command = c.env.getenv("INBOX_EXEC")
+	}
+	if strings.TrimSpace(command) == "" {
+		return nil, usagef("exec", "--exec is required (or set INBOX_EXEC): the command that runs a task")
+	}
+	parent := r.parent
+	if parent == "" {
+		parent = c.mailAgent()
+	}
+	if err := spool.ValidateAgent("parent", parent); err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := s.Tasks(parent)
+	if err != nil {
+		return nil, err
+	}
+	queue.Reap(s, tasks)
+	var names []string
+	for _, t := range tasks {
+		if t.State() == "queued" {
+			names = append(names, t.Name)
+		}
+	}
+	res := &result{}
+	if len(names) == 0 {
+		res.set("started", []string{}).set("concurrency", n)
+		res.exit = exitNoWork
+		res.human = func(io.Writer) { fmt.Fprintf(c.env.stderr, "inbox: no queued tasks for %s\n", parent) }
+		return res, nil
+	}
+	pid, err := startRunner(c.g.db, n, command, names)
+	if err != nil {
+		return nil, err
+	}
+	res.set("started", names).set("concurrency", n).set("runner_pid", pid)
+	res.human = func(w io.Writer) {
+		at := "all at once"
+		if n > 0 && n < len(names) {
+			at = fmt.Sprintf("%d at a time", n)
+		}
+		fmt.Fprintf(w, "running %d tasks %s (runner pid %d): %s\n", len(names), at, pid, strings.Join(names, " "))
+	}
+	return res, nil
+}
+
+// startRunner starts a detached runner (a new session, no terminal, its
+// own process group) that outlives this command and the calling shell.
+func startRunner(db string, n int, command string, names []string) (int, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, fmt.Errorf("cannot find the inbox binary to start a runner: %w", err)
+	}
+	abs, err := filepath.Abs(db)
+	if err != nil {
+		return 0, err
+	}
+	args := append([]string{"__runner", "--db", abs, "--concurrency", strconv.Itoa(n), "--exec", command, "--"}, names...)
+	cmd := exec.Command(self, args...)
+	logf, err := os.OpenFile(filepath.Join(abs, "tasks", "runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err == nil {
+		defer logf.Close()
+		cmd.Stdout, cmd.Stderr = logf, logf
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start the runner: %w", err)
+	}
+	pid := cmd.Process.Pid
+	cmd.Process.Release()
+	return pid, nil
+}
+
+type runnerCmd struct {
+	concurrency int
+	exec        string
+}
+
+func (r *runnerCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.IntVar(&r.concurrency, "concurrency", 0, "")
+	fs.StringVar(&r.exec, "exec", "", "")
+}
+
+func (r *runnerCmd) run(c *call) (*result, error) {
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := blockingContext()
+	defer stop()
+	log := slog.New(slog.NewTextHandler(c.env.stderr, nil)).With("runner", os.Getpid())
+	return nil, queue.Run(ctx, queue.Config{Store: s, DB: c.g.db, Exec: r.exec, Concurrency: r.concurrency,
+		Tasks: c.args, Log: log})
+}
+
+type queueCmd struct{ parent string }
+
+func (r *queueCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.parent, "parent", "", "whose queue (default --agent / INBOX_AGENT, else main)")
+}
+
+func (r *queueCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	parent := r.parent
+	if parent == "" {
+		parent = c.mailAgent()
+	}
+	if err := spool.ValidateAgent("parent", parent); err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := s.Tasks(parent)
+	if err != nil {
+		return nil, err
+	}
+	if reaped, _ := queue.Reap(s, tasks); len(reaped) > 0 {
+		if tasks, err = s.Tasks(parent); err != nil {
+			return nil, err
+		}
+	}
+	now := time.Now()
+	groups := map[string][]map[string]any{"queued": {}, "running": {}, "finished": {}}
+	for _, t := range tasks {
+		groups[t.State()] = append(groups[t.State()], taskView(t, now))
+	}
+	res := &result{}
+	res.set("parent", parent).set("queued", groups["queued"]).set("running", groups["running"]).set("finished", groups["finished"])
+	res.human = func(w io.Writer) {
+		for _, g := range []string{"queued", "running", "finished"} {
+			fmt.Fprintf(w, "%s:\n", strings.ToUpper(g[:1])+g[1:])
+			if len(groups[g]) == 0 {
+				fmt.Fprintln(w, "  (none)")
+			}
+			for _, v := range groups[g] {
+				extra := ""
+				switch g {
+				case "running":
+					if a, ok := v["age_seconds"].(int); ok {
+						extra = fmt.Sprintf(" (started %ds ago)", a)
+					}
+				case "finished":
+					extra = fmt.Sprintf(" (%s)", v["status"])
+				}
+				fmt.Fprintf(w, "  - %s%s\n", v["name"], extra)
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package queue
+
+import "syscall"
+
+// procAttr puts a task in its own process group.
+func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// procStart reports 1 for a live process and 0 otherwise where process
+// start times are not at hand.
+func procStart(pid int) uint64 {
+	if syscall.Kill(pid, 0) == nil {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,169 @@
+package spool
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Presence (SPEC §7). agents/<name> is an empty file an agent gets the
+// first time it acts (sends, claims, replies, collects mail, pushes a
+// task); its modification time is the agent's last activity. It is
+// advisory bookkeeping, not synced: losing a touch to a crash loses
+// nothing but a timestamp.
+
+// seen records that agent acted now.
+func (s *Store) seen(agent string) {
+	if agent == "" || ValidateAgent("agent", agent) != nil {
+		return
+	}
+	p := filepath.Join(s.dir, agentsDir, agent)
+	now := s.now()
+	if err := os.Chtimes(p, now, now); err == nil {
+		return
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
+	if errors.Is(err, fs.ErrNotExist) {
+		os.Mkdir(filepath.Dir(p), s.dirMode)
+		f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
+	}
+	if err == nil {
+		f.Close()
+	}
+}
+
+// Known reports whether agent has ever acted in this store.
+func (s *Store) Known(agent string) bool {
+	return exists(filepath.Join(s.dir, agentsDir, agent))
+}
+
+// unknownRecipient returns a warning when to has never acted here, naming
+// close matches among the agents that have.
+func (s *Store) unknownRecipient(to string) []string {
+	if to == "" || s.Known(to) {
+		return nil
+	}
+	msg := "agent " + to + " has never been seen in this store; the message waits for it"
+	if close := s.similarAgents(to); len(close) > 0 {
+		msg += " (did you mean " + strings.Join(close, ", ") + "?)"
+	}
+	return []string{msg}
+}
+
+func (s *Store) similarAgents(name string) []string {
+	entries, err := os.ReadDir(filepath.Join(s.dir, agentsDir))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	low := strings.ToLower(name)
+	for _, e := range entries {
+		n := e.Name()
+		ln := strings.ToLower(n)
+		if ln == low || distance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out[:min(len(out), 5)]
+}
+
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// AgentInfo is what the store knows of an agent.
+type AgentInfo struct {
+	Agent string `json:"agent"`
+	// LastActivity is when it last acted; empty if it never has (it has
+	// only been sent or assigned work).
+	LastActivity string   `json:"last_activity"`
+	LiveLeases   []string `json:"live_leases"`
+	MailboxDepth int      `json:"mailbox_depth"`
+	Assigned     int      `json:"open_threads"`
+}
+
+// Agents lists every agent the store has seen act, been assigned a thread
+// or been sent mail, with its last activity, live leases and mailbox
+// depth: enough to tell an idle agent from a dead one.
+func (s *Store) Agents() ([]*AgentInfo, error) {
+	byName := map[string]*AgentInfo{}
+	get := func(n string) *AgentInfo {
+		if ValidateAgent("agent", n) != nil {
+			return nil
+		}
+		if byName[n] == nil {
+			byName[n] = &AgentInfo{Agent: n, LiveLeases: []string{}}
+		}
+		return byName[n]
+	}
+	if entries, err := os.ReadDir(filepath.Join(s.dir, agentsDir)); err == nil {
+		for _, e := range entries {
+			if a := get(e.Name()); a != nil {
+				if fi, err := e.Info(); err == nil {
+					a.LastActivity = FormatTime(fi.ModTime())
+				}
+			}
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(s.dir, mailboxDir)); err == nil {
+		for _, e := range entries {
+			get(e.Name())
+		}
+	}
+	assignees, err := s.idx.Agents()
+	if err != nil {
+		return nil, storageErr(err, "read index")
+	}
+	for _, n := range assignees {
+		get(n)
+	}
+	now := time.Now()
+	out := make([]*AgentInfo, 0, len(byName))
+	for _, a := range byName {
+		open, err := s.idx.ByAssignee(a.Agent, []string{StatusPending, StatusClaimed, StatusInProgress, StatusBlocked})
+		if err != nil {
+			return nil, storageErr(err, "read index")
+		}
+		seen := map[string]bool{}
+		for _, e := range open {
+			h, err := s.readHeader(e.ThreadID)
+			if err != nil || h.Status != e.Status || h.AssignedTo != a.Agent || seen[e.ThreadID] {
+				continue
+			}
+			seen[e.ThreadID] = true
+			a.Assigned++
+			if h.Lease.Live(now) && h.Lease.AgentID == a.Agent {
+				a.LiveLeases = append(a.LiveLeases, h.ThreadID)
+			}
+		}
+		mail, err := s.Mailbox(a.Agent, "")
+		if err != nil {
+			return nil, err
+		}
+		a.MailboxDepth = len(mail)
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(x, y *AgentInfo) int { return strings.Compare(x.Agent, y.Agent) })
+	return out, nil
+}

@@ -1,0 +1,219 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Mailboxes (SPEC §7). Every message addressed to an agent gets a marker
+//
+//	mailbox/<agent>/<event id, 16 digits>~<from>~<thread id>~<seq>
+//
+// a hard link to the message file, made in the message's commit before its
+// commit point. Collecting a message renames its marker into
+// mailbox/<agent>/.collected/: a rename succeeds for exactly one of any
+// number of concurrent collectors, so a message is collected at most once.
+// A marker whose message was never committed (a crash) is recognised and
+// dropped: its inode is not the thread's message at that seq, or the seq is
+// past the thread's message count.
+
+const collectedDir = ".collected"
+
+// MailItem is a message waiting in a mailbox.
+type MailItem struct {
+	Message *Message `json:"message"`
+	// DeliveredAt is when the message was written.
+	DeliveredAt string `json:"delivered_at"`
+	marker      string
+	eventID     int64
+}
+
+func (s *Store) mailboxPath(agent string) string { return filepath.Join(s.dir, mailboxDir, agent) }
+
+func markerName(m *Message) string {
+	return fmt.Sprintf("%016d~%s~%s~%d", m.EventID, m.FromAgent, m.ThreadID, m.Seq)
+}
+
+// deliver links src (the message's file) into the recipient's mailbox and
+// returns the directories to fsync.
+func (s *Store) deliver(m *Message, src string) ([]string, error) {
+	if ValidateAgent("to", m.ToAgent) != nil {
+		return nil, nil // not an agent name (cannot happen: validated on the way in)
+	}
+	dir := s.mailboxPath(m.ToAgent)
+	p := filepath.Join(dir, markerName(m))
+	err := os.Link(src, p)
+	var dirs []string
+	if errors.Is(err, fs.ErrNotExist) {
+		for _, d := range []string{filepath.Join(s.dir, mailboxDir), dir, filepath.Join(dir, collectedDir)} {
+			if err := os.Mkdir(d, s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+				return nil, storageErr(err, "create mailbox of %s", m.ToAgent)
+			}
+		}
+		dirs = append(dirs, filepath.Join(s.dir, mailboxDir))
+		err = os.Link(src, p)
+	}
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, storageErr(err, "deliver to %s", m.ToAgent)
+	}
+	return append(dirs, dir), nil
+}
+
+// parseMarker reads event id, sender, thread and seq from a marker name.
+func parseMarker(name string) (ev int64, from, tid string, seq int, ok bool) {
+	parts := strings.Split(name, "~")
+	if len(parts) != 4 {
+		return 0, "", "", 0, false
+	}
+	ev, err1 := strconv.ParseInt(parts[0], 10, 64)
+	seq, err2 := strconv.Atoi(parts[3])
+	if err1 != nil || err2 != nil || ValidateID("thread", parts[2]) != nil {
+		return 0, "", "", 0, false
+	}
+	return ev, parts[1], parts[2], seq, true
+}
+
+// Mailbox lists what waits in agent's mailbox (only from sender, if
+// given), oldest first, without collecting anything.
+func (s *Store) Mailbox(agent, from string) ([]*MailItem, error) {
+	if err := ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if from != "" {
+		if err := ValidateAgent("from", from); err != nil {
+			return nil, err
+		}
+	}
+	dir := s.mailboxPath(agent)
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []*MailItem{}, nil
+	}
+	if err != nil {
+		return nil, storageErr(err, "read mailbox of %s", agent)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, storageErr(err, "read mailbox of %s", agent)
+	}
+	slices.Sort(names)
+	items := []*MailItem{}
+	counts := map[string]int{} // thread → committed message count
+	for _, n := range names {
+		ev, sender, tid, seq, ok := parseMarker(n)
+		if !ok || (from != "" && sender != from) {
+			continue
+		}
+		p := filepath.Join(dir, n)
+		count, seen := counts[tid]
+		if !seen {
+			if h, err := s.readHeader(tid); err == nil {
+				count = h.MessageCount
+			}
+			counts[tid] = count
+		}
+		if seq > count || !sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))) {
+			continue // not (yet) committed
+		}
+		m, err := s.readMessage(tid, seq)
+		if err != nil {
+			continue
+		}
+		items = append(items, &MailItem{Message: m, DeliveredAt: m.CreatedAt, marker: p, eventID: ev})
+	}
+	return items, nil
+}
+
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// Collect takes up to max messages (all, when max <= 0) from agent's
+// mailbox, oldest first (newest first with lifo), only from sender when
+// from is set. Each is collected by exactly one caller, however many
+// collect at once; the messages stay in their threads.
+func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, error) {
+	items, err := s.Mailbox(agent, from)
+	if err != nil {
+		return nil, err
+	}
+	s.seen(agent)
+	if lifo {
+		slices.Reverse(items)
+	}
+	dst := filepath.Join(s.mailboxPath(agent), collectedDir)
+	out := []*Message{}
+	renamed := false
+	for _, it := range items {
+		err := os.Rename(it.marker, filepath.Join(dst, filepath.Base(it.marker)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // another receiver collected it first
+		}
+		if err != nil {
+			return out, storageErr(err, "collect from the mailbox of %s", agent)
+		}
+		renamed = true
+		out = append(out, it.Message)
+		if max > 0 && len(out) == max {
+			break
+		}
+	}
+	if renamed && !s.unsynced {
+		// Durable: a collected message must not come back after a crash.
+		if err := syncDir(s.mailboxPath(agent)); err != nil {
+			return out, err
+		}
+		if err := syncDir(dst); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// Receive waits until agent's mailbox holds a message (from sender, when
+// set), collects it and returns it; nil when the wait timed out.
+func (s *Store) Receive(ctx context.Context, agent, from string, lifo bool, opt WaitOptions) (*Message, error) {
+	deadline := time.Now().Add(opt.Timeout)
+	var wt *waiter
+	defer func() {
+		if wt != nil {
+			wt.close()
+		}
+	}()
+	for {
+		got, err := s.Collect(agent, from, lifo, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(got) == 1 {
+			return got[0], nil
+		}
+		if wt == nil { // arm, then look again (see WaitReply)
+			if opt.Timeout <= 0 {
+				return nil, nil
+			}
+			if wt, err = s.newWaiter(opt, deadline); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		woke, err := wt.wait(ctx)
+		if err != nil || !woke {
+			return nil, err
+		}
+	}
+}
