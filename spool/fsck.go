@@ -23,7 +23,8 @@ type Finding struct {
 	// Check names the invariant: torn_event_log, corrupt_event_log,
 	// event_order, stray_temp_file, incomplete_thread, unreadable_thread,
 	// orphan_message, missing_message, stale_header, missing_event,
-	// bad_lease, missing_index, stale_index, stale_idempotency_record.
+	// bad_lease, missing_index, stale_index, stale_idempotency_record,
+	// stale_mailbox_entry, stale_task.
 	Check    string `json:"check"`
 	ThreadID string `json:"thread_id,omitempty"`
 	Path     string `json:"path,omitempty"`
@@ -156,8 +157,53 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 			f.Repaired = os.Remove(p) == nil
 		}
 	}
+	// 6. Mailbox entries and task names that no committed message backs.
+	s.fsckLinks(add, repair)
 	r.Events = len(events.ids)
 	return r, nil
+}
+
+// fsckLinks finds mailbox entries and task registrations left by commits
+// that never happened.
+func (s *Store) fsckLinks(add func(Finding) *Finding, repair bool) {
+	owners, _ := os.ReadDir(filepath.Join(s.dir, mailboxDir))
+	for _, o := range owners {
+		dir := s.mailboxPath(o.Name())
+		names, _ := os.ReadDir(dir)
+		for _, n := range names {
+			_, _, tid, seq, ok := parseMarker(n.Name())
+			if !ok {
+				continue // .collected and anything else
+			}
+			p := filepath.Join(dir, n.Name())
+			h, err := s.readHeader(tid)
+			if err == nil && seq <= h.MessageCount && sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))) {
+				continue
+			}
+			if err != nil && exists(s.archivedDir(tid)) {
+				continue
+			}
+			f := add(Finding{Check: "stale_mailbox_entry", Path: p, Detail: "names a message that was never committed"})
+			if repair {
+				f.Repaired = os.Remove(p) == nil
+			}
+		}
+	}
+	tasks, _ := os.ReadDir(filepath.Join(s.dir, tasksDir))
+	for _, e := range tasks {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		if _, err := s.TaskByName(name); !errors.Is(err, ErrNotFound) {
+			continue
+		}
+		p := filepath.Join(s.dir, tasksDir, e.Name())
+		f := add(Finding{Check: "stale_task", Path: p, Detail: "a task name whose push never committed"})
+		if repair {
+			f.Repaired = os.Remove(p) == nil
+		}
+	}
 }
 
 // logIndex is what fsck learns from the event log.
