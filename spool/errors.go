@@ -47,7 +47,11 @@ var (
 	ErrFormat = errors.New("unsupported store format")
 
 	// ErrStorage is returned when the file system fails us: a failed write,
-	// fsync, rename or lock. The operation did not happen.
+	// fsync, rename or lock (a full disk, a read-only store). A failure
+	// before the operation's commit point leaves nothing changed; one after
+	// it (say, the event append of a change already committed) leaves the
+	// change in place, its event added by the next writer or fsck --repair.
+	// Retry with an idempotency key to be safe either way.
 	ErrStorage = errors.New("storage error")
 )
 

@@ -99,6 +99,19 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 	}
 
 	// 1. The event log.
+	if segs, _ := os.ReadDir(s.log.dir); !slices.ContainsFunc(segs, func(e os.DirEntry) bool {
+		return strings.HasSuffix(e.Name(), segSuffix)
+	}) {
+		f := add(Finding{Check: "missing_event_log", Path: s.log.dir, Detail: "the event log has no segment"})
+		if !repair {
+			return r, nil // nothing else can be checked against the log
+		}
+		if err := s.restartLog(); err != nil {
+			return nil, err
+		}
+		f.Detail += "; started a new one after the highest event id the threads name"
+		f.Repaired = true
+	}
 	events, err := s.fsckLog(r, add, repair)
 	if err != nil {
 		return nil, err
@@ -204,6 +217,33 @@ func (s *Store) fsckLinks(add func(Finding) *Finding, repair bool) {
 			f.Repaired = os.Remove(p) == nil
 		}
 	}
+}
+
+// restartLog starts an empty event log after the highest event id any
+// thread header or message names, so that ids never go backwards; the
+// threads' own events are then appended again by the thread checks.
+func (s *Store) restartLog() error {
+	var top int64
+	tids, err := s.threadIDs()
+	if err != nil {
+		return err
+	}
+	for _, tid := range tids {
+		h, err := s.readHeader(tid)
+		if err != nil {
+			continue
+		}
+		top = max(top, h.LastEventID)
+		if m, err := s.readMessage(tid, h.MessageCount); err == nil {
+			top = max(top, m.EventID)
+		}
+	}
+	f, err := os.OpenFile(s.log.segPath(top+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
+	if err != nil {
+		return storageErr(err, "start the event log")
+	}
+	f.Close()
+	return syncDir(s.log.dir)
 }
 
 // logIndex is what fsck learns from the event log.

@@ -621,7 +621,11 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 	c := &Cursor{ThreadID: tid, AgentID: agent, LastReadMessageID: mid, LastReadSeq: seq, ReadAt: FormatTime(s.now())}
 	dir := s.threadDir(tid)
 	p := filepath.Join(dir, cursorName(agent))
-	created := !exists(p)
+	var before int64 = -1 // the cursor log's size, -1 if it does not exist
+	if fi, err := os.Stat(p); err == nil {
+		before = fi.Size()
+	}
+	created := before < 0
 	if err := s.appendLine(p, encodeLine(marshal(c)), maxCursorLog); err != nil {
 		return nil, err
 	}
@@ -630,6 +634,14 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 		MessageID: c.LastReadMessageID, Summary: "read by " + agent, PayloadJSON: payload, CreatedAt: c.ReadAt,
 		Agent: agent, Status: h.Status}
 	if _, _, err := s.log.append(&ev); err != nil {
+		// A refused mark-read moves nothing: take the cursor line back.
+		if before < 0 {
+			os.Remove(p)
+		} else if f, ferr := os.OpenFile(p, os.O_WRONLY, s.fileMode); ferr == nil {
+			f.Truncate(before)
+			fdatasync(f)
+			f.Close()
+		}
 		return nil, err
 	}
 	s.seen(agent)

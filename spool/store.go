@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -41,6 +42,12 @@ type formatInfo struct {
 	Version   int    `json:"version"`
 	Shared    bool   `json:"shared"`
 	CreatedAt string `json:"created_at"`
+}
+
+// formatProbe reads inbox.json leniently, to say what is wrong with it.
+type formatProbe struct {
+	Format  string          `json:"format"`
+	Version json.RawMessage `json:"version"`
 }
 
 // Options tune a Store. The zero value is what the CLI uses.
@@ -159,14 +166,25 @@ func readFormat(dir string) (*formatInfo, error) {
 	if err != nil {
 		return nil, storageErr(err, "read %s", formatFile)
 	}
-	var info formatInfo
-	if err := json.Unmarshal(data, &info); err != nil || info.Format != formatName {
+	var probe formatProbe
+	if err := json.Unmarshal(data, &probe); err != nil || probe.Format != formatName {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
 			Message: fmt.Sprintf("%s is not an inbox store format file", filepath.Join(dir, formatFile))}
 	}
-	if info.Version > FormatVersion || info.Version < 1 {
+	var info formatInfo
+	version := strings.TrimSpace(string(probe.Version))
+	if err := json.Unmarshal(data, &info); err != nil || version == "" || version == "null" {
+		return nil, &Error{Code: "unsupported_format", Err: ErrFormat, Message: fmt.Sprintf(
+			"store %s: inbox.json has format version %s, which is not a version number; this inbox reads version %d",
+			dir, orNone(version), FormatVersion)}
+	}
+	if info.Version > FormatVersion {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
 			Message: fmt.Sprintf("store %s has format version %d; this inbox reads version %d (upgrade inbox)", dir, info.Version, FormatVersion)}
+	}
+	if info.Version < 1 {
+		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
+			Message: fmt.Sprintf("store %s has format version %d, which no inbox wrote; inbox.json is damaged", dir, info.Version)}
 	}
 	return &info, nil
 }
@@ -280,6 +298,13 @@ func (ss syncSet) flush() error {
 		}
 	}
 	return first
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 // marshal encodes v as compact JSON without HTML escaping.
