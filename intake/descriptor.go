@@ -115,8 +115,8 @@ func Parse(data []byte) (*Descriptor, error) {
 	if top == nil {
 		return nil, errf("a descriptor must be a JSON object, not null")
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: more than one JSON value in the file", ErrSyntax)
+	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+		return nil, fmt.Errorf("%w: more than one JSON value in the file (%q follows the object)", ErrSyntax, cut(rest, 20))
 	}
 	var version json.Number
 	if raw, ok := top["version"]; !ok {
@@ -283,6 +283,13 @@ func (p *parser) artifacts() []Artifact {
 		out = append(out, a)
 	}
 	return out
+}
+
+func cut(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }
 
 func kindOf(raw json.RawMessage) string {
