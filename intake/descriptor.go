@@ -115,14 +115,15 @@ func Parse(data []byte) (*Descriptor, error) {
 	if top == nil {
 		return nil, errf("a descriptor must be a JSON object, not null")
 	}
-	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+	// Only JSON's own whitespace may follow (not \v, \f or NBSP).
+	if rest := bytes.Trim(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return nil, fmt.Errorf("%w: more than one JSON value in the file (%q follows the object)", ErrSyntax, cut(rest, 20))
 	}
 	var version json.Number
 	if raw, ok := top["version"]; !ok {
 		return nil, errf(`field "version": required (use 1)`)
 	} else if err := json.Unmarshal(raw, &version); err != nil || version.String() != "1" {
-		return nil, errf(`field "version": %s is not supported (use 1)`, bytes.TrimSpace(raw))
+		return nil, errf(`field "version": %s is not supported (use 1)`, cut(bytes.TrimSpace(raw), 40))
 	}
 	p := parser{top: top}
 	kind := p.str("kind", true)

@@ -126,7 +126,7 @@ func ValidateStatuses(field string, statuses []string) error {
 // validJSON checks that s is one JSON value and returns it compacted; an
 // empty s gives def.
 func validJSON(field, s string, def string) (json.RawMessage, error) {
-	if strings.TrimSpace(s) == "" {
+	if strings.Trim(s, " \t\r\n") == "" { // JSON whitespace only: absent
 		return json.RawMessage(def), nil
 	}
 	if len(s) > MaxPayloadLen {
