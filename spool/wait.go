@@ -26,6 +26,11 @@ type WaitOptions struct {
 	// ExitSoon says the caller exits right after the wait (a CLI call); see
 	// watcher.Options.ExitSoon.
 	ExitSoon bool
+	// Every, when set with Tick, makes the wait call Tick at that interval
+	// and check again: for conditions no file change announces, such as a
+	// task runner dying.
+	Every time.Duration
+	Tick  func()
 	// afterCheck, when set (tests only), runs after every unsuccessful
 	// check, before arming the watch or waiting: the windows where a lost
 	// wake-up would hide.
@@ -89,7 +94,16 @@ func (wt *waiter) wait(ctx context.Context) (bool, error) {
 		wt.timer = time.NewTimer(left)
 	}
 	reported := wt.w.Fallback() != nil
+	var tick <-chan time.Time
+	if wt.opt.Every > 0 && wt.opt.Tick != nil {
+		t := time.NewTimer(wt.opt.Every)
+		defer t.Stop()
+		tick = t.C
+	}
 	select {
+	case <-tick:
+		wt.opt.Tick()
+		return true, nil
 	case <-wt.w.C:
 		if !reported && wt.opt.OnFallback != nil {
 			if r := wt.w.Fallback(); r != nil {

@@ -29,6 +29,20 @@ func reapFor(s *spool.Store, parent string) {
 	}
 }
 
+// running reports whether agent has tasks running.
+func running(s *spool.Store, agent string) bool {
+	tasks, err := s.Tasks(agent)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		if t.State() == "running" {
+			return true
+		}
+	}
+	return false
+}
+
 func mailLine(w io.Writer, m *spool.Message) {
 	fmt.Fprintf(w, "%s → %s [%s] %s  (%s, %s)\n", m.FromAgent, m.ToAgent, m.Kind, m.Summary, m.ThreadID, shortTime(m.CreatedAt))
 	if m.Body != "" && m.Body != m.Summary {
@@ -133,8 +147,13 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		}
 		ctx, stop := blockingContext()
 		defer stop()
-		m, err := s.Receive(ctx, agent, r.from, r.lifo, spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(),
-			OnFallback: c.fallbackNotice(), ExitSoon: true})
+		opt := spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+		if running(s, agent) {
+			// A runner dying announces nothing: while the agent's tasks
+			// run, check on their runners every second.
+			opt.Every, opt.Tick = time.Second, func() { reapFor(s, agent) }
+		}
+		m, err := s.Receive(ctx, agent, r.from, r.lifo, opt)
 		if err != nil {
 			return nil, err
 		}
