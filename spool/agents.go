@@ -64,7 +64,7 @@ func (s *Store) similarAgents(name string) []string {
 	for _, e := range entries {
 		n := e.Name()
 		ln := strings.ToLower(n)
-		if ln == low || distance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
+		if ln == low || EditDistance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
 			out = append(out, n)
 		}
 	}
@@ -72,7 +72,9 @@ func (s *Store) similarAgents(name string) []string {
 	return out[:min(len(out), 5)]
 }
 
-func distance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b, in bytes: how
+// many insertions, deletions or substitutions turn one into the other.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j

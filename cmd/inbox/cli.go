@@ -369,31 +369,11 @@ func (c *call) readBody(body, file string) (string, error) {
 func suggest(s string) string {
 	best, bestD := "", 3
 	for _, c := range commands {
-		if d := editDistance(s, c.name); d < bestD {
+		if d := spool.EditDistance(s, c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 func lookup(name string) *command {

@@ -110,22 +110,10 @@ func (r *runCmd) run(c *call) (*result, error) {
 	if strings.TrimSpace(command) == "" {
 		return nil, usagef("exec", "--exec is required (or set INBOX_EXEC): the command that runs a task")
 	}
-	parent := r.parent
-	if parent == "" {
-		parent = c.mailAgent()
-	}
-	if err := spool.ValidateAgent("parent", parent); err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	_, parent, tasks, err := c.parentTasks(r.parent)
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := s.Tasks(parent)
-	if err != nil {
-		return nil, err
-	}
-	queue.Reap(s, tasks)
 	var names []string
 	for _, t := range tasks {
 		if t.State() == "queued" {
@@ -203,6 +191,31 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 		Tasks: c.args, Log: log})
 }
 
+// parentTasks opens the store and lists the tasks of parent (--parent,
+// else the mail agent), after failing those whose runner died.
+func (c *call) parentTasks(parent string) (*spool.Store, string, []*spool.Task, error) {
+	if parent == "" {
+		parent = c.mailAgent()
+	}
+	if err := spool.ValidateAgent("parent", parent); err != nil {
+		return nil, "", nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	tasks, err := s.Tasks(parent)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if reaped, _ := queue.Reap(s, tasks); len(reaped) > 0 {
+		if tasks, err = s.Tasks(parent); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	return s, parent, tasks, nil
+}
+
 type queueCmd struct{ parent string }
 
 func (r *queueCmd) flags(fs *pflag.FlagSet, c *call) {
@@ -213,25 +226,9 @@ func (r *queueCmd) run(c *call) (*result, error) {
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
-	parent := r.parent
-	if parent == "" {
-		parent = c.mailAgent()
-	}
-	if err := spool.ValidateAgent("parent", parent); err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	_, parent, tasks, err := c.parentTasks(r.parent)
 	if err != nil {
 		return nil, err
-	}
-	tasks, err := s.Tasks(parent)
-	if err != nil {
-		return nil, err
-	}
-	if reaped, _ := queue.Reap(s, tasks); len(reaped) > 0 {
-		if tasks, err = s.Tasks(parent); err != nil {
-			return nil, err
-		}
 	}
 	now := time.Now()
 	groups := map[string][]map[string]any{"queued": {}, "running": {}, "finished": {}}
