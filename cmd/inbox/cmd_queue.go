@@ -110,7 +110,7 @@ func (r *runCmd) run(c *call) (*result, error) {
 	if strings.TrimSpace(command) == "" {
 		return nil, usagef("exec", "--exec is required (or set INBOX_EXEC): the command that runs a task")
 	}
-	_, parent, tasks, err := c.parentTasks(r.parent)
+	parent, tasks, err := c.parentTasks(r.parent)
 	if err != nil {
 		return nil, err
 	}
@@ -191,29 +191,29 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 		Tasks: c.args, Log: log})
 }
 
-// parentTasks opens the store and lists the tasks of parent (--parent,
-// else the mail agent), after failing those whose runner died.
-func (c *call) parentTasks(parent string) (*spool.Store, string, []*spool.Task, error) {
+// parentTasks lists the tasks of parent (--parent, else the mail agent),
+// after failing those whose runner died.
+func (c *call) parentTasks(parent string) (string, []*spool.Task, error) {
 	if parent == "" {
 		parent = c.mailAgent()
 	}
 	if err := spool.ValidateAgent("parent", parent); err != nil {
-		return nil, "", nil, err
+		return "", nil, err
 	}
 	s, err := c.open()
 	if err != nil {
-		return nil, "", nil, err
+		return "", nil, err
 	}
 	tasks, err := s.Tasks(parent)
 	if err != nil {
-		return nil, "", nil, err
+		return "", nil, err
 	}
 	if reaped, _ := queue.Reap(s, tasks); len(reaped) > 0 {
 		if tasks, err = s.Tasks(parent); err != nil {
-			return nil, "", nil, err
+			return "", nil, err
 		}
 	}
-	return s, parent, tasks, nil
+	return parent, tasks, nil
 }
 
 type queueCmd struct{ parent string }
@@ -226,7 +226,7 @@ func (r *queueCmd) run(c *call) (*result, error) {
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
-	_, parent, tasks, err := c.parentTasks(r.parent)
+	parent, tasks, err := c.parentTasks(r.parent)
 	if err != nil {
 		return nil, err
 	}
