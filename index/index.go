@@ -10,6 +10,20 @@
 // keeps it in step with every mutation and can rebuild it from the thread
 // headers at any time.
 //
+// # Time buckets
+//
+// The statuses a Layout names keep their markers in time buckets taken
+// from the thread id, whose first characters after the "_" are its
+// creation time in base32 milliseconds:
+//
+//	status/done/<id[0:5]>/<id[5:7]>/<id[7]>/<thread_id>.<priority>
+//
+// (buckets of about 9 hours, 33 seconds and 1 second), so that Newest
+// reads only the newest buckets to answer "the 20 newest done threads" in
+// a store of any size. A bucket emptied by a removal is deleted; an Add
+// racing with that deletion recreates it. A status that an agent's fetch
+// reads in full stays flat in the assignee trees.
+//
 // # Guarantees
 //
 // Add makes a marker visible and tells the caller which directories to
@@ -21,6 +35,9 @@
 // # Caveats
 //
 // Agent names and statuses become directory names; callers validate them.
+// A directory another process created but had not yet fsynced when it was
+// killed can lose a marker added to it later on power loss; fsck finds the
+// thread missing from the index and --repair restores it.
 package index
 
 import (
@@ -31,6 +48,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Entry is one thread as the index sees it.
@@ -46,11 +64,16 @@ const (
 	assignedDir = "assigned"
 )
 
+// shardDepth is the number of bucket levels under a sharded status.
+const shardDepth = 3
+
 // Index is an index directory. It holds no open files.
 type Index struct {
 	dir      string
 	fileMode os.FileMode
 	dirMode  os.FileMode
+	sharded  map[string]bool // in the status tree
+	shardedA map[string]bool // in the assignee trees
 }
 
 // Init creates the index's top-level directories.
@@ -66,57 +89,114 @@ func Init(dir string, dirMode os.FileMode) error {
 	return nil
 }
 
+// Layout names the statuses whose markers are kept in time buckets (see
+// the package comment), in the status tree and in the assignee trees. It
+// is part of the on-disk format: every opener must give the same one.
+type Layout struct {
+	Sharded         []string
+	ShardedAssigned []string // a subset of Sharded
+}
+
 // Open returns the index rooted at dir.
-func Open(dir string, fileMode, dirMode os.FileMode) *Index {
-	return &Index{dir: dir, fileMode: fileMode, dirMode: dirMode}
+func Open(dir string, fileMode, dirMode os.FileMode, l Layout) *Index {
+	ix := &Index{dir: dir, fileMode: fileMode, dirMode: dirMode, sharded: map[string]bool{}, shardedA: map[string]bool{}}
+	for _, st := range l.Sharded {
+		ix.sharded[st] = true
+	}
+	for _, st := range l.ShardedAssigned {
+		ix.shardedA[st] = true
+		ix.sharded[st] = true
+	}
+	return ix
+}
+
+// isSharded reports whether status's markers in agent's tree (the status
+// tree when agent is empty) are kept in buckets.
+func (ix *Index) isSharded(agent, status string) bool {
+	if agent == "" {
+		return ix.sharded[status]
+	}
+	return ix.shardedA[status]
 }
 
 func marker(e Entry) string { return e.ThreadID + "." + e.Priority }
 
-func (ix *Index) statusPath(status string) string {
-	return filepath.Join(ix.dir, statusDir, status)
+// bucket returns the bucket directories of a thread id (relative), or
+// false when the id does not start with at least 8 base32 characters after
+// its prefix.
+func bucket(tid string) (string, bool) {
+	id := tid[strings.IndexByte(tid, '_')+1:]
+	if len(id) < 8 {
+		return "", false
+	}
+	for _, c := range []byte(id[:8]) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'z') {
+			return "", false
+		}
+	}
+	return filepath.Join(id[0:5], id[5:7], id[7:8]), true
 }
 
-func (ix *Index) assignedPath(agent, status string) string {
+// statusBase is the directory holding status's markers (or, when sharded,
+// its buckets) for agent's tree, or the status tree when agent is empty.
+func (ix *Index) statusBase(agent, status string) string {
+	if agent == "" {
+		return filepath.Join(ix.dir, statusDir, status)
+	}
 	return filepath.Join(ix.dir, assignedDir, agent, status)
 }
 
-func (ix *Index) paths(e Entry) []string {
-	p := []string{ix.statusPath(e.Status)}
+// dirOf is the directory holding e's marker in agent's tree.
+func (ix *Index) dirOf(agent string, e Entry) string {
+	d := ix.statusBase(agent, e.Status)
+	if ix.isSharded(agent, e.Status) {
+		b, _ := bucket(e.ThreadID) // check has vouched for the id
+		d = filepath.Join(d, b)
+	}
+	return d
+}
+
+func (ix *Index) dirs(e Entry) []string {
+	p := []string{ix.dirOf("", e)}
 	if e.AssignedTo != "" {
-		p = append(p, ix.assignedPath(e.AssignedTo, e.Status))
+		p = append(p, ix.dirOf(e.AssignedTo, e))
 	}
 	return p
 }
 
 // ErrUnsafeName is returned when an entry's thread id, status or agent
 // could not safely name a file or directory (empty, ".", "..", or holding a
-// path separator or NUL). Callers validate names long before; this is the
-// last line of defence against a tampered thread header.
+// path separator or NUL), or when the thread id of a sharded status does
+// not carry its creation time. Callers validate names long before; this is
+// the last line of defence against a tampered thread header.
 var ErrUnsafeName = errors.New("index: unsafe name")
 
 func safeName(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\\\x00")
 }
 
-func (e Entry) check() error {
-	if !safeName(e.ThreadID) || !safeName(e.Status) || !safeName(e.Priority) || (e.AssignedTo != "" && !safeName(e.AssignedTo)) {
+func (e Entry) check(ix *Index) error {
+	ok := safeName(e.ThreadID) && safeName(e.Status) && safeName(e.Priority) && (e.AssignedTo == "" || safeName(e.AssignedTo))
+	if ok && ix.sharded[e.Status] {
+		_, ok = bucket(e.ThreadID)
+	}
+	if !ok {
 		return fmt.Errorf("%w: %q %q %q %q", ErrUnsafeName, e.ThreadID, e.Status, e.AssignedTo, e.Priority)
 	}
 	return nil
 }
 
 // Add creates e's markers as hard links to src (any file that outlives
-// the markers, such as the thread's lock file), so that no inode is
+// the markers, such as the thread's first message), so that no inode is
 // allocated; with src empty, or where linking fails, it creates empty
 // files. It returns the directories whose fsync makes the markers durable
 // (including parents of directories it had to create).
 func (ix *Index) Add(e Entry, src string) (syncDirs []string, err error) {
-	if err := e.check(); err != nil {
+	if err := e.check(ix); err != nil {
 		return nil, err
 	}
 	name := marker(e)
-	for _, dir := range ix.paths(e) {
+	for _, dir := range ix.dirs(e) {
 		created, err := ix.touch(dir, name, src)
 		if err != nil {
 			return nil, err
@@ -127,19 +207,23 @@ func (ix *Index) Add(e Entry, src string) (syncDirs []string, err error) {
 	return syncDirs, nil
 }
 
-// touch makes dir/name exist, creating dir (and its parent) if needed; it
+// touch makes dir/name exist, creating dir (and its parents) if needed; it
 // returns the parents of directories it created.
 func (ix *Index) touch(dir, name, src string) (createdParents []string, err error) {
 	p := filepath.Join(dir, name)
-	err = ix.place(p, src)
-	if errors.Is(err, fs.ErrNotExist) {
-		createdParents, err = ix.mkdirs(dir)
-		if err != nil {
+	for attempt := 0; ; attempt++ {
+		err = ix.place(p, src)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == 64 {
+			return createdParents, err
+		}
+		// The directory is missing, or is an emptied bucket another
+		// process has just deleted: (re)create it and try again.
+		parents, err := ix.mkdirs(dir)
+		createdParents = append(createdParents, parents...)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		err = ix.place(p, src)
 	}
-	return createdParents, err
 }
 
 func (ix *Index) place(p, src string) error {
@@ -167,7 +251,8 @@ func exists(p string) bool {
 }
 
 // mkdirs creates dir and any missing parents below the index root, and
-// returns the parents whose entries changed.
+// returns the parents whose entries changed. A parent deleted under it
+// (an emptied bucket) makes it return fs.ErrNotExist: the caller retries.
 func (ix *Index) mkdirs(dir string) ([]string, error) {
 	var parents []string
 	var missing []string
@@ -180,7 +265,7 @@ func (ix *Index) mkdirs(dir string) ([]string, error) {
 	for i := len(missing) - 1; i >= 0; i-- {
 		d := missing[i]
 		if err := os.Mkdir(d, ix.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, err
+			return parents, err
 		}
 		parents = append(parents, filepath.Dir(d))
 	}
@@ -192,21 +277,52 @@ func (ix *Index) mkdirs(dir string) ([]string, error) {
 // markers are not an error. Removal need not be durable: a marker that
 // comes back after a crash is stale and readers skip it.
 func (ix *Index) Remove(old, cur Entry) error {
-	if err := old.check(); err != nil {
+	if err := old.check(ix); err != nil {
 		return err
 	}
 	name := marker(old)
 	keep := map[string]bool{}
-	for _, dir := range ix.paths(cur) {
-		keep[filepath.Join(dir, marker(cur))] = true
+	if cur.check(ix) == nil {
+		for _, dir := range ix.dirs(cur) {
+			keep[filepath.Join(dir, marker(cur))] = true
+		}
 	}
-	for _, dir := range ix.paths(old) {
+	for _, dir := range ix.dirs(old) {
 		p := filepath.Join(dir, name)
 		if keep[p] {
 			continue
 		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := ix.RemoveMarker(old, p); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// RemoveMarker deletes the marker at path (as Walk reported it for e), and
+// the buckets above it that this leaves empty. A missing marker is not an
+// error.
+func (ix *Index) RemoveMarker(e Entry, path string) error {
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	agent := ""
+	base := ix.statusBase("", e.Status)
+	if !strings.HasPrefix(path, base+string(filepath.Separator)) {
+		agent = e.AssignedTo
+		base = ix.statusBase(agent, e.Status)
+	}
+	if !ix.isSharded(agent, e.Status) {
+		return nil
+	}
+	// rmdir refuses a bucket another process has just filled; one it is
+	// about to fill, its Add recreates.
+	for d := filepath.Dir(path); len(d) > len(base) && strings.HasPrefix(d, base); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
 		}
 	}
 	return nil
@@ -214,46 +330,195 @@ func (ix *Index) Remove(old, cur Entry) error {
 
 // Paths returns where e's markers live.
 func (ix *Index) Paths(e Entry) []string {
+	if e.check(ix) != nil {
+		return nil
+	}
 	var out []string
-	for _, dir := range ix.paths(e) {
+	for _, dir := range ix.dirs(e) {
 		out = append(out, filepath.Join(dir, marker(e)))
 	}
 	return out
 }
 
+// located is an entry and the path of its marker.
+type located struct {
+	e    Entry
+	path string
+}
+
+// walker yields the markers of one status of one tree in descending
+// thread id order (newest first), reading one leaf directory at a time.
+type walker struct {
+	ix            *Index
+	status, agent string
+	frames        []frame
+	buf           []located // the current leaf, ascending: the next is last
+	err           error
+}
+
+// frame is one level of the descent: its directories still to read,
+// ascending (the next is last).
+type frame struct {
+	depth int
+	dirs  []string
+}
+
+func (ix *Index) walk(agent, status string) *walker {
+	depth := shardDepth
+	if !ix.isSharded(agent, status) {
+		depth = 0
+	}
+	// The frame's depth counts the bucket levels still below its dirs.
+	return &walker{ix: ix, status: status, agent: agent,
+		frames: []frame{{depth: depth, dirs: []string{ix.statusBase(agent, status)}}}}
+}
+
+// head returns the next marker without consuming it.
+func (w *walker) head() (located, bool) {
+	for len(w.buf) == 0 {
+		if !w.fill() {
+			return located{}, false
+		}
+	}
+	return w.buf[len(w.buf)-1], true
+}
+
+func (w *walker) pop() { w.buf = w.buf[:len(w.buf)-1] }
+
+// fill reads the next non-empty leaf into buf.
+func (w *walker) fill() bool {
+	for len(w.frames) > 0 && w.err == nil {
+		f := &w.frames[len(w.frames)-1]
+		if len(f.dirs) == 0 {
+			w.frames = w.frames[:len(w.frames)-1]
+			continue
+		}
+		d, depth := f.dirs[len(f.dirs)-1], f.depth
+		f.dirs = f.dirs[:len(f.dirs)-1]
+		names, err := readNames(d)
+		if err != nil {
+			w.err = err
+			return false
+		}
+		slices.Sort(names)
+		var sub []string
+		for _, n := range names {
+			tid, prio, ok := strings.Cut(n, ".")
+			switch {
+			case ok && safeName(tid):
+				// A marker; above the leaves it is out of place, and is
+				// still reported so that fsck can find and remove it.
+				w.buf = append(w.buf, located{Entry{ThreadID: tid, Status: w.status, AssignedTo: w.agent, Priority: prio}, filepath.Join(d, n)})
+			case depth > 0 && !ok && safeName(n):
+				sub = append(sub, filepath.Join(d, n))
+			}
+		}
+		if depth > 0 {
+			w.frames = append(w.frames, frame{depth: depth - 1, dirs: sub})
+		}
+		if len(w.buf) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// readNames lists a directory; a missing one is empty.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil // a stray file where a bucket belongs holds no markers
+	}
+	return names, err
+}
+
+// Newest calls fn with the entries of statuses in agent's tree (the status
+// tree when agent is empty), newest thread first, until fn returns false.
+// A thread with markers in two statuses comes twice, back to back. Sharded
+// statuses are read one bucket at a time, so a caller that stops early
+// reads only the newest buckets.
+func (ix *Index) Newest(agent string, statuses []string, fn func(Entry) bool) error {
+	var ws []*walker
+	for _, st := range statuses {
+		if !safeName(st) {
+			return fmt.Errorf("%w: status %q", ErrUnsafeName, st)
+		}
+		ws = append(ws, ix.walk(agent, st))
+	}
+	for {
+		var best *walker
+		var top located
+		for _, w := range ws {
+			h, ok := w.head()
+			if w.err != nil {
+				return w.err
+			}
+			if ok && (best == nil || h.e.ThreadID > top.e.ThreadID) {
+				best, top = w, h
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		best.pop()
+		if !fn(top.e) {
+			return nil
+		}
+	}
+}
+
+// all drains walkers for statuses of agent's tree in any order.
+func (ix *Index) all(agent string, statuses []string, fn func(located)) error {
+	for _, st := range statuses {
+		if !safeName(st) {
+			return fmt.Errorf("%w: status %q", ErrUnsafeName, st)
+		}
+		w := ix.walk(agent, st)
+		for {
+			l, ok := w.head()
+			if w.err != nil {
+				return w.err
+			}
+			if !ok {
+				break
+			}
+			w.pop()
+			fn(l)
+		}
+	}
+	return nil
+}
+
 // Walk calls fn for every marker in the index with the entry it stands for
 // (AssignedTo empty for markers of the status tree) and its path.
 func (ix *Index) Walk(fn func(e Entry, path string)) error {
-	statuses, err := os.ReadDir(filepath.Join(ix.dir, statusDir))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err // a missing tree is an empty one
+	visit := func(l located) { fn(l.e, l.path) }
+	statuses, err := readNames(filepath.Join(ix.dir, statusDir))
+	if err != nil {
+		return err
 	}
-	for _, st := range statuses {
-		es, err := ix.list(nil, ix.statusPath(st.Name()), st.Name(), "")
-		if err != nil {
-			return err
-		}
-		for _, e := range es {
-			fn(e, filepath.Join(ix.statusPath(e.Status), marker(e)))
-		}
+	if err := ix.all("", statuses, visit); err != nil {
+		return err
 	}
 	agents, err := ix.Agents()
 	if err != nil {
 		return err
 	}
 	for _, a := range agents {
-		statuses, err := os.ReadDir(filepath.Join(ix.dir, assignedDir, a))
+		statuses, err := readNames(filepath.Join(ix.dir, assignedDir, a))
 		if err != nil {
 			return err
 		}
-		for _, st := range statuses {
-			es, err := ix.list(nil, ix.assignedPath(a, st.Name()), st.Name(), a)
-			if err != nil {
-				return err
-			}
-			for _, e := range es {
-				fn(e, filepath.Join(ix.assignedPath(a, e.Status), marker(e)))
-			}
+		if err := ix.all(a, statuses, visit); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -262,50 +527,15 @@ func (ix *Index) Walk(fn func(e Entry, path string)) error {
 // ByAssignee returns the entries assigned to agent in any of statuses.
 func (ix *Index) ByAssignee(agent string, statuses []string) ([]Entry, error) {
 	var out []Entry
-	for _, st := range statuses {
-		var err error
-		out, err = ix.list(out, ix.assignedPath(agent, st), st, agent)
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	err := ix.all(agent, statuses, func(l located) { out = append(out, l.e) })
+	return out, err
 }
 
 // ByStatus returns the entries in any of statuses (AssignedTo left empty).
 func (ix *Index) ByStatus(statuses []string) ([]Entry, error) {
 	var out []Entry
-	for _, st := range statuses {
-		var err error
-		out, err = ix.list(out, ix.statusPath(st), st, "")
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-func (ix *Index) list(out []Entry, dir, status, agent string) ([]Entry, error) {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range names {
-		tid, prio, ok := strings.Cut(n, ".")
-		if !ok || !safeName(tid) {
-			continue
-		}
-		out = append(out, Entry{ThreadID: tid, Status: status, AssignedTo: agent, Priority: prio})
-	}
-	return out, nil
+	err := ix.all("", statuses, func(l located) { out = append(out, l.e) })
+	return out, err
 }
 
 // Agents returns every agent that has an assignee directory.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -527,17 +526,20 @@ func (s *Store) fsckIndex(headers map[string]*header, add func(Finding) *Finding
 	}
 	return s.idx.Walk(func(e index.Entry, path string) {
 		h := headers[e.ThreadID]
-		if h != nil && h.Status == e.Status && h.Priority == e.Priority && (e.AssignedTo == "" || h.AssignedTo == e.AssignedTo) {
+		agrees := h != nil && h.Status == e.Status && h.Priority == e.Priority && (e.AssignedTo == "" || h.AssignedTo == e.AssignedTo)
+		if agrees && slices.Contains(s.idx.Paths(e), path) {
 			return
 		}
 		detail := "the thread does not exist"
-		if h != nil {
+		switch {
+		case agrees:
+			detail = "it lies outside the directory its thread id and status name"
+		case h != nil:
 			detail = fmt.Sprintf("the thread is %s, assigned to %s", h.Status, h.AssignedTo)
 		}
 		f := add(Finding{Check: "stale_index", ThreadID: e.ThreadID, Path: path, Detail: "a marker for " + e.Status + ", but " + detail})
 		if repair {
-			err := os.Remove(path)
-			f.Repaired = err == nil || errors.Is(err, fs.ErrNotExist)
+			f.Repaired = s.idx.RemoveMarker(e, path) == nil
 		}
 	})
 }

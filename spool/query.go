@@ -127,40 +127,37 @@ func (s *Store) List(f ListFilter) ([]*Thread, error) {
 	if err := validateLimit(f.Limit); err != nil {
 		return nil, err
 	}
-	var entries []index.Entry
-	var err error
-	if f.AssignedTo != "" {
-		entries, err = s.idx.ByAssignee(f.AssignedTo, statuses)
-	} else {
-		entries, err = s.idx.ByStatus(statuses)
-	}
-	if err != nil {
-		return nil, storageErr(err, "read index")
-	}
-	index.SortNewestFirst(entries)
 	out := []*Thread{}
-	for i, e := range entries {
-		if i > 0 && entries[i-1].ThreadID == e.ThreadID {
-			continue
+	var last string
+	var herr error
+	err := s.idx.Newest(f.AssignedTo, statuses, func(e index.Entry) bool {
+		if e.ThreadID == last {
+			return true // the same thread under a second status
 		}
+		last = e.ThreadID
 		h, err := s.readHeader(e.ThreadID)
 		if errors.Is(err, ErrNotFound) {
-			continue
+			return true
 		}
 		if err != nil {
-			return nil, err
+			herr = err
+			return false
 		}
 		switch {
 		case !slices.Contains(statuses, h.Status),
 			f.AssignedTo != "" && h.AssignedTo != f.AssignedTo,
 			f.CreatedBy != "" && h.CreatedBy != f.CreatedBy,
 			f.Agent != "" && h.AssignedTo != f.Agent && h.CreatedBy != f.Agent:
-			continue
+			return true
 		}
 		out = append(out, &h.Thread)
-		if len(out) == f.Limit {
-			break
-		}
+		return len(out) < f.Limit
+	})
+	if err != nil {
+		return nil, storageErr(err, "read index")
+	}
+	if herr != nil {
+		return nil, herr
 	}
 	return out, nil
 }

@@ -212,8 +212,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.log = &eventLog{dir: filepath.Join(dir, eventsDir), lockPath: filepath.Join(dir, locksDir, "events.lock"),
 		tmpDir: filepath.Join(dir, tmpDirName), segBytes: seg, fileMode: fileMode, unsynced: opts.Unsynced}
-	s.idx = index.Open(filepath.Join(dir, indexDirName), fileMode, dirMode)
+	s.idx = index.Open(filepath.Join(dir, indexDirName), fileMode, dirMode, indexLayout)
 	return s, nil
+}
+
+// indexLayout buckets the statuses that grow without bound: the terminal
+// ones everywhere, and pending (a backlog can be large) in the status
+// tree only, since fetch reads an agent's pending markers in full.
+var indexLayout = index.Layout{
+	Sharded:         []string{StatusPending},
+	ShardedAssigned: []string{StatusDone, StatusFailed, StatusCancelled},
 }
 
 func (s *Store) tmpDir() string              { return filepath.Join(s.dir, tmpDirName) }

@@ -136,17 +136,21 @@ func (s *Store) removeMarkers(tids []string) error {
 	for _, t := range tids {
 		gone[t] = true
 	}
-	var stale []string
+	type marker struct {
+		e    index.Entry
+		path string
+	}
+	var stale []marker
 	err := s.idx.Walk(func(e index.Entry, path string) {
 		if gone[e.ThreadID] {
-			stale = append(stale, path)
+			stale = append(stale, marker{e, path})
 		}
 	})
 	if err != nil {
 		return storageErr(err, "read index")
 	}
-	for _, p := range stale {
-		os.Remove(p)
+	for _, m := range stale {
+		s.idx.RemoveMarker(m.e, m.path)
 	}
 	return nil
 }
