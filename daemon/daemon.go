@@ -44,6 +44,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -511,10 +512,22 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 			return err
 		}
 	}
-	for _, pf := range pending {
-		if err := pf.CloseAtomicallyReplace(); err != nil {
-			return err
-		}
+	// The fsyncs of a batch's results overlap: the disk merges their
+	// flushes, where one after another each pays a full round trip.
+	errs := make([]error, len(pending))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, pf := range pending {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = pf.CloseAtomicallyReplace()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	other := SuffixFailed
 	if suffix == SuffixFailed {
