@@ -1,0 +1,101 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox/daemon"
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// waitFile waits up to 10 s for path to exist and decodes it into v.
+func waitFile(t *testing.T, path string, v any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			if err := json.Unmarshal(data, v); err != nil {
+				t.Fatalf("%s: %v\n%s", path, err, data)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRunInProcess drives the daemon's goroutines (intake watcher, event
+// tail, lease expiry) in one process, so that go test -race covers them:
+// a burst with one bad descriptor, an .outcome, a lease expiry, and a
+// clean stop.
+func TestRunInProcess(t *testing.T) {
+	dir, stop := startDaemon(t)
+	db := filepath.Dir(dir)
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a.task.json", "b.task.json", "c.task.json"}
+	for _, n := range names {
+		dropFile(t, dir, n, `{"version":1,"kind":"prompt","prompt":"job `+n+`"}`)
+	}
+	dropFile(t, dir, "bad.task.json", `{"version":1,"kind":"prompt","prompt":"x","colour":"red"}`)
+
+	var tids []string
+	for _, n := range names {
+		var r daemon.Result
+		waitFile(t, filepath.Join(dir, n+".result"), &r)
+		if !r.OK || r.ThreadID == "" || r.Descriptor == nil || r.Descriptor.Name != n {
+			t.Fatalf("%s.result: %+v", n, r)
+		}
+		if _, err := os.Stat(filepath.Join(dir, n+".processed")); err != nil {
+			t.Fatalf("%s not renamed to .processed: %v", n, err)
+		}
+		tids = append(tids, r.ThreadID)
+	}
+	var bad daemon.Result
+	waitFile(t, filepath.Join(dir, "bad.task.json.result"), &bad)
+	if bad.OK || bad.Error == "" {
+		t.Fatalf("bad descriptor accepted: %+v", bad)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bad.task.json.failed")); err != nil {
+		t.Fatalf("bad descriptor not renamed to .failed: %v", err)
+	}
+
+	// Finishing a thread writes its descriptor's .outcome.
+	r, err := s.Claim("coordinator", tids[0], 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Done("coordinator", tids[0], r.Lease.LeaseToken, spool.Content{Summary: "finished"}); err != nil {
+		t.Fatal(err)
+	}
+	var out daemon.Outcome
+	waitFile(t, filepath.Join(dir, "a.task.json.outcome"), &out)
+	if out.Status != "done" || out.ThreadID != tids[0] || out.Summary != "finished" {
+		t.Fatalf("outcome: %+v", out)
+	}
+
+	// A lease of one second expires into a lease_expired event.
+	if _, err := s.Claim("coordinator", tids[1], 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for expired := false; !expired; {
+		s.Events(0, func(ev *spool.Event) bool {
+			expired = expired || (ev.ThreadID == tids[1] && ev.EventType == "lease_expired")
+			return true
+		})
+		if time.Now().After(deadline) {
+			t.Fatal("no lease_expired event for an expired lease")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+}
