@@ -316,8 +316,15 @@ func (s *Store) hasOwnEvent(h *header) (bool, error) {
 // power loss) roll the header forward; records that no header counts are
 // removed (messages) or restored from the header (the lease file); the
 // index is reconciled.
+//
+// A re-appended event follows the commit protocol: its new header line is
+// appended before the event is written. Were it the other way round, a
+// crash between the two would leave an event no header names, and the
+// next settle would append it a second time.
 func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 	newest := h
+	var ap *appender
+	var line []byte
 	if logged {
 		err := s.log.scan(h.LogPos, func(ev *Event, end Pos) bool {
 			if ev.ThreadID == tid && ev.State != nil && ev.EventID > newest.LastEventID {
@@ -333,18 +340,21 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 			return nil, err
 		}
 	} else {
+		var err error
+		if ap, err = s.log.reserve(); err != nil {
+			return nil, err
+		}
+		defer ap.release()
 		ev := Event{EventType: EventThreadUpdated, ThreadID: tid}
 		if h.LastEvent != nil {
 			ev = *h.LastEvent
 		}
 		n := h.clone()
+		ev.EventID = ap.next
 		ev.State = snapshot(n)
-		id, pos, err := s.log.append(&ev)
-		if err != nil {
-			return nil, err
-		}
+		line = encodeEvent(&ev)
 		ev.State = nil
-		n.LastEventID, n.LogPos, n.LastEvent = id, pos, &ev
+		n.LastEventID, n.LogPos, n.LastEvent = ev.EventID, Pos{Segment: ap.first, Offset: ap.end + int64(len(line))}, &ev
 		newest = n
 	}
 	dir := s.threadDir(tid)
@@ -374,12 +384,20 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 			return nil, storageErr(err, "index thread %s", tid)
 		}
 		ss.add(dirs...)
+	}
+	if err := ss.flush(); err != nil {
+		return nil, err
+	}
+	if newest != h {
 		if err := s.appendHeader(dir, newest); err != nil {
 			return nil, err
 		}
 	}
-	if err := ss.flush(); err != nil {
-		return nil, err
+	if ap != nil {
+		if err := ap.write(line, 1); err != nil {
+			return nil, err
+		}
+		ap.release()
 	}
 	if newest != h && indexChanged(h, newest) {
 		if err := s.idx.Remove(entryOf(h), entryOf(newest)); err != nil {
@@ -615,10 +633,29 @@ func (s *Store) commitAll(txs []*tx) error {
 				ss.add(t.dir)
 			}
 		}
-		if t.old != nil {
-			if !exists(filepath.Join(t.dir, headerLog)) {
-				ss.add(t.dir) // the first change creates thread.log
+		if p := filepath.Join(t.dir, headerLog); t.old != nil && !exists(p) {
+			// The first change creates thread.log, empty until the
+			// commit point appends to it (an empty log means "the first
+			// message's header"); its name must be durable before then.
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
+			if err != nil {
+				return storageErr(err, "create %s", p)
 			}
+			f.Close()
+			ss.add(t.dir)
+		}
+	}
+	// Every name this change created (message, lease file, thread.log,
+	// index markers, mailbox links, a new thread's directory) is made
+	// durable before the commit point, so that a committed header or event
+	// never outlives, across a power loss, a file it refers to.
+	if !s.unsynced {
+		if err := ss.flush(); err != nil {
+			return err
+		}
+	}
+	for _, t := range txs {
+		if t.old != nil {
 			if err := s.appendHeader(t.dir, t.h); err != nil { // the commit point
 				return err
 			}
@@ -628,11 +665,6 @@ func (s *Store) commitAll(txs []*tx) error {
 		return err
 	}
 	ap.release()
-	if !s.unsynced {
-		if err := ss.flush(); err != nil {
-			return err
-		}
-	}
 	for _, t := range txs {
 		if t.old != nil && indexChanged(t.old, t.h) {
 			if err := s.idx.Remove(entryOf(t.old), entryOf(t.h)); err != nil {
