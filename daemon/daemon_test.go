@@ -11,13 +11,17 @@ import (
 	"github.com/inbox-dev/inbox/spool"
 )
 
-// waitFile waits up to 10 s for path to exist and decodes it into v.
+// waitFile waits up to 10 s for path to exist and decodes it into v
+// (unless v is nil).
 func waitFile(t *testing.T, path string, v any) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		data, err := os.ReadFile(path)
 		if err == nil {
+			if v == nil {
+				return
+			}
 			if err := json.Unmarshal(data, v); err != nil {
 				t.Fatalf("%s: %v\n%s", path, err, data)
 			}
@@ -54,8 +58,10 @@ func TestRunInProcess(t *testing.T) {
 		if !r.OK || r.ThreadID == "" || r.Descriptor == nil || r.Descriptor.Name != n {
 			t.Fatalf("%s.result: %+v", n, r)
 		}
-		if _, err := os.Stat(filepath.Join(dir, n+".processed")); err != nil {
-			t.Fatalf("%s not renamed to .processed: %v", n, err)
+		// .result is written first, then the descriptor is renamed.
+		waitFile(t, filepath.Join(dir, n+".processed"), nil)
+		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+			t.Fatalf("%s is both pending and processed", n)
 		}
 		tids = append(tids, r.ThreadID)
 	}
@@ -64,9 +70,7 @@ func TestRunInProcess(t *testing.T) {
 	if bad.OK || bad.Error == "" {
 		t.Fatalf("bad descriptor accepted: %+v", bad)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "bad.task.json.failed")); err != nil {
-		t.Fatalf("bad descriptor not renamed to .failed: %v", err)
-	}
+	waitFile(t, filepath.Join(dir, "bad.task.json.failed"), nil)
 
 	// Finishing a thread writes its descriptor's .outcome.
 	r, err := s.Claim("coordinator", tids[0], 60)
