@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -609,16 +610,21 @@ func (s *Store) commitAll(txs []*tx) error {
 			ss.add(filepath.Join(s.dir, tasksDir))
 		}
 	}
-	for i, pf := range pending { // fsync and rename; a new thread's first message after its other files
-		if s.unsynced {
-			pf.Close()
-			if err := os.Rename(pf.Name(), targets[i]); err != nil {
-				return storageErr(err, "commit %s", targets[i])
-			}
-			continue
+	// fsync the staged files, concurrently when there are several (a
+	// batch of new threads): each fsync ends in a device cache flush, and
+	// concurrent flushes are merged. Then rename them in order, a new
+	// thread's first message after its other files.
+	if !s.unsynced {
+		if err := syncFiles(pending); err != nil {
+			return err
 		}
-		if err := pf.CloseAtomicallyReplace(); err != nil {
-			return storageErr(err, "commit %s", pf.Name())
+	}
+	for i, pf := range pending {
+		if err := pf.Close(); err != nil {
+			return storageErr(err, "commit %s", targets[i])
+		}
+		if err := os.Rename(pf.Name(), targets[i]); err != nil {
+			return storageErr(err, "commit %s", targets[i])
 		}
 	}
 	for _, t := range txs {
@@ -670,6 +676,33 @@ func (s *Store) commitAll(txs []*tx) error {
 			if err := s.idx.Remove(entryOf(t.old), entryOf(t.h)); err != nil {
 				return storageErr(err, "index thread %s", t.tid)
 			}
+		}
+	}
+	return nil
+}
+
+// syncFiles fsyncs the staged files, up to 8 at a time when there are
+// several (each blocked fsync holds an OS thread).
+func syncFiles(pending []*renameio.PendingFile) error {
+	errs := make([]error, len(pending))
+	if len(pending) == 1 {
+		errs[0] = pending[0].Sync()
+	} else {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 32)
+		for i, pf := range pending {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				errs[i] = pf.Sync()
+			}()
+		}
+		wg.Wait()
+	}
+	for i, err := range errs {
+		if err != nil {
+			return storageErr(err, "fsync %s", pending[i].Name())
 		}
 	}
 	return nil
