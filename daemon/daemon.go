@@ -280,13 +280,24 @@ func (d *daemon) sweep(ctx context.Context) {
 		d.log.Error("cannot list intake directory", "error", err)
 		return
 	}
+	// Batches overlap by one stage: while a batch's .result files are
+	// being fsynced, the next batch is committed to the store. Each batch
+	// is finished before the sweep returns.
+	var finish func()
 	for len(names) > 0 {
 		if ctx.Err() != nil {
-			return // stop between batches, never in the middle of one
+			break // stop between batches, never in the middle of one
 		}
 		n := min(len(names), batchSize)
-		d.processBatch(names[:n])
+		next := d.processBatch(names[:n])
+		if finish != nil {
+			finish()
+		}
+		finish = next
 		names = names[n:]
+	}
+	if finish != nil {
+		finish()
 	}
 }
 
@@ -324,8 +335,11 @@ type job struct {
 
 // processBatch handles descriptors (in name order): refusals at once, then
 // the thread-creating ones as one commit, then the ones adding to existing
-// threads, then their .result files and renames with one directory fsync.
-func (d *daemon) processBatch(names []string) {
+// threads. It starts writing their .result files and renames (one
+// directory fsync) in the background and returns the function that waits
+// for that and logs the batch.
+func (d *daemon) processBatch(names []string) (finish func()) {
+	nothing := func() {}
 	var create, add []*job
 	for _, name := range names {
 		if j := d.prepare(name); j != nil {
@@ -336,11 +350,7 @@ func (d *daemon) processBatch(names []string) {
 			}
 		}
 	}
-	type done struct {
-		j   *job
-		res *spool.Result
-	}
-	var ok []done
+	var ok []dispatched
 	if len(create) > 0 {
 		ins := make([]spool.SendInput, len(create))
 		for i, j := range create {
@@ -349,21 +359,21 @@ func (d *daemon) processBatch(names []string) {
 		results, errs, err := d.s.SendBatch(ins)
 		if err != nil {
 			d.log.Error("cannot dispatch descriptors; will retry", "files", len(create), "error", err)
-			return
+			return nothing
 		}
 		for i, j := range create {
 			if errs[i] != nil {
 				d.refuse(j.name, fieldError(errs[i]))
 				continue
 			}
-			ok = append(ok, done{j, results[i]})
+			ok = append(ok, dispatched{j, results[i]})
 		}
 	}
 	for _, j := range add {
 		res, err := d.s.Send(j.in)
 		switch {
 		case err == nil:
-			ok = append(ok, done{j, res})
+			ok = append(ok, dispatched{j, res})
 		case errors.Is(err, spool.ErrStorage) || errors.Is(err, spool.ErrFormat):
 			d.log.Error("cannot dispatch descriptor; will retry", "file", j.name, "error", err)
 		default:
@@ -371,7 +381,7 @@ func (d *daemon) processBatch(names []string) {
 		}
 	}
 	if len(ok) == 0 {
-		return
+		return nothing
 	}
 	names, results := make([]string, len(ok)), make([]*Result, len(ok))
 	for i, o := range ok {
@@ -380,10 +390,28 @@ func (d *daemon) processBatch(names []string) {
 			Descriptor: &DescriptorInfo{Kind: o.j.desc.Kind, Name: o.j.name, SHA256: o.j.hash},
 			ThreadID:   o.res.Thread.ThreadID, MessageID: o.res.Message.MessageID}
 	}
-	if err := d.finishAll(names, SuffixProcessed, results); err != nil {
-		d.log.Error("cannot finish descriptors; will retry", "files", len(names), "error", err)
-		return
+	// finishAll touches only these descriptors' files, so it may run while
+	// the next batch is committed; the daemon's own state is updated by
+	// finish, on the sweep's goroutine.
+	finished := make(chan error, 1)
+	go func() { finished <- d.finishAll(names, SuffixProcessed, results) }()
+	return func() {
+		if err := <-finished; err != nil {
+			d.log.Error("cannot finish descriptors; will retry", "files", len(names), "error", err)
+			return
+		}
+		d.logBatch(ok)
 	}
+}
+
+// dispatched is a descriptor whose thread is committed.
+type dispatched struct {
+	j   *job
+	res *spool.Result
+}
+
+// logBatch logs and tracks a finished batch.
+func (d *daemon) logBatch(ok []dispatched) {
 	for _, o := range ok {
 		d.log.Info("descriptor dispatched", "file", o.j.name, "kind", o.j.desc.Kind, "thread", o.res.Thread.ThreadID,
 			"message", o.res.Message.MessageID, "replayed", o.res.Replayed)
@@ -516,7 +544,7 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 	// flushes, where one after another each pays a full round trip.
 	errs := make([]error, len(pending))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, 32)
 	for i, pf := range pending {
 		wg.Add(1)
 		sem <- struct{}{}
