@@ -44,7 +44,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -540,22 +539,17 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 			return err
 		}
 	}
-	// The fsyncs of a batch's results overlap: the disk merges their
-	// flushes, where one after another each pays a full round trip.
-	errs := make([]error, len(pending))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
-	for i, pf := range pending {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = pf.CloseAtomicallyReplace()
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	// The fsyncs of a batch's results overlap.
+	if err := spool.SyncFiles(pending); err != nil {
 		return err
+	}
+	for i, pf := range pending {
+		if err := pf.Close(); err != nil {
+			return err
+		}
+		if err := os.Rename(pf.Name(), filepath.Join(d.cfg.Intake, names[i]+SuffixResult)); err != nil {
+			return err
+		}
 	}
 	other := SuffixFailed
 	if suffix == SuffixFailed {
