@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -292,20 +293,33 @@ func (ss *syncSet) add(dirs ...string) {
 // flush fsyncs the directories concurrently: each fsync ends in a device
 // cache flush, and concurrent flushes are merged by the block layer.
 func (ss syncSet) flush() error {
-	if len(ss) == 1 {
-		return syncDir(ss[0])
+	return concurrently(len(ss), func(i int) error { return syncDir(ss[i]) })
+}
+
+// concurrently runs f(0) … f(n-1), up to 32 at a time (each blocked fsync
+// holds an OS thread), and returns the first error by index.
+func concurrently(n int, f func(i int) error) error {
+	if n == 1 {
+		return f(0)
 	}
-	errs := make(chan error, len(ss))
-	for _, d := range ss {
-		go func() { errs <- syncDir(d) }()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = f(i)
+		}()
 	}
-	var first error
-	for range ss {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
-	return first
+	return nil
 }
 
 func orNone(s string) string {

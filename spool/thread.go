@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -686,28 +685,12 @@ func (s *Store) commitAll(txs []*tx) error {
 // concurrent flushes where one after another each pays a round trip. The
 // caller then closes and renames them, in the order it needs.
 func SyncFiles(pending []*renameio.PendingFile) error {
-	errs := make([]error, len(pending))
-	if len(pending) == 1 {
-		errs[0] = pending[0].Sync()
-	} else {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 32)
-		for i, pf := range pending {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				errs[i] = pf.Sync()
-			}()
-		}
-		wg.Wait()
-	}
-	for i, err := range errs {
-		if err != nil {
+	return concurrently(len(pending), func(i int) error {
+		if err := pending[i].Sync(); err != nil {
 			return storageErr(err, "fsync %s", pending[i].Name())
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // cut shortens s to at most n bytes on a rune boundary.
