@@ -32,7 +32,6 @@ package daemon
 import (
 	"container/heap"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -460,7 +459,7 @@ func (d *daemon) prepare(name string) *job {
 		d.refuse(name, "spawn_worker descriptors are refused unless the daemon runs with --trust-all (or INBOX_TRUST_ALL=1)")
 		return nil
 	}
-	sum := sha256.Sum256(data)
+	sum := sum256(data)
 	hash := hex.EncodeToString(sum[:])
 	in, err := d.toSend(desc)
 	if err != nil {
