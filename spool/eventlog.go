@@ -2,7 +2,6 @@ package spool
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -49,7 +48,7 @@ type eventLog struct {
 func segmentName(first int64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
 
 // encodeEvent renders ev as one log line, newline included.
-func encodeEvent(ev *Event) []byte { return encodeLine(marshal(ev)) }
+func encodeEvent(ev *Event) []byte { return encodeLine(ev.AppendJSON(nil)) }
 
 // checkLine verifies a line (without its newline) and returns the JSON
 // object it carries without the crc member.
@@ -410,7 +409,7 @@ func (l *eventLog) scanSegment(first, off int64, fn func(ev *Event, end Pos) boo
 			continue
 		}
 		var ev Event
-		if err := json.Unmarshal(body, &ev); err != nil {
+		if err := unmarshalEvent(body, &ev); err != nil {
 			continue
 		}
 		if !fn(&ev, Pos{Segment: first, Offset: pos}) {

@@ -160,7 +160,7 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 		p := filepath.Join(s.dir, idemDir, e.Name())
 		data, err := os.ReadFile(p)
 		var m msgFile
-		if err == nil && json.Unmarshal(data, &m) == nil && m.ThreadID != "" &&
+		if err == nil && unmarshalMsgFile(data, &m) == nil && m.ThreadID != "" &&
 			(headers[m.ThreadID] != nil || exists(s.archivedDir(m.ThreadID))) {
 			continue
 		}
@@ -312,7 +312,7 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 				continue
 			}
 			var ev Event
-			if err := json.Unmarshal(body, &ev); err != nil {
+			if err := unmarshalEvent(body, &ev); err != nil {
 				add(Finding{Check: "corrupt_event_log", Path: p, Detail: "a line is not an event: " + err.Error()})
 				continue
 			}

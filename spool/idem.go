@@ -2,7 +2,6 @@ package spool
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"io/fs"
@@ -48,7 +47,7 @@ func readIdem(path string) (*idemRecord, error) {
 		return nil, storageErr(err, "read idempotency record")
 	}
 	var r idemRecord
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := unmarshalIdemRecord(data, &r); err != nil {
 		return nil, nil // a record we cannot read protects nothing: run afresh
 	}
 	return &r, nil
@@ -115,7 +114,7 @@ func (s *Store) newThreadReplay(key string) (*Result, error) {
 		return nil, storageErr(err, "read idempotency record")
 	}
 	var m msgFile
-	if json.Unmarshal(data, &m) != nil || m.IdempotencyKey != key || m.ThreadID == "" {
+	if unmarshalMsgFile(data, &m) != nil || m.IdempotencyKey != key || m.ThreadID == "" {
 		return nil, nil // not ours (a hash collision or garbage): run afresh
 	}
 	if m.IdempotencyCommand != "" && m.IdempotencyCommand != "send" {

@@ -75,8 +75,8 @@ func (s *Store) ExpireLease(tid string) (bool, error) {
 		if from != StatusBlocked {
 			t.h.Status = StatusPending
 		}
-		payload := marshal(map[string]any{"agent_id": l.AgentID, "lease_token": l.LeaseToken,
-			"expired_at": l.ExpiresAt, "from": from, "to": t.h.Status})
+		payload := jsonFields{}.str("agent_id", l.AgentID).num("lease_token", l.LeaseToken).
+			str("expired_at", l.ExpiresAt).str("from", from).str("to", t.h.Status).raw()
 		t.ev = Event{EventType: EventLeaseExpired, Agent: l.AgentID,
 			Summary: "lease of " + l.AgentID + " expired", PayloadJSON: payload}
 		return nil

@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -394,7 +393,7 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 			ExpiresAt: FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))}
 		t.setLease(l)
 		t.h.Status, t.h.AssignedTo = StatusClaimed, agent
-		payload := marshal(map[string]any{"lease_token": token, "expires_at": l.ExpiresAt})
+		payload := jsonFields{}.num("lease_token", token).str("expires_at", l.ExpiresAt).raw()
 		t.ev = Event{EventType: EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent, PayloadJSON: payload}
 		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
@@ -449,7 +448,7 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*Result
 		l := *t.h.Lease
 		l.ExpiresAt = FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))
 		t.setLease(l)
-		payload := marshal(map[string]any{"lease_token": l.LeaseToken, "expires_at": l.ExpiresAt})
+		payload := jsonFields{}.num("lease_token", l.LeaseToken).str("expires_at", l.ExpiresAt).raw()
 		t.ev = Event{EventType: EventLeaseRenewed, Agent: agent, Summary: "lease renewed by " + agent, PayloadJSON: payload}
 		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
@@ -532,7 +531,7 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 			l.ReleasedAt = FormatTime(t.now)
 			t.setLease(l)
 		}
-		payload := marshal(map[string]string{"from": from, "to": status})
+		payload := jsonFields{}.str("from", from).str("to", status).raw()
 		t.ev = Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
 		t.addMessage(m)
 		res = &Result{Thread: &t.h.Thread, Message: m, Lease: t.h.Lease}
@@ -573,7 +572,7 @@ func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
 			l.ReleasedAt = FormatTime(t.now)
 			t.setLease(l)
 		}
-		payload := marshal(map[string]string{"from": from, "to": StatusCancelled})
+		payload := jsonFields{}.str("from", from).str("to", StatusCancelled).raw()
 		t.ev = Event{EventType: EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
 		t.addMessage(m)
 		res = &Result{Thread: &t.h.Thread, Message: m, Lease: t.h.Lease}
@@ -626,10 +625,10 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 		before = fi.Size()
 	}
 	created := before < 0
-	if err := s.appendLine(p, encodeLine(marshal(c)), maxCursorLog); err != nil {
+	if err := s.appendLine(p, encodeLine(c.AppendJSON(nil)), maxCursorLog); err != nil {
 		return nil, err
 	}
-	payload := marshal(map[string]any{"last_read_message_id": c.LastReadMessageID, "last_read_seq": c.LastReadSeq})
+	payload := jsonFields{}.str("last_read_message_id", c.LastReadMessageID).num("last_read_seq", int64(c.LastReadSeq)).raw()
 	ev := Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: s.source, EventType: EventThreadRead,
 		MessageID: c.LastReadMessageID, Summary: "read by " + agent, PayloadJSON: payload, CreatedAt: c.ReadAt,
 		Agent: agent, Status: h.Status}
@@ -660,7 +659,7 @@ func (s *Store) readCursor(tid, agent string) (*Cursor, error) {
 		return nil, nil
 	}
 	var c Cursor
-	if err := json.Unmarshal(body, &c); err != nil {
+	if err := unmarshalCursor(body, &c); err != nil {
 		return nil, corrupt(err, "thread %s: read cursor of %s is not valid JSON", tid, agent)
 	}
 	return &c, nil

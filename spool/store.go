@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,10 +46,52 @@ type formatInfo struct {
 	CreatedAt string `json:"created_at"`
 }
 
-// formatProbe reads inbox.json leniently, to say what is wrong with it.
-type formatProbe struct {
-	Format  string          `json:"format"`
-	Version json.RawMessage `json:"version"`
+func (f *formatInfo) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = appendStrField(b, "format", f.Format)
+	b = appendIntField(b, "version", int64(f.Version))
+	b = append(appendKey(b, "shared"), strconv.FormatBool(f.Shared)...)
+	b = appendStrField(b, "created_at", f.CreatedAt)
+	return append(b, '}')
+}
+
+// formatFields is inbox.json as read, its version kept raw so that a bad
+// one can be quoted.
+type formatFields struct {
+	Format    string
+	Version   json.RawMessage
+	Shared    bool
+	CreatedAt string
+}
+
+// parseFormat decodes inbox.json (with json.Unmarshal's rules, see
+// jsondec.go).
+func parseFormat(data []byte) (formatFields, error) {
+	return decodeFormat(data, true)
+}
+
+// decodeFormat decodes inbox.json's members; with all false only format
+// and version are looked at (the others are skipped whatever they hold).
+func decodeFormat(data []byte, all bool) (formatFields, error) {
+	var f formatFields
+	err := decodeJSON(data, func(d *decoder) {
+		d.object(func(got []byte) {
+			n := name(got, []string{"format", "version", "shared", "created_at"})
+			switch {
+			case n == "format":
+				d.str(&f.Format)
+			case n == "version":
+				d.raw(&f.Version)
+			case n == "shared" && all:
+				d.bool(&f.Shared)
+			case n == "created_at" && all:
+				d.str(&f.CreatedAt)
+			default:
+				d.skip()
+			}
+		})
+	})
+	return f, err
 }
 
 // Options tune a Store. The zero value is what the CLI uses.
@@ -145,7 +188,7 @@ func Init(dir string, shared bool) (created bool, err error) {
 	}
 	info := formatInfo{Format: formatName, Version: FormatVersion, Shared: shared, CreatedAt: FormatTime(time.Now())}
 	// inbox.json goes last: its presence means the store is complete.
-	if err := publishFile(filepath.Join(dir, formatFile), filepath.Join(dir, tmpDirName), fileMode, marshal(info)); err != nil {
+	if err := publishFile(filepath.Join(dir, formatFile), filepath.Join(dir, tmpDirName), fileMode, info.appendJSON(nil)); err != nil {
 		return false, err
 	}
 	return true, syncDir(dir)
@@ -167,18 +210,20 @@ func readFormat(dir string) (*formatInfo, error) {
 	if err != nil {
 		return nil, storageErr(err, "read %s", formatFile)
 	}
-	var probe formatProbe
-	if err := json.Unmarshal(data, &probe); err != nil || probe.Format != formatName {
+	probe, err := decodeFormat(data, false)
+	if err != nil || probe.Format != formatName {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
 			Message: fmt.Sprintf("%s is not an inbox store format file", filepath.Join(dir, formatFile))}
 	}
-	var info formatInfo
 	version := strings.TrimSpace(string(probe.Version))
-	if err := json.Unmarshal(data, &info); err != nil || version == "" || version == "null" {
+	f, err := parseFormat(data)
+	n, verr := strconv.ParseInt(version, 10, 0)
+	if err != nil || verr != nil || !isIntLiteral(version) {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat, Message: fmt.Sprintf(
 			"store %s: inbox.json has format version %s, which is not a version number; this inbox reads version %d",
 			dir, orNone(version), FormatVersion)}
 	}
+	info := formatInfo{Format: f.Format, Version: int(n), Shared: f.Shared, CreatedAt: f.CreatedAt}
 	if info.Version > FormatVersion {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
 			Message: fmt.Sprintf("store %s has format version %d; this inbox reads version %d (upgrade inbox)", dir, info.Version, FormatVersion)}
@@ -188,6 +233,13 @@ func readFormat(dir string) (*formatInfo, error) {
 			Message: fmt.Sprintf("store %s has format version %d, which no inbox wrote; inbox.json is damaged", dir, info.Version)}
 	}
 	return &info, nil
+}
+
+// isIntLiteral reports whether s is a JSON number without fraction or
+// exponent (what encoding/json accepts for an int).
+func isIntLiteral(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	return s != "" && (s == "0" || s[0] != '0') && strings.Trim(s, "0123456789") == ""
 }
 
 // Open opens the store at dir, which must have been created by Init.
@@ -236,9 +288,6 @@ func msgName(seq int) string                 { return fmt.Sprintf("m-%08d.json",
 func cursorName(agent string) string         { return "cursor-" + agent + ".log" }
 func (s *Store) idemPath(hash string) string { return filepath.Join(s.dir, idemDir, hash+".json") }
 func threadIdemName(hash string) string      { return "idem-" + hash + ".json" }
-func (s *Store) publish(path string, v any) error {
-	return publishFile(path, s.tmpDir(), s.fileMode, marshal(v))
-}
 
 // publishFile writes data to path atomically: a temp file in tmpDir,
 // fsync, rename. The caller fsyncs path's directory when the rename must

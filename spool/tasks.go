@@ -162,7 +162,7 @@ func (s *Store) TaskByName(name string) (*Task, error) {
 		return nil, storageErr(err, "read task %s", name)
 	}
 	var m msgFile
-	if err := json.Unmarshal(data, &m); err != nil || m.ThreadID == "" {
+	if err := unmarshalMsgFile(data, &m); err != nil || m.ThreadID == "" {
 		return nil, notFound("task %s not found", name)
 	}
 	dir, _ := s.viewDir(m.ThreadID)

@@ -110,7 +110,7 @@ func (s *Store) readHeaderAt(dir, tid string) (*header, error) {
 		return initialHeader(dir, tid)
 	}
 	var h header
-	if err := json.Unmarshal(body, &h); err != nil {
+	if err := unmarshalHeader(body, &h); err != nil {
 		return nil, corrupt(err, "thread %s: header is not valid JSON", tid)
 	}
 	return &h, nil
@@ -125,7 +125,7 @@ func initialHeader(dir, tid string) (*header, error) {
 		return nil, storageErr(err, "read thread %s", tid)
 	}
 	var m msgFile
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := unmarshalMsgFile(data, &m); err != nil {
 		return nil, corrupt(err, "thread %s: first message is not valid JSON", tid)
 	}
 	if m.InitialHeader == nil {
@@ -150,7 +150,7 @@ func (s *Store) readLeaseFile(tid string) (*Lease, error) {
 		return &Lease{Rev: -1}, nil // torn: never equal to a committed rev
 	}
 	var l Lease
-	if err := json.Unmarshal(body, &l); err != nil {
+	if err := unmarshalLease(body, &l); err != nil {
 		return &Lease{Rev: -1}, nil
 	}
 	return &l, nil
@@ -171,7 +171,7 @@ func (s *Store) writeLeaseFile(dir string, l *Lease) (created bool, err error) {
 		return false, storageErr(err, "write lease")
 	}
 	defer f.Close()
-	line := encodeLine(marshal(l))
+	line := encodeLine(l.AppendJSON(nil))
 	if _, err := f.WriteAt(line, 0); err != nil {
 		return false, storageErr(err, "write lease")
 	}
@@ -194,7 +194,7 @@ func (s *Store) readMessageAt(dir, tid string, seq int) (*Message, error) {
 		return nil, storageErr(err, "read message %d of %s", seq, tid)
 	}
 	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := unmarshalMessage(data, &m); err != nil {
 		return nil, corrupt(err, "thread %s: message #%d is not valid JSON", tid, seq)
 	}
 	return &m, nil
@@ -410,7 +410,7 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 // appendHeader commits h: it appends it to the thread's header log and
 // fdatasyncs. The caller holds the thread lock.
 func (s *Store) appendHeader(dir string, h *header) error {
-	return s.appendLine(filepath.Join(dir, headerLog), encodeLine(marshal(h)), maxHeaderLog)
+	return s.appendLine(filepath.Join(dir, headerLog), encodeLine(h.appendJSON(nil)), maxHeaderLog)
 }
 
 func entryOf(h *header) index.Entry {
@@ -510,8 +510,8 @@ func (s *Store) commitAll(txs []*tx) error {
 		}
 	}()
 	var targets []string
-	stage := func(path string, v any) (*renameio.PendingFile, error) {
-		pf, err := s.stage(path, marshal(v))
+	stage := func(path string, data []byte) (*renameio.PendingFile, error) {
+		pf, err := s.stage(path, data)
 		if err == nil {
 			pending = append(pending, pf)
 			targets = append(targets, path)
@@ -535,7 +535,7 @@ func (s *Store) commitAll(txs []*tx) error {
 		}
 		t.h.UpdatedAt = FormatTime(t.now)
 		if t.idem != nil {
-			if _, err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem); err != nil {
+			if _, err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem.appendJSON(nil)); err != nil {
 				return err
 			}
 		}
@@ -558,7 +558,7 @@ func (s *Store) commitAll(txs []*tx) error {
 					mf.IdempotencyKey, mf.IdempotencyCommand = t.newKey, "send"
 				}
 			}
-			pf, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf)
+			pf, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf.appendJSON(nil))
 			if err != nil {
 				return err
 			}

@@ -124,15 +124,7 @@ type Lease struct {
 
 // MarshalJSON renders an unreleased lease's released_at as null.
 func (l Lease) MarshalJSON() ([]byte, error) {
-	type plain Lease
-	var rel *string
-	if l.ReleasedAt != "" {
-		rel = &l.ReleasedAt
-	}
-	return marshal(struct {
-		plain
-		ReleasedAt *string `json:"released_at"`
-	}{plain(l), rel}), nil
+	return l.AppendJSON(nil), nil
 }
 
 // Live reports whether the lease is held at time now.

@@ -275,7 +275,7 @@ func emit(e *env, g globals, name string, res *result) int {
 		for _, k := range res.body.keys {
 			o.set(k, res.body.vals[k])
 		}
-		b, err := encodeJSON(&o)
+		b, err := o.appendJSON(nil)
 		if err != nil {
 			return fail(e, g, name, err)
 		}
@@ -292,7 +292,7 @@ func fail(e *env, g globals, name string, err error) int {
 	if g.json {
 		var o obj
 		o.set("ok", false).set("command", name).set("error", errorShape(err))
-		b, _ := encodeJSON(&o)
+		b, _ := o.appendJSON(nil)
 		e.stdout.Write(append(b, '\n'))
 	} else {
 		fmt.Fprintf(e.stderr, "inbox: error: %s\n", err.Error())

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,24 +33,116 @@ func (o *obj) set(k string, v any) *obj {
 	return o
 }
 
-func (o *obj) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
+func (o *obj) MarshalJSON() ([]byte, error) { return o.appendJSON(nil) }
+
+func (o *obj) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, '{')
 	for i, k := range o.keys {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		kb, _ := json.Marshal(k)
-		b.Write(kb)
-		b.WriteByte(':')
-		vb, err := encodeJSON(o.vals[k])
-		if err != nil {
+		b = spool.AppendJSONString(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = appendValue(b, o.vals[k]); err != nil {
 			return nil, err
 		}
-		b.Write(vb)
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return append(b, '}'), nil
+}
+
+// appendValue appends v as JSON. The store's records and the plain values
+// responses carry are written directly: encoding/json's reflection costs
+// a short-lived process several hundred microseconds the first time it
+// meets a type. Anything else goes through encodeJSON; both give the same
+// bytes (output_test.go).
+func appendValue(b []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case string:
+		return spool.AppendJSONString(b, v), nil
+	case bool:
+		return strconv.AppendBool(b, v), nil
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
+	case []string:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, s := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = spool.AppendJSONString(b, s)
+		}
+		return append(b, ']'), nil
+	case map[string]string:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		keys := slices.Sorted(maps.Keys(v))
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = spool.AppendJSONString(b, k)
+			b = spool.AppendJSONString(append(b, ':'), v[k])
+		}
+		return append(b, '}'), nil
+	case *obj:
+		return v.appendJSON(b)
+	case *spool.Thread:
+		return appendRecord(b, v), nil
+	case *spool.Message:
+		return appendRecord(b, v), nil
+	case *spool.Lease:
+		return appendRecord(b, v), nil
+	case *spool.Event:
+		return appendRecord(b, v), nil
+	case *spool.Cursor:
+		return appendRecord(b, v), nil
+	case []*spool.Thread:
+		return appendRecords(b, v), nil
+	case []*spool.Message:
+		return appendRecords(b, v), nil
+	case []*spool.Event:
+		return appendRecords(b, v), nil
+	}
+	vb, err := encodeJSON(v)
+	return append(b, vb...), err
+}
+
+// record is a store record that writes itself as JSON.
+type record interface {
+	comparable
+	AppendJSON([]byte) []byte
+}
+
+func appendRecord[R record](b []byte, r R) []byte {
+	var zero R
+	if r == zero {
+		return append(b, "null"...)
+	}
+	return r.AppendJSON(b)
+}
+
+func appendRecords[R record](b []byte, rs []R) []byte {
+	if rs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRecord(b, r)
+	}
+	return append(b, ']')
 }
 
 // encodeJSON marshals without HTML escaping (bodies stay readable).
