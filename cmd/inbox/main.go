@@ -9,7 +9,12 @@
 // See README.md and `inbox help`.
 package main
 
-import "os"
+import (
+	"os"
+
+	// One processor from start-up: see package procs.
+	_ "github.com/inbox-dev/inbox/cmd/inbox/internal/procs"
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}))
