@@ -120,7 +120,7 @@ func (s *Store) newThreadReplay(key string) (*Result, error) {
 	if m.IdempotencyCommand != "" && m.IdempotencyCommand != "send" {
 		return nil, mismatch(key, m.IdempotencyCommand, "send")
 	}
-	dir, _ := s.viewDir(m.ThreadID)
+	dir, archived := s.viewDir(m.ThreadID)
 	h, err := s.readHeaderAt(dir, m.ThreadID)
 	if errors.Is(err, ErrNotFound) {
 		// The earlier attempt never committed: forget it.
@@ -131,6 +131,15 @@ func (s *Store) newThreadReplay(key string) (*Result, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !archived {
+		// The earlier call may have died after its commit point and before
+		// its event reached the log (a retry after a crash is the reason
+		// keys exist): settle the thread, as its next writer would, so that
+		// a change is never acknowledged while its event is missing.
+		if h, err = s.settled(m.ThreadID); err != nil {
+			return nil, err
+		}
 	}
 	msg := m.Message
 	return &Result{Thread: &h.Thread, Message: &msg, Lease: h.Lease, Replayed: true}, nil

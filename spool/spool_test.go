@@ -407,6 +407,47 @@ func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
 	}
 }
 
+// TestRetriedSendSettlesAMissingEvent: a thread-creating send with a key
+// died after its commit point (the first message renamed into place) and
+// before its event reached the log; the retry with the same key must not
+// acknowledge the thread until its event is in the log. Before this was
+// settled, a daemon restarted after SIGKILL replayed such descriptors and
+// the next new thread took the missing event's id.
+func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
+	s, db := newStore(t)
+	send(t, s, "X")
+	seg := lastSegment(t, db)
+	before, _ := os.ReadFile(seg)
+	in := spool.SendInput{From: "boss", To: "X", Subject: "keyed", Content: spool.Content{IdempotencyKey: "k1"}}
+	first, err := s.Send(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(seg, before, 0o600) // the event never reached the log
+	if n := len(events(t, s)); n != 1 {
+		t.Fatalf("setup: %d events", n)
+	}
+	again, err := s.Send(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Replayed || again.Thread.ThreadID != first.Thread.ThreadID {
+		t.Fatalf("retry: replayed=%v thread %s, want a replay of %s", again.Replayed, again.Thread.ThreadID, first.Thread.ThreadID)
+	}
+	evs := events(t, s)
+	if len(evs) != 2 || evs[1].ThreadID != first.Thread.ThreadID || evs[1].EventType != spool.EventThreadCreated {
+		t.Fatalf("events after the retry: %+v", evs)
+	}
+	if again.Thread.LastEventID != evs[1].EventID {
+		t.Fatalf("retry returned last_event_id %d, the log has %d", again.Thread.LastEventID, evs[1].EventID)
+	}
+	// A new thread now gets a fresh id, not the one the crash left unused.
+	third := send(t, s, "X")
+	if third.Message.EventID != evs[1].EventID+1 {
+		t.Fatalf("next thread's event %d, want %d", third.Message.EventID, evs[1].EventID+1)
+	}
+}
+
 func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
 	s, db := newStore(t)
 	tid := send(t, s, "X").Thread.ThreadID

@@ -252,6 +252,17 @@ func (s *Store) mutate(tid string, fn func(tx *tx) error) error {
 	return t.commit()
 }
 
+// settled returns thread tid's header after settling, under the thread's
+// lock, whatever a crashed writer left (see loadForWrite).
+func (s *Store) settled(tid string) (*header, error) {
+	lk, err := s.lockThread(tid)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	return s.loadForWrite(tid)
+}
+
 // archivedReplay runs fn against an archived thread, read-only: a retry
 // with an idempotency key the thread already saw replays its original
 // result; anything else is refused with refusal (archived threads do not
