@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -281,4 +282,27 @@ func TestJSONFieldsSorted(t *testing.T) {
 	if want := `{"expires_at":"2026-11-23T05:00:00.000000Z","lease_token":3}`; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
+}
+
+// TestRecordsPromoteEmbedded: the header lists Thread's members first and
+// the message file Message's, in the same order, as encoding/json promotes
+// an embedded struct's fields (the tables spell them out twice so that
+// they stay static; this keeps the copies in step).
+func TestRecordsPromoteEmbedded(t *testing.T) {
+	check := func(what string, outer, inner []string) {
+		t.Helper()
+		if len(outer) < len(inner) || !slices.Equal(outer[:len(inner)], inner) {
+			t.Errorf("%s members %v do not start with %v", what, outer, inner)
+		}
+	}
+	check("header", recordNames(headerRecord), recordNames(threadRecord))
+	check("message file", recordNames(msgFileRecord), recordNames(messageRecord))
+}
+
+func recordNames[T any](r record[T]) []string {
+	var names []string
+	for _, f := range r {
+		names = append(names, f.name)
+	}
+	return names
 }

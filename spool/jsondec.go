@@ -106,17 +106,10 @@ func (d *decoder) object(member func(name []byte)) {
 		d.typeMismatch()
 		return
 	}
-	d.i++
-	if d.depth++; d.depth > maxJSONDepth {
-		d.fail(errDepth)
+	if !d.enter('}') {
 		return
 	}
-	if d.peek() == '}' {
-		d.i++
-		d.depth--
-		return
-	}
-	for d.err == nil {
+	for {
 		if d.peek() != '"' {
 			d.fail(errSyntax)
 			return
@@ -129,17 +122,42 @@ func (d *decoder) object(member func(name []byte)) {
 		d.i++
 		d.ws()
 		member(name)
-		switch d.peek() {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			d.depth--
+		if !d.more('}') {
 			return
-		default:
-			d.fail(errSyntax)
 		}
 	}
+}
+
+// enter consumes the opening bracket of an object or an array and reports
+// whether members follow (false for {} and [], or past the depth limit).
+func (d *decoder) enter(close byte) bool {
+	d.i++
+	if d.depth++; d.depth > maxJSONDepth {
+		d.fail(errDepth)
+		return false
+	}
+	if d.peek() == close {
+		d.i++
+		d.depth--
+		return false
+	}
+	return true
+}
+
+// more consumes what follows a member or an element: a comma, when more
+// follow, or the closing bracket.
+func (d *decoder) more(close byte) bool {
+	switch d.peek() {
+	case ',':
+		d.i++
+		return true
+	case close:
+		d.i++
+		d.depth--
+		return false
+	}
+	d.fail(errSyntax)
+	return false
 }
 
 // typeMismatch skips a well-formed value of the wrong type and records a
@@ -178,28 +196,14 @@ func (d *decoder) array(elem func()) {
 		d.typeMismatch()
 		return
 	}
-	d.i++
-	if d.depth++; d.depth > maxJSONDepth {
-		d.fail(errDepth)
+	if !d.enter(']') {
 		return
 	}
-	if d.peek() == ']' {
-		d.i++
-		d.depth--
-		return
-	}
-	for d.err == nil {
+	for {
 		d.ws()
 		elem()
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			d.depth--
+		if !d.more(']') {
 			return
-		default:
-			d.fail(errSyntax)
 		}
 	}
 }
@@ -217,41 +221,41 @@ func (d *decoder) number() (text []byte, integer bool) {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i, _ = digits(b, i)
 	default:
 		d.fail(errSyntax)
 		return nil, false
 	}
 	integer = true
+	ok := true
 	if i < len(b) && b[i] == '.' {
 		integer = false
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			d.fail(errSyntax)
-			return nil, false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i, ok = digits(b, i+1)
 	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+	if ok && i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		integer = false
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			d.fail(errSyntax)
-			return nil, false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i, ok = digits(b, i)
+	}
+	if !ok {
+		d.fail(errSyntax)
+		return nil, false
 	}
 	d.i = i
 	return b[start:i], integer
+}
+
+// digits skips one or more decimal digits from b[i]; it reports false
+// when there is none.
+func digits(b []byte, i int) (int, bool) {
+	start := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i, i > start
 }
 
 // stringBytes consumes a string and returns its unquoted value, which may
@@ -433,415 +437,4 @@ func (d *decoder) raw(p *json.RawMessage) {
 	if d.err == nil {
 		*p = append((*p)[:0], d.b[start:d.i]...)
 	}
-}
-
-// name matches a member name against a record's names: exactly, else
-// case-insensitively as encoding/json does. It returns "" when none
-// matches.
-func name(got []byte, names []string) string {
-	for _, n := range names {
-		if string(got) == n {
-			return n
-		}
-	}
-	for _, n := range names {
-		if bytes.EqualFold(got, []byte(n)) {
-			return n
-		}
-	}
-	return ""
-}
-
-var threadNames = []string{"thread_id", "run_id", "task_id", "subject", "created_by", "assigned_to",
-	"status", "priority", "latest_message_id", "created_at", "updated_at", "message_count", "last_event_id"}
-
-// threadMember reads member n of a Thread; it reports whether n is one.
-func (d *decoder) threadMember(t *Thread, n string) bool {
-	switch n {
-	case "thread_id":
-		d.str(&t.ThreadID)
-	case "run_id":
-		d.str(&t.RunID)
-	case "task_id":
-		d.str(&t.TaskID)
-	case "subject":
-		d.str(&t.Subject)
-	case "created_by":
-		d.str(&t.CreatedBy)
-	case "assigned_to":
-		d.str(&t.AssignedTo)
-	case "status":
-		d.str(&t.Status)
-	case "priority":
-		d.str(&t.Priority)
-	case "latest_message_id":
-		d.str(&t.LatestMessageID)
-	case "created_at":
-		d.str(&t.CreatedAt)
-	case "updated_at":
-		d.str(&t.UpdatedAt)
-	case "message_count":
-		d.int(&t.MessageCount)
-	case "last_event_id":
-		d.int64(&t.LastEventID)
-	default:
-		return false
-	}
-	return true
-}
-
-var headerNames = append(threadNames[:len(threadNames):len(threadNames)],
-	"lease", "lease_rev", "last_from", "log_pos", "last_event", "origin")
-
-func (d *decoder) header(h *header) {
-	d.object(func(got []byte) {
-		n := name(got, headerNames)
-		if d.threadMember(&h.Thread, n) {
-			return
-		}
-		switch n {
-		case "lease":
-			if d.null() {
-				h.Lease = nil
-				return
-			}
-			if h.Lease == nil {
-				h.Lease = new(Lease)
-			}
-			d.lease(h.Lease)
-		case "lease_rev":
-			d.int64(&h.LeaseRev)
-		case "last_from":
-			if d.null() {
-				h.LastFrom = nil
-				return
-			}
-			if d.peek() != '{' {
-				d.typeMismatch()
-				return
-			}
-			if h.LastFrom == nil {
-				h.LastFrom = map[string]int{}
-			}
-			d.object(func(k []byte) {
-				v := 0 // as encoding/json: each element starts from zero
-				d.int(&v)
-				if d.err == nil {
-					h.LastFrom[string(k)] = v
-				}
-			})
-		case "log_pos":
-			d.pos(&h.LogPos)
-		case "last_event":
-			if d.null() {
-				h.LastEvent = nil
-				return
-			}
-			if h.LastEvent == nil {
-				h.LastEvent = new(Event)
-			}
-			d.event(h.LastEvent)
-		case "origin":
-			if d.null() {
-				h.Origin = nil
-				return
-			}
-			if h.Origin == nil {
-				h.Origin = new(Origin)
-			}
-			d.object(func(got []byte) {
-				switch name(got, []string{"descriptor", "sha256"}) {
-				case "descriptor":
-					d.str(&h.Origin.Descriptor)
-				case "sha256":
-					d.str(&h.Origin.SHA256)
-				default:
-					d.skip()
-				}
-			})
-		default:
-			d.skip()
-		}
-	})
-}
-
-func (d *decoder) pos(p *Pos) {
-	d.object(func(got []byte) {
-		switch name(got, []string{"segment", "offset"}) {
-		case "segment":
-			d.int64(&p.Segment)
-		case "offset":
-			d.int64(&p.Offset)
-		default:
-			d.skip()
-		}
-	})
-}
-
-var leaseNames = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at", "rev"}
-
-func (d *decoder) lease(l *Lease) {
-	d.object(func(got []byte) {
-		switch name(got, leaseNames) {
-		case "thread_id":
-			d.str(&l.ThreadID)
-		case "agent_id":
-			d.str(&l.AgentID)
-		case "lease_token":
-			d.int64(&l.LeaseToken)
-		case "claimed_at":
-			d.str(&l.ClaimedAt)
-		case "expires_at":
-			d.str(&l.ExpiresAt)
-		case "released_at":
-			d.str(&l.ReleasedAt)
-		case "rev":
-			d.int64(&l.Rev)
-		default:
-			d.skip()
-		}
-	})
-}
-
-var eventNames = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id",
-	"summary", "payload_json", "created_at", "agent", "kind", "status", "state"}
-
-func (d *decoder) event(ev *Event) {
-	d.object(func(got []byte) {
-		switch name(got, eventNames) {
-		case "event_id":
-			d.int64(&ev.EventID)
-		case "run_id":
-			d.str(&ev.RunID)
-		case "task_id":
-			d.str(&ev.TaskID)
-		case "thread_id":
-			d.str(&ev.ThreadID)
-		case "source":
-			d.str(&ev.Source)
-		case "event_type":
-			d.str(&ev.EventType)
-		case "message_id":
-			d.str(&ev.MessageID)
-		case "summary":
-			d.str(&ev.Summary)
-		case "payload_json":
-			d.raw(&ev.PayloadJSON)
-		case "created_at":
-			d.str(&ev.CreatedAt)
-		case "agent":
-			d.str(&ev.Agent)
-		case "kind":
-			d.str(&ev.Kind)
-		case "status":
-			d.str(&ev.Status)
-		case "state":
-			if d.null() {
-				ev.State = nil
-				return
-			}
-			if ev.State == nil {
-				ev.State = new(header)
-			}
-			d.header(ev.State)
-		default:
-			d.skip()
-		}
-	})
-}
-
-var messageNames = []string{"message_id", "thread_id", "seq", "from_agent", "to_agent", "kind", "summary",
-	"body", "payload_json", "created_at", "event_id", "artifacts", "status"}
-
-// messageMember reads member n of a Message; it reports whether n is one.
-func (d *decoder) messageMember(m *Message, n string) bool {
-	switch n {
-	case "message_id":
-		d.str(&m.MessageID)
-	case "thread_id":
-		d.str(&m.ThreadID)
-	case "seq":
-		d.int(&m.Seq)
-	case "from_agent":
-		d.str(&m.FromAgent)
-	case "to_agent":
-		d.str(&m.ToAgent)
-	case "kind":
-		d.str(&m.Kind)
-	case "summary":
-		d.str(&m.Summary)
-	case "body":
-		d.str(&m.Body)
-	case "payload_json":
-		d.raw(&m.PayloadJSON)
-	case "created_at":
-		d.str(&m.CreatedAt)
-	case "event_id":
-		d.int64(&m.EventID)
-	case "artifacts":
-		if d.null() {
-			m.Artifacts = nil
-			return true
-		}
-		// As encoding/json: elements decode into the slice's existing
-		// ones (up to its capacity), the slice ends at the array's length,
-		// and [] is empty, not nil.
-		n := 0
-		d.array(func() {
-			if n == len(m.Artifacts) {
-				if n < cap(m.Artifacts) {
-					m.Artifacts = m.Artifacts[:n+1]
-				} else {
-					m.Artifacts = append(m.Artifacts, Artifact{})
-				}
-			}
-			d.artifact(&m.Artifacts[n])
-			n++
-		})
-		if d.err == nil {
-			if n == 0 {
-				m.Artifacts = []Artifact{}
-			}
-			m.Artifacts = m.Artifacts[:n]
-		}
-	case "status":
-		d.str(&m.Status)
-	default:
-		return false
-	}
-	return true
-}
-
-func (d *decoder) message(m *Message) {
-	d.object(func(got []byte) {
-		if !d.messageMember(m, name(got, messageNames)) {
-			d.skip()
-		}
-	})
-}
-
-var msgFileNames = append(messageNames[:len(messageNames):len(messageNames)],
-	"thread_header", "idempotency_key", "idempotency_command")
-
-func (d *decoder) msgFile(m *msgFile) {
-	d.object(func(got []byte) {
-		n := name(got, msgFileNames)
-		if d.messageMember(&m.Message, n) {
-			return
-		}
-		switch n {
-		case "thread_header":
-			if d.null() {
-				m.InitialHeader = nil
-				return
-			}
-			if m.InitialHeader == nil {
-				m.InitialHeader = new(header)
-			}
-			d.header(m.InitialHeader)
-		case "idempotency_key":
-			d.str(&m.IdempotencyKey)
-		case "idempotency_command":
-			d.str(&m.IdempotencyCommand)
-		default:
-			d.skip()
-		}
-	})
-}
-
-var artifactNames = []string{"artifact_id", "message_id", "path", "kind", "metadata_json", "created_at"}
-
-func (d *decoder) artifact(a *Artifact) {
-	d.object(func(got []byte) {
-		switch name(got, artifactNames) {
-		case "artifact_id":
-			d.str(&a.ArtifactID)
-		case "message_id":
-			d.str(&a.MessageID)
-		case "path":
-			d.str(&a.Path)
-		case "kind":
-			d.str(&a.Kind)
-		case "metadata_json":
-			d.raw(&a.MetadataJSON)
-		case "created_at":
-			d.str(&a.CreatedAt)
-		default:
-			d.skip()
-		}
-	})
-}
-
-var cursorNames = []string{"thread_id", "agent_id", "last_read_message_id", "last_read_seq", "read_at"}
-
-func (d *decoder) cursor(c *Cursor) {
-	d.object(func(got []byte) {
-		switch name(got, cursorNames) {
-		case "thread_id":
-			d.str(&c.ThreadID)
-		case "agent_id":
-			d.str(&c.AgentID)
-		case "last_read_message_id":
-			d.str(&c.LastReadMessageID)
-		case "last_read_seq":
-			d.int(&c.LastReadSeq)
-		case "read_at":
-			d.str(&c.ReadAt)
-		default:
-			d.skip()
-		}
-	})
-}
-
-var idemNames = []string{"key", "command", "thread_id", "message_id", "seq", "created_at"}
-
-func (d *decoder) idemRecord(r *idemRecord) {
-	d.object(func(got []byte) {
-		switch name(got, idemNames) {
-		case "key":
-			d.str(&r.Key)
-		case "command":
-			d.str(&r.Command)
-		case "thread_id":
-			d.str(&r.ThreadID)
-		case "message_id":
-			d.str(&r.MessageID)
-		case "seq":
-			d.int(&r.Seq)
-		case "created_at":
-			d.str(&r.CreatedAt)
-		default:
-			d.skip()
-		}
-	})
-}
-
-// Typed entry points, each json.Unmarshal's equivalent for its record.
-
-func unmarshalHeader(data []byte, h *header) error {
-	return decodeJSON(data, func(d *decoder) { d.header(h) })
-}
-
-func unmarshalMsgFile(data []byte, m *msgFile) error {
-	return decodeJSON(data, func(d *decoder) { d.msgFile(m) })
-}
-
-func unmarshalMessage(data []byte, m *Message) error {
-	return decodeJSON(data, func(d *decoder) { d.message(m) })
-}
-
-func unmarshalLease(data []byte, l *Lease) error {
-	return decodeJSON(data, func(d *decoder) { d.lease(l) })
-}
-
-func unmarshalEvent(data []byte, ev *Event) error {
-	return decodeJSON(data, func(d *decoder) { d.event(ev) })
-}
-
-func unmarshalCursor(data []byte, c *Cursor) error {
-	return decodeJSON(data, func(d *decoder) { d.cursor(c) })
-}
-
-func unmarshalIdemRecord(data []byte, r *idemRecord) error {
-	return decodeJSON(data, func(d *decoder) { d.idemRecord(r) })
 }

@@ -46,15 +46,6 @@ type formatInfo struct {
 	CreatedAt string `json:"created_at"`
 }
 
-func (f *formatInfo) appendJSON(b []byte) []byte {
-	b = append(b, '{')
-	b = appendStrField(b, "format", f.Format)
-	b = appendIntField(b, "version", int64(f.Version))
-	b = append(appendKey(b, "shared"), strconv.FormatBool(f.Shared)...)
-	b = appendStrField(b, "created_at", f.CreatedAt)
-	return append(b, '}')
-}
-
 // formatFields is inbox.json as read, its version kept raw so that a bad
 // one can be quoted.
 type formatFields struct {
@@ -67,32 +58,21 @@ type formatFields struct {
 // parseFormat decodes inbox.json (with json.Unmarshal's rules, see
 // jsondec.go).
 func parseFormat(data []byte) (formatFields, error) {
-	return decodeFormat(data, true)
+	var f formatFields
+	return f, formatFieldsRecord.unmarshal(data, &f)
 }
 
-// decodeFormat decodes inbox.json's members; with all false only format
-// and version are looked at (the others are skipped whatever they hold).
-func decodeFormat(data []byte, all bool) (formatFields, error) {
-	var f formatFields
-	err := decodeJSON(data, func(d *decoder) {
-		d.object(func(got []byte) {
-			n := name(got, []string{"format", "version", "shared", "created_at"})
-			switch {
-			case n == "format":
-				d.str(&f.Format)
-			case n == "version":
-				d.raw(&f.Version)
-			case n == "shared" && all:
-				d.bool(&f.Shared)
-			case n == "created_at" && all:
-				d.str(&f.CreatedAt)
-			default:
-				d.skip()
-			}
-		})
-	})
-	return f, err
-}
+// formatFieldsRecord reads inbox.json's members; formatProbeRecord only
+// format and version (the others are skipped whatever they hold).
+var (
+	formatFieldsRecord = record[formatFields]{
+		{name: "format", str: func(f *formatFields) *string { return &f.Format }},
+		{name: "version", raw: func(f *formatFields) *json.RawMessage { return &f.Version }},
+		{name: "shared", read: func(d *decoder, f *formatFields) { d.bool(&f.Shared) }},
+		{name: "created_at", str: func(f *formatFields) *string { return &f.CreatedAt }},
+	}
+	formatProbeRecord = formatFieldsRecord[:2]
+)
 
 // Options tune a Store. The zero value is what the CLI uses.
 type Options struct {
@@ -210,8 +190,8 @@ func readFormat(dir string) (*formatInfo, error) {
 	if err != nil {
 		return nil, storageErr(err, "read %s", formatFile)
 	}
-	probe, err := decodeFormat(data, false)
-	if err != nil || probe.Format != formatName {
+	var probe formatFields
+	if err := formatProbeRecord.unmarshal(data, &probe); err != nil || probe.Format != formatName {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
 			Message: fmt.Sprintf("%s is not an inbox store format file", filepath.Join(dir, formatFile))}
 	}
