@@ -24,8 +24,8 @@ type decoder struct {
 	err   error
 }
 
-// errSyntax and errType are the decoder's errors. Callers only tell
-// success from failure, as they did with json.Unmarshal.
+// errSyntax, errType and errDepth are the decoder's errors. Callers only
+// tell success from failure, as they did with json.Unmarshal.
 var (
 	errSyntax = errors.New("json: syntax error")
 	errType   = errors.New("json: value of the wrong type")

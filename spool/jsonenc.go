@@ -10,8 +10,9 @@ import (
 )
 
 // The store's own records (threads, headers, messages, leases, events,
-// cursors) are encoded and decoded by hand-written code in this file and
-// jsondec.go rather than by encoding/json's reflection. Every command is
+// cursors) are encoded and decoded by hand-written code rather than by
+// encoding/json's reflection: the primitives of writing in this file, of
+// reading in jsondec.go, and each record's members in records.go. Every command is
 // a process of its own, and the first use of reflection-based encoding
 // or decoding in a process costs several hundred microseconds of cold
 // code and type walking, more than the rest of a fetch. The output is
