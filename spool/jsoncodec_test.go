@@ -151,55 +151,29 @@ func TestCodecEncodesAsEncodingJSON(t *testing.T) {
 }
 
 // decodeBoth decodes data with the codec and with json.Unmarshal into
-// fresh values of one record type and reports any disagreement.
+// fresh values of each record type and reports any disagreement.
 func decodeBoth(t *testing.T, data []byte) {
 	t.Helper()
-	type pair struct {
-		name string
-		mine func() (any, error)
-		std  func() (any, error)
-	}
-	pairs := []pair{
-		{"header", func() (any, error) { var v header; return v, unmarshalHeader(data, &v) },
-			func() (any, error) { var v header; return v, json.Unmarshal(data, &v) }},
-		{"msgFile", func() (any, error) { var v msgFile; return v, unmarshalMsgFile(data, &v) },
-			func() (any, error) { var v msgFile; return v, json.Unmarshal(data, &v) }},
-		{"message", func() (any, error) { var v Message; return v, unmarshalMessage(data, &v) },
-			func() (any, error) { var v Message; return v, json.Unmarshal(data, &v) }},
-		{"lease", func() (any, error) { var v Lease; return v, unmarshalLease(data, &v) },
-			func() (any, error) { var v Lease; return v, json.Unmarshal(data, &v) }},
-		{"event", func() (any, error) { var v Event; return v, unmarshalEvent(data, &v) },
-			func() (any, error) { var v Event; return v, json.Unmarshal(data, &v) }},
-		{"cursor", func() (any, error) { var v Cursor; return v, unmarshalCursor(data, &v) },
-			func() (any, error) { var v Cursor; return v, json.Unmarshal(data, &v) }},
-		{"idem", func() (any, error) { var v idemRecord; return v, unmarshalIdemRecord(data, &v) },
-			func() (any, error) { var v idemRecord; return v, json.Unmarshal(data, &v) }},
-		{"format", func() (any, error) { v, err := parseFormat(data); return v, err },
-			func() (any, error) { return stdParseFormat(data) }},
-	}
-	for _, p := range pairs {
-		// The closures capture their own v; rebuild to compare values.
-		mine, merr := p.mine()
-		std, serr := p.std()
-		if (merr == nil) != (serr == nil) {
-			t.Fatalf("%s: %q: codec error %v, encoding/json error %v", p.name, data, merr, serr)
-		}
-		if merr == nil && !reflect.DeepEqual(mine, std) {
-			t.Fatalf("%s: %q:\n codec %#v\n  json %#v", p.name, data, mine, std)
-		}
-	}
+	agree(t, "header", data, unmarshalHeader)
+	agree(t, "msgFile", data, unmarshalMsgFile)
+	agree(t, "message", data, unmarshalMessage)
+	agree(t, "lease", data, unmarshalLease)
+	agree(t, "event", data, unmarshalEvent)
+	agree(t, "cursor", data, unmarshalCursor)
+	agree(t, "idem", data, unmarshalIdemRecord)
+	agree(t, "format", data, formatFieldsRecord.unmarshal)
 }
 
-// stdParseFormat is parseFormat done by encoding/json, as it was before.
-func stdParseFormat(data []byte) (formatFields, error) {
-	var f struct {
-		Format    string          `json:"format"`
-		Version   json.RawMessage `json:"version"`
-		Shared    bool            `json:"shared"`
-		CreatedAt string          `json:"created_at"`
+func agree[T any](t *testing.T, name string, data []byte, mine func([]byte, *T) error) {
+	t.Helper()
+	var got, want T
+	merr, serr := mine(data, &got), json.Unmarshal(data, &want)
+	if (merr == nil) != (serr == nil) {
+		t.Fatalf("%s: %q: codec error %v, encoding/json error %v", name, data, merr, serr)
 	}
-	err := json.Unmarshal(data, &f)
-	return formatFields{Format: f.Format, Version: f.Version, Shared: f.Shared, CreatedAt: f.CreatedAt}, err
+	if merr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: %q:\n codec %#v\n  json %#v", name, data, got, want)
+	}
 }
 
 func TestCodecDecodesAsEncodingJSON(t *testing.T) {

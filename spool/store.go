@@ -49,17 +49,10 @@ type formatInfo struct {
 // formatFields is inbox.json as read, its version kept raw so that a bad
 // one can be quoted.
 type formatFields struct {
-	Format    string
-	Version   json.RawMessage
-	Shared    bool
-	CreatedAt string
-}
-
-// parseFormat decodes inbox.json (with json.Unmarshal's rules, see
-// jsondec.go).
-func parseFormat(data []byte) (formatFields, error) {
-	var f formatFields
-	return f, formatFieldsRecord.unmarshal(data, &f)
+	Format    string          `json:"format"`
+	Version   json.RawMessage `json:"version"`
+	Shared    bool            `json:"shared"`
+	CreatedAt string          `json:"created_at"`
 }
 
 // formatFieldsRecord reads inbox.json's members; formatProbeRecord only
@@ -190,15 +183,19 @@ func readFormat(dir string) (*formatInfo, error) {
 	if err != nil {
 		return nil, storageErr(err, "read %s", formatFile)
 	}
+	// The probe looks at format and version only, so that a store whose
+	// other members are damaged is still named as a store.
 	var probe formatFields
 	if err := formatProbeRecord.unmarshal(data, &probe); err != nil || probe.Format != formatName {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
 			Message: fmt.Sprintf("%s is not an inbox store format file", filepath.Join(dir, formatFile))}
 	}
 	version := strings.TrimSpace(string(probe.Version))
-	f, err := parseFormat(data)
+	var f formatFields
+	err = formatFieldsRecord.unmarshal(data, &f)
+	// version is a valid JSON value: ParseInt accepts exactly its integers.
 	n, verr := strconv.ParseInt(version, 10, 0)
-	if err != nil || verr != nil || !isIntLiteral(version) {
+	if err != nil || verr != nil {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat, Message: fmt.Sprintf(
 			"store %s: inbox.json has format version %s, which is not a version number; this inbox reads version %d",
 			dir, orNone(version), FormatVersion)}
@@ -213,13 +210,6 @@ func readFormat(dir string) (*formatInfo, error) {
 			Message: fmt.Sprintf("store %s has format version %d, which no inbox wrote; inbox.json is damaged", dir, info.Version)}
 	}
 	return &info, nil
-}
-
-// isIntLiteral reports whether s is a JSON number without fraction or
-// exponent (what encoding/json accepts for an int).
-func isIntLiteral(s string) bool {
-	s = strings.TrimPrefix(s, "-")
-	return s != "" && (s == "0" || s[0] != '0') && strings.Trim(s, "0123456789") == ""
 }
 
 // Open opens the store at dir, which must have been created by Init.
