@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inbox-dev/inbox/internal/benchstore"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -17,51 +18,12 @@ import (
 //	INBOX_BENCH_SCALE=1 go test ./spool -run XXX -bench Scale -benchtime 200x
 
 // fillStore generates a store with n threads laid out like compare.sh's
-// fetch store: 10 pending for X (spread through the store), a tenth claimed
-// and done by X, and the rest pending for 30 other agents. It writes
-// without fsync (Options.Unsynced), then reopens the store normally.
+// fetch store (see benchstore.Fill), then opens it normally.
 func fillStore(tb testing.TB, n int) (*spool.Store, string) {
 	tb.Helper()
 	db := filepath.Join(tb.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
+	if err := benchstore.Fill(db, n, nil); err != nil {
 		tb.Fatal(err)
-	}
-	gen, err := spool.Open(db, spool.Options{Unsynced: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	const chunk = 500
-	var done []string
-	for i := 0; i < n; i += chunk {
-		var ins []spool.SendInput
-		for j := i; j < min(n, i+chunk); j++ {
-			to := fmt.Sprint("a", j%30)
-			if j%(n/10) == n/10-1 || j%10 == 0 {
-				to = "X"
-			}
-			ins = append(ins, spool.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", j),
-				Content: spool.Content{Body: "seed body"}})
-		}
-		rs, errs, err := gen.SendBatch(ins)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for k, r := range rs {
-			if errs[k] != nil {
-				tb.Fatal(errs[k])
-			}
-			if (i+k)%10 == 0 {
-				done = append(done, r.Thread.ThreadID)
-			}
-		}
-	}
-	for _, tid := range done {
-		if _, err := gen.Claim("X", tid, 900); err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := gen.Done("X", tid, 0, spool.Content{Summary: "done"}); err != nil {
-			tb.Fatal(err)
-		}
 	}
 	s, err := spool.Open(db, spool.Options{})
 	if err != nil {

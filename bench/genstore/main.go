@@ -20,7 +20,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox/internal/benchstore"
 )
 
 func main() {
@@ -30,8 +30,8 @@ func main() {
 	}
 	db := os.Args[1]
 	n, err := strconv.Atoi(os.Args[2])
-	if err != nil || n < 10 || n%10 != 0 {
-		fmt.Fprintln(os.Stderr, "genstore: N must be a multiple of 10, at least 10")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "genstore: N must be a number")
 		os.Exit(2)
 	}
 	if err := fill(db, n); err != nil {
@@ -41,13 +41,6 @@ func main() {
 }
 
 func fill(db string, n int) error {
-	created, err := spool.Init(db, false)
-	if err != nil {
-		return err
-	}
-	if !created {
-		return fmt.Errorf("%s already holds a store", db)
-	}
 	t0 := time.Now().Add(-time.Duration(n) * 100 * time.Millisecond)
 	readings := 0
 	clock := func() time.Time {
@@ -57,43 +50,5 @@ func fill(db string, n int) error {
 	if os.Getenv("GENSTORE_REAL_CLOCK") == "1" {
 		clock = nil
 	}
-	s, err := spool.Open(db, spool.Options{Unsynced: true, Now: clock})
-	if err != nil {
-		return err
-	}
-	const chunk = 500
-	var done []string
-	stride := n / 10
-	for i := 0; i < n; i += chunk {
-		var ins []spool.SendInput
-		for j := i; j < min(n, i+chunk); j++ {
-			to := fmt.Sprint("a", j%30)
-			if j%stride == stride-1 || j%10 == 0 {
-				to = "X"
-			}
-			ins = append(ins, spool.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", j),
-				Content: spool.Content{Body: fmt.Sprint("seed body ", j)}})
-		}
-		results, errs, err := s.SendBatch(ins)
-		if err != nil {
-			return err
-		}
-		for k, r := range results {
-			if errs[k] != nil {
-				return errs[k]
-			}
-			if (i+k)%10 == 0 {
-				done = append(done, r.Thread.ThreadID)
-			}
-		}
-	}
-	for _, tid := range done {
-		if _, err := s.Claim("X", tid, 900); err != nil {
-			return err
-		}
-		if _, err := s.Done("X", tid, 0, spool.Content{Summary: "done"}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return benchstore.Fill(db, n, clock)
 }
