@@ -109,7 +109,15 @@ func (s *Store) Send(in SendInput) (*Result, error) {
 		return nil, err
 	}
 	if in.ThreadID != "" {
-		return s.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content)
+		if strings.TrimSpace(in.Summary) == "" {
+			// The subject of a new thread says what a message is about:
+			// in a thread it is the message's summary (the thread keeps
+			// its own subject).
+			in.Summary = strings.TrimSpace(in.Subject)
+		}
+		return s.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(h *header) error {
+			return sameAsThread(h, in)
+		})
 	}
 	r, err := s.sendNew(in)
 	if err == nil {
@@ -220,10 +228,22 @@ func validateSendBasics(in *SendInput) error {
 		return err
 	}
 	if in.ThreadID != "" {
-		for _, f := range []struct{ name, val string }{{"subject", in.Subject}, {"run", in.RunID}, {"task", in.TaskID}, {"priority", in.Priority}} {
-			if f.val != "" {
-				return invalidf(f.name, "--%s applies only when send creates a thread; leave it out with --thread", f.name)
-			}
+		if err := validateText("subject", in.Subject, MaxSubjectLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameAsThread checks the flags that describe a new thread against the
+// thread a send appends to: run, task and priority must be the thread's
+// own (they cannot be changed by a message); the subject becomes the
+// message's summary.
+func sameAsThread(h *header, in SendInput) error {
+	for _, f := range []struct{ name, given, has string }{{"run", in.RunID, h.RunID}, {"task", in.TaskID, h.TaskID}, {"priority", in.Priority, h.Priority}} {
+		if f.given != "" && f.given != f.has {
+			return invalidf(f.name, "--%s %q differs from thread %s's %s %q: a message cannot change it (leave --%s out, or start a new thread)",
+				f.name, f.given, h.ThreadID, f.name, orNone(f.has), f.name)
 		}
 	}
 	return nil
@@ -294,7 +314,7 @@ func otherParty(h *header, from string) string {
 	return h.AssignedTo
 }
 
-func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content) (*Result, error) {
+func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check func(h *header) error) (*Result, error) {
 	if err := ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
@@ -316,6 +336,11 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content) (*Resu
 		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
 			res = r
 			return err
+		}
+		if check != nil {
+			if err := check(t.h); err != nil {
+				return err
+			}
 		}
 		if IsTerminal(t.h.Status) {
 			return stateErr("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.h.Status)
@@ -348,7 +373,7 @@ func (s *Store) Reply(from, to, tid, kind string, c Content) (*Result, error) {
 	if err := ValidateKind("kind", kind, ReplyKinds); err != nil {
 		return nil, err
 	}
-	return s.appendMessage("reply", tid, from, to, kind, c)
+	return s.appendMessage("reply", tid, from, to, kind, c, nil)
 }
 
 func validateLeaseSeconds(secs int) error {
