@@ -38,11 +38,18 @@ type WaitOptions struct {
 }
 
 // ReplyCursor says what wait-reply waits after: a message of the thread
-// (AfterMessage), an event id (AfterEvent, when HasEvent), or neither: now.
+// (AfterMessage), an event id (AfterEvent, when HasEvent), or neither: the
+// read cursor of Agent in the thread when Agent is set, else the thread's
+// newest message when the wait starts.
 type ReplyCursor struct {
 	AfterMessage string
 	AfterEvent   int64
 	HasEvent     bool
+	// Agent, with neither cursor given, waits after that agent's read
+	// cursor, and the message the wait returns moves the cursor to it: an
+	// answer that landed just before the wait is returned, and never
+	// twice.
+	Agent string
 }
 
 // WaitResult is what a blocking call found.
@@ -144,6 +151,12 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 	if cur.HasEvent && cur.AfterEvent < 0 {
 		return nil, invalidf("after-event", "--after-event must be 0 or more")
 	}
+	byCursor := cur.Agent != "" && cur.AfterMessage == "" && !cur.HasEvent
+	if byCursor {
+		if err := ValidateAgent("agent", cur.Agent); err != nil {
+			return nil, err
+		}
+	}
 	deadline := time.Now().Add(opt.Timeout)
 	h, err := s.readHeader(tid)
 	if err != nil {
@@ -160,10 +173,27 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 		afterSeq, afterEvent = m.Seq, m.EventID
 	case cur.HasEvent:
 		afterEvent = cur.AfterEvent
-	default:
-		if afterEvent, _, err = s.log.lastID(); err != nil {
+	case byCursor:
+		c, err := s.readCursor(tid, cur.Agent)
+		if err != nil {
 			return nil, err
 		}
+		afterSeq = 0
+		if c != nil {
+			afterSeq = c.LastReadSeq
+		}
+	default:
+		afterSeq = h.MessageCount
+	}
+	// found answers the wait; by cursor, it also moves the agent's read
+	// cursor to the message it returns.
+	found := func(m *Message) (*WaitResult, error) {
+		if byCursor {
+			if _, err := s.MarkRead(cur.Agent, tid, m.Seq); err != nil {
+				return nil, err
+			}
+		}
+		return &WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
 	}
 	checked := 0 // messages up to this seq have been examined
 	// verified is a cursor no later message of the thread can be behind:
@@ -177,6 +207,11 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 			return nil, err
 		}
 		verified = max(verified, h.LastEventID)
+		if IsTerminal(h.Status) {
+			// Nothing more will come: answer with the message that ended
+			// the thread, whatever the cursor and kinds.
+			return s.terminalMessage(tid, h)
+		}
 		var found *Message
 		for seq := h.MessageCount; seq > checked; seq-- {
 			m, err := s.readMessage(tid, seq)
@@ -209,7 +244,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 			return nil, err
 		}
 		if m != nil {
-			return &WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
+			return found(m)
 		}
 		if opt.afterCheck != nil {
 			opt.afterCheck()
@@ -232,6 +267,26 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 			return &WaitResult{NextEventID: verified}, nil
 		}
 	}
+}
+
+// terminalMessage returns the message that moved a terminal thread to its
+// status: the newest message carrying that status (the newest message of
+// all, for a thread whose status no message records).
+func (s *Store) terminalMessage(tid string, h *header) (*Message, error) {
+	var newest *Message
+	for seq := h.MessageCount; seq >= 1; seq-- {
+		m, err := s.readMessage(tid, seq)
+		if err != nil {
+			return nil, err
+		}
+		if newest == nil {
+			newest = m
+		}
+		if m.Status == h.Status {
+			return m, nil
+		}
+	}
+	return newest, nil
 }
 
 // findMessage looks a message up by id, newest first.

@@ -54,6 +54,7 @@ type waitReplyCmd struct {
 }
 
 func (r *waitReplyCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("wait after this agent's read cursor and move it to the message returned (env INBOX_AGENT)")
 	fs.StringVar(&r.thread, "thread", "", "thread to wait in (required)")
 	fs.StringVar(&r.afterMessage, "after-message", "", "wait for a message later than this message id")
 	fs.Int64Var(&r.afterEvent, "after-event", 0, "wait for a message whose event id is greater than this (from next_event_id)")
@@ -78,7 +79,8 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	}
 	ctx, stop := blockingContext()
 	defer stop()
-	cur := spool.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event")}
+	cur := spool.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
+		Agent: c.g.agent}
 	w, err := s.WaitReply(ctx, r.thread, cur, r.kinds, spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
 	if err != nil {
 		return nil, err

@@ -156,15 +156,20 @@ cursor, then print it. It returns at once if such a message already exists.
 It wakes the moment the message is written (file notifications on the event
 log, not a sleep loop) and never misses one that lands while it starts.
 
-The cursor is --after-event N (the next_event_id or last_event_id of an
-earlier output), or --after-message ID; with neither, only messages written
-after the call starts count. The output's next_event_id is the cursor for the
-next wait. On timeout it exits 10 with "woke":false.
+Pass your agent name (--agent or INBOX_AGENT): then the wait starts after
+your read cursor in the thread, so an answer that landed just before you
+started waiting is returned at once, and the message returned moves your
+cursor, so it is never returned twice. Or give the cursor yourself:
+--after-event N (the next_event_id of an earlier output) or --after-message
+ID. With no cursor and no agent, only messages written after the call starts
+count. The output's next_event_id is the cursor for the next wait. On a
+thread that is already done, failed or cancelled it returns at once with the
+message that ended it. On timeout it exits 10 with "woke":false.
 
 wait-reply waits on one thread for messages; "inbox watch" waits on all of an
 agent's threads for new threads and status changes.`,
 		examples: []string{
-			"inbox wait-reply --thread thr_01... --timeout-seconds 1800 --json",
+			"inbox wait-reply --agent backend-worker --thread thr_01... --timeout-seconds 1800 --json",
 			"inbox wait-reply --thread thr_01... --after-event 51 --kinds answer,control --json",
 		},
 		new: func() runner { return &waitReplyCmd{} }},
