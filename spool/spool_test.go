@@ -203,7 +203,7 @@ func TestValidation(t *testing.T) {
 		{"bad priority", spool.SendInput{From: "boss", To: "X", Subject: "s", Priority: "urgent"}, "priority"},
 		{"bad payload", spool.SendInput{From: "boss", To: "X", Subject: "s", Content: spool.Content{PayloadJSON: "{nope"}}, "payload-json"},
 		{"thread path", spool.SendInput{From: "boss", ThreadID: "../../etc", Content: spool.Content{Body: "x"}}, "thread"},
-		{"subject with --thread", spool.SendInput{From: "boss", ThreadID: "thr_x", Subject: "s", Content: spool.Content{Body: "x"}}, "subject"},
+		{"subject too long with --thread", spool.SendInput{From: "boss", ThreadID: "thr_x", Subject: strings.Repeat("s", spool.MaxSubjectLen+1), Content: spool.Content{Body: "x"}}, "subject"},
 	}
 	for _, c := range bad {
 		_, err := s.Send(c.in)
