@@ -431,9 +431,13 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 
 // checkHolder enforces the lease for holder commands: agent must hold the
 // live lease and, when token is non-zero, it must be the current token.
+//
+// A lease that ran out counts as expired whether or not the daemon has
+// released it yet (a thread it released is pending again): its holder and
+// a stale token get 20 either way, never 30.
 func checkHolder(h *header, agent string, token int64, now time.Time) error {
 	l := h.Lease
-	if l == nil || l.AgentID == "" || l.ReleasedAt != "" || h.Status == StatusPending {
+	if l == nil || l.AgentID == "" {
 		return stateErr("thread %s is %s and nobody holds its lease; claim it first", h.ThreadID, h.Status)
 	}
 	live := l.Live(now)
@@ -441,12 +445,12 @@ func checkHolder(h *header, agent string, token int64, now time.Time) error {
 	case l.AgentID != agent && live:
 		return newErr(ErrLeaseConflict, "lease_conflict", "",
 			"thread %s is claimed by %s until %s", h.ThreadID, l.AgentID, l.ExpiresAt)
-	case l.AgentID != agent:
-		return newErr(ErrNotLeaseHolder, "not_lease_holder", "",
-			"%s does not hold the lease on thread %s (last held by %s, expired %s); claim it first", agent, h.ThreadID, l.AgentID, l.ExpiresAt)
 	case token != 0 && token != l.LeaseToken:
 		return newErr(ErrStaleToken, "stale_lease_token", "lease-token",
 			"--lease-token %d is stale: the current lease token on thread %s is %d", token, h.ThreadID, l.LeaseToken)
+	case l.AgentID != agent:
+		return newErr(ErrNotLeaseHolder, "not_lease_holder", "",
+			"%s does not hold the lease on thread %s (last held by %s, expired %s); claim it first", agent, h.ThreadID, l.AgentID, l.ExpiresAt)
 	case !live:
 		return newErr(ErrLeaseExpired, "lease_expired", "",
 			"the lease of %s on thread %s expired at %s; claim it again", agent, h.ThreadID, l.ExpiresAt)

@@ -42,7 +42,17 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 	if err := validateLimit(limit); err != nil {
 		return nil, err
 	}
-	entries, err := s.idx.ByAssignee(agent, statuses)
+	look := statuses
+	if slices.Contains(statuses, StatusPending) {
+		// A claimed thread whose lease ran out is claimable, daemon or
+		// not: it is pending in all but its recorded status.
+		for _, st := range []string{StatusClaimed, StatusInProgress} {
+			if !slices.Contains(look, st) {
+				look = append(slices.Clip(look), st)
+			}
+		}
+	}
+	entries, err := s.idx.ByAssignee(agent, look)
 	if err != nil {
 		return nil, storageErr(err, "read index")
 	}
@@ -57,11 +67,15 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 		if err != nil {
 			return nil, err
 		}
-		if h.Status != e.Status || h.AssignedTo != agent {
+		if h.Status != e.Status || h.AssignedTo != agent || h.Mail {
 			continue // a stale marker
 		}
 		if h.Lease.Live(now) && h.Lease.AgentID != agent {
 			continue
+		}
+		t := h.view(now)
+		if !slices.Contains(statuses, h.Status) && !t.LeaseExpired {
+			continue // claimed or in progress under a live lease
 		}
 		if unread {
 			u, err := s.unread(h, agent)
@@ -72,7 +86,7 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 				continue
 			}
 		}
-		out = append(out, &h.Thread)
+		out = append(out, t)
 		if len(out) == limit {
 			break
 		}
@@ -130,6 +144,7 @@ func (s *Store) List(f ListFilter) ([]*Thread, error) {
 	out := []*Thread{}
 	var last string
 	var herr error
+	now := s.now()
 	err := s.idx.Newest(f.AssignedTo, statuses, func(e index.Entry) bool {
 		if e.ThreadID == last {
 			return true // the same thread under a second status
@@ -150,7 +165,7 @@ func (s *Store) List(f ListFilter) ([]*Thread, error) {
 			f.Agent != "" && h.AssignedTo != f.Agent && h.CreatedBy != f.Agent:
 			return true
 		}
-		out = append(out, &h.Thread)
+		out = append(out, h.view(now))
 		return len(out) < f.Limit
 	})
 	if err != nil {
@@ -197,7 +212,7 @@ func (s *Store) Show(tid string) (*ThreadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &ThreadView{Thread: &h.Thread, Lease: h.Lease, Archived: archived, Origin: h.Origin}
+	v := &ThreadView{Thread: h.view(s.now()), Lease: h.Lease, Archived: archived, Origin: h.Origin}
 	if v.Messages, err = s.readMessages(dir, tid, h.MessageCount); err != nil {
 		return nil, err
 	}
@@ -244,5 +259,5 @@ func (s *Store) Thread(tid string) (*Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h.Thread, nil
+	return h.view(s.now()), nil
 }

@@ -136,6 +136,12 @@ var threadRecord = record[Thread]{
 	{name: "updated_at", str: func(t *Thread) *string { return &t.UpdatedAt }},
 	{name: "message_count", num: func(t *Thread) *int { return &t.MessageCount }},
 	{name: "last_event_id", num64: func(t *Thread) *int64 { return &t.LastEventID }},
+	{name: "mail", read: func(d *decoder, t *Thread) { d.bool(&t.Mail) },
+		write: func(b []byte, t *Thread) []byte { return strconv.AppendBool(b, t.Mail) },
+		omit:  func(t *Thread) bool { return !t.Mail }},
+	{name: "lease_expired", read: func(d *decoder, t *Thread) { d.bool(&t.LeaseExpired) },
+		write: func(b []byte, t *Thread) []byte { return strconv.AppendBool(b, t.LeaseExpired) },
+		omit:  func(t *Thread) bool { return !t.LeaseExpired }},
 }
 
 var artifactRecord = record[Artifact]{
@@ -268,6 +274,12 @@ var headerRecord = record[header]{
 	{name: "updated_at", str: func(h *header) *string { return &h.UpdatedAt }},
 	{name: "message_count", num: func(h *header) *int { return &h.MessageCount }},
 	{name: "last_event_id", num64: func(h *header) *int64 { return &h.LastEventID }},
+	{name: "mail", read: func(d *decoder, h *header) { d.bool(&h.Mail) },
+		write: func(b []byte, h *header) []byte { return strconv.AppendBool(b, h.Mail) },
+		omit:  func(h *header) bool { return !h.Mail }},
+	{name: "lease_expired", read: func(d *decoder, h *header) { d.bool(&h.LeaseExpired) },
+		write: func(b []byte, h *header) []byte { return strconv.AppendBool(b, h.LeaseExpired) },
+		omit:  func(h *header) bool { return !h.LeaseExpired }},
 	{name: "lease", read: func(d *decoder, h *header) { readPtr(d, &h.Lease, leaseRecord) },
 		write: func(b []byte, h *header) []byte { return leaseRecord.append(b, h.Lease) },
 		omit:  func(h *header) bool { return h.Lease == nil }},

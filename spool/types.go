@@ -74,6 +74,14 @@ type Thread struct {
 	UpdatedAt       string `json:"updated_at"`
 	MessageCount    int    `json:"message_count"`
 	LastEventID     int64  `json:"last_event_id"`
+	// Mail marks a thread that is not work: a message whose kind is not
+	// task, sent to an agent's mailbox (SPEC 7 "Mail is not work"). It
+	// shows in no one's fetch and cannot be claimed.
+	Mail bool `json:"mail,omitempty"`
+	// LeaseExpired is set, when a thread is read, on a thread whose lease
+	// ran out without being released: it is claimable again, whatever its
+	// status still says (SPEC 4). It is never stored.
+	LeaseExpired bool `json:"lease_expired,omitempty"`
 }
 
 // Artifact is a reference to a file attached to a message. The path is
@@ -197,6 +205,15 @@ type Origin struct {
 type Pos struct {
 	Segment int64 `json:"segment"`
 	Offset  int64 `json:"offset"`
+}
+
+// view is the thread as readers see it at time now: the stored thread
+// with LeaseExpired worked out.
+func (h *header) view(now time.Time) *Thread {
+	t := h.Thread
+	l := h.Lease
+	t.LeaseExpired = l != nil && l.AgentID != "" && l.ReleasedAt == "" && !IsTerminal(h.Status) && !l.Live(now)
+	return &t
 }
 
 func (h *header) clone() *header {
