@@ -526,7 +526,7 @@ func (s *Store) fsckIndex(headers map[string]*header, add func(Finding) *Finding
 	}
 	return s.idx.Walk(func(e index.Entry, path string) {
 		h := headers[e.ThreadID]
-		agrees := h != nil && h.Status == e.Status && h.Priority == e.Priority && (e.AssignedTo == "" || h.AssignedTo == e.AssignedTo)
+		agrees := h != nil && h.Status == e.Status && h.Priority == e.Priority && (e.AssignedTo == "" || entryOf(h).AssignedTo == e.AssignedTo)
 		if agrees && slices.Contains(s.idx.Paths(e), path) {
 			return
 		}

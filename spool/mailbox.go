@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,8 +33,35 @@ type MailItem struct {
 	Message *Message `json:"message"`
 	// DeliveredAt is when the message was written.
 	DeliveredAt string `json:"delivered_at"`
-	marker      string
-	eventID     int64
+	// Priority is its thread's priority.
+	Priority string `json:"priority"`
+	marker   string
+	eventID  int64
+}
+
+// priorityRank orders priorities, highest first.
+func priorityRank(p string) int {
+	switch p {
+	case "high":
+		return 0
+	case "low":
+		return 2
+	}
+	return 1
+}
+
+// sortMail orders a mailbox as receive and check hand it out: high
+// priority first, oldest first within a priority (newest first with lifo).
+func sortMail(items []*MailItem, lifo bool) {
+	slices.SortStableFunc(items, func(a, b *MailItem) int {
+		if c := priorityRank(a.Priority) - priorityRank(b.Priority); c != 0 {
+			return c
+		}
+		if lifo {
+			return cmp.Compare(b.eventID, a.eventID)
+		}
+		return cmp.Compare(a.eventID, b.eventID)
+	})
 }
 
 func (s *Store) mailboxPath(agent string) string { return filepath.Join(s.dir, mailboxDir, agent) }
@@ -82,7 +110,8 @@ func parseMarker(name string) (ev int64, from, tid string, seq int, ok bool) {
 }
 
 // Mailbox lists what waits in agent's mailbox (only from sender, if
-// given), oldest first, without collecting anything.
+// given), in the order receive hands it out (high priority first, then
+// oldest), without collecting anything.
 func (s *Store) Mailbox(agent, from string) ([]*MailItem, error) {
 	if err := ValidateAgent("agent", agent); err != nil {
 		return nil, err
@@ -107,29 +136,34 @@ func (s *Store) Mailbox(agent, from string) ([]*MailItem, error) {
 	}
 	slices.Sort(names)
 	items := []*MailItem{}
-	counts := map[string]int{} // thread → committed message count
+	type threadInfo struct {
+		count    int // committed messages
+		priority string
+	}
+	threads := map[string]threadInfo{}
 	for _, n := range names {
 		ev, sender, tid, seq, ok := parseMarker(n)
 		if !ok || (from != "" && sender != from) {
 			continue
 		}
 		p := filepath.Join(dir, n)
-		count, seen := counts[tid]
+		ti, seen := threads[tid]
 		if !seen {
 			if h, err := s.readHeader(tid); err == nil {
-				count = h.MessageCount
+				ti = threadInfo{h.MessageCount, h.Priority}
 			}
-			counts[tid] = count
+			threads[tid] = ti
 		}
-		if seq > count || !sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))) {
+		if seq > ti.count || !sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))) {
 			continue // not (yet) committed
 		}
 		m, err := s.readMessage(tid, seq)
 		if err != nil {
 			continue
 		}
-		items = append(items, &MailItem{Message: m, DeliveredAt: m.CreatedAt, marker: p, eventID: ev})
+		items = append(items, &MailItem{Message: m, DeliveredAt: m.CreatedAt, Priority: ti.priority, marker: p, eventID: ev})
 	}
+	sortMail(items, false)
 	return items, nil
 }
 
@@ -143,9 +177,10 @@ func sameFile(a, b string) bool {
 }
 
 // Collect takes up to max messages (all, when max <= 0) from agent's
-// mailbox, oldest first (newest first with lifo), only from sender when
-// from is set. Each is collected by exactly one caller, however many
-// collect at once; the messages stay in their threads.
+// mailbox, high priority first and oldest first within a priority (newest
+// first with lifo), only from sender when from is set. Each is collected
+// by exactly one caller, however many collect at once; the messages stay
+// in their threads.
 func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, error) {
 	items, err := s.Mailbox(agent, from)
 	if err != nil {
@@ -153,7 +188,7 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, err
 	}
 	s.seen(agent)
 	if lifo {
-		slices.Reverse(items)
+		sortMail(items, true)
 	}
 	dst := filepath.Join(s.mailboxPath(agent), collectedDir)
 	out := []*Message{}

@@ -217,12 +217,20 @@ func (s *Store) lockIdem() (unlock func(), err error) {
 }
 
 // validateSendBasics checks what every send needs and fills in defaults.
+//
+// The default kind says whether a new thread is work: a send with a
+// subject starts a task (it shows in the recipient's fetch); one without,
+// a note to an agent's mailbox ("Phase 1 complete"), is mail of kind
+// progress, which starts no work (SPEC 7).
 func validateSendBasics(in *SendInput) error {
 	if err := ValidateAgent("from", in.From); err != nil {
 		return err
 	}
 	if in.Kind == "" {
 		in.Kind = KindTask
+		if in.ThreadID == "" && strings.TrimSpace(in.Subject) == "" {
+			in.Kind = KindProgress
+		}
 	}
 	if err := ValidateKind("kind", in.Kind, Kinds); err != nil {
 		return err
@@ -296,7 +304,7 @@ func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 	ts := FormatTime(now)
 	h := &header{Thread: Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
 		CreatedBy: in.From, AssignedTo: in.To, Status: StatusPending, Priority: in.Priority,
-		CreatedAt: ts, UpdatedAt: ts}, Origin: in.Origin}
+		CreatedAt: ts, UpdatedAt: ts, Mail: in.Kind != KindTask}, Origin: in.Origin}
 	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: in.IdempotencyKey}
 	t.ev = Event{EventType: EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
@@ -404,6 +412,9 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 	err := s.mutate(tid, func(t *tx) error {
 		if IsTerminal(t.h.Status) {
 			return stateErr("thread %s is %s; terminal threads cannot be claimed", tid, t.h.Status)
+		}
+		if t.h.Mail {
+			return stateErr("thread %s is mail, not work: there is nothing to claim (collect it with inbox receive, answer it with inbox reply)", tid)
 		}
 		cur := t.h.Lease
 		if cur.Live(t.now) && cur.AgentID != agent {

@@ -424,8 +424,14 @@ func (s *Store) appendHeader(dir string, h *header) error {
 	return s.appendLine(filepath.Join(dir, headerLog), encodeLine(h.appendJSON(nil)), maxHeaderLog)
 }
 
+// entryOf is the thread's index entry. Mail is indexed by status only:
+// it is in no agent's tree, so no fetch ever reads it.
 func entryOf(h *header) index.Entry {
-	return index.Entry{ThreadID: h.ThreadID, Status: h.Status, AssignedTo: h.AssignedTo, Priority: h.Priority}
+	e := index.Entry{ThreadID: h.ThreadID, Status: h.Status, AssignedTo: h.AssignedTo, Priority: h.Priority}
+	if h.Mail {
+		e.AssignedTo = ""
+	}
+	return e
 }
 
 func indexChanged(a, b *header) bool {
@@ -603,7 +609,9 @@ func (s *Store) commitAll(txs []*tx) error {
 			}
 			ss.add(filepath.Dir(p))
 		}
-		if msgPF != nil && t.msg.ToAgent != "" {
+		if msgPF != nil && t.msg.ToAgent != "" && t.taskName == "" {
+			// (A task's prompt reaches it on stdin, not in its mailbox:
+			// its first receive returns real mail.)
 			// The recipient's mailbox: a link to the message, made before
 			// the commit point; readers check it against the thread.
 			dirs, err := s.deliver(t.msg, msgPF.Name())

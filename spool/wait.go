@@ -334,8 +334,8 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 	}
 	match := func(ev *Event) bool {
 		st := ev.State
-		if st == nil || ev.EventID <= cursor || !slices.Contains(statusEvents, ev.EventType) {
-			return false
+		if st == nil || st.Mail || ev.EventID <= cursor || !slices.Contains(statusEvents, ev.EventType) {
+			return false // mail is not work: watch is about work
 		}
 		if len(statuses) > 0 && !slices.Contains(statuses, ev.Status) {
 			return false

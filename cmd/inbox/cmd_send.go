@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -17,22 +18,36 @@ type sendCmd struct {
 func (r *sendCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.from, "from", "", "sender (default --agent / INBOX_AGENT)")
 	fs.StringVar(&r.to, "to", "", "recipient; a new thread is assigned to it (default in a thread: the other party)")
-	fs.StringVar(&r.subject, "subject", "", "subject of a new thread (required without --thread)")
+	fs.StringVar(&r.subject, "subject", "", "subject of a new work thread; with --thread, the message's summary")
 	fs.StringVar(&r.thread, "thread", "", "append to this thread instead of creating one")
 	fs.StringVar(&r.run_, "run", "", "run id to record on a new thread")
 	fs.StringVar(&r.task, "task", "", "task id to record on a new thread")
-	fs.StringVar(&r.kind, "kind", "", "message kind: task|question|answer|progress|result|control|event (default task)")
+	fs.StringVar(&r.kind, "kind", "", "message kind: task|question|answer|progress|result|control|event (default: task with --subject, else progress: mail, not work)")
 	fs.StringVar(&r.priority, "priority", "", "priority of a new thread: low|normal|high (default normal)")
 	r.content.register(fs, "one-line summary (default: the subject, or the body's first line)", true)
 }
 
 func (r *sendCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
 	from := r.from
 	if from == "" {
 		from = c.g.agent
+	}
+	if len(c.args) > 0 {
+		// Seed 003's form: inbox send AGENT MESSAGE, a note to an agent's
+		// mailbox from --from, INBOX_AGENT, else main.
+		if r.to != "" {
+			return nil, usagef("to", "give the recipient as --to or as the first argument, not both")
+		}
+		if len(c.args) < 2 {
+			return nil, usagef("", "inbox send %s MESSAGE: the message is missing", c.args[0])
+		}
+		if r.content.body != "" || r.content.bodyFile != "" {
+			return nil, usagef("body", "give the message as arguments or as --body/--body-file, not both")
+		}
+		r.to, r.content.body = c.args[0], strings.Join(c.args[1:], " ")
+		if from == "" {
+			from = c.mailAgent()
+		}
 	}
 	if from == "" {
 		return nil, usagef("from", "--from is required (or --agent, or set INBOX_AGENT)")
@@ -57,7 +72,10 @@ func (r *sendCmd) run(c *call) (*result, error) {
 	}
 	res.human = func(w io.Writer) {
 		m := out.Message
-		if r.thread == "" {
+		switch {
+		case r.thread == "" && out.Thread.Mail:
+			fmt.Fprintf(w, "mailed %s (a note, not work: it waits in %s's mailbox)\n", out.Thread.AssignedTo, out.Thread.AssignedTo)
+		case r.thread == "":
 			fmt.Fprintf(w, "created thread %s for %s: %s\n", out.Thread.ThreadID, out.Thread.AssignedTo, out.Thread.Subject)
 		}
 		fmt.Fprintf(w, "sent %s (%s) %s → %s in %s%s\n", m.MessageID, m.Kind, m.FromAgent, m.ToAgent, m.ThreadID, replayNote(out))
