@@ -242,6 +242,9 @@ func (a *appender) write(lines []byte, n int) error {
 	}
 	if !a.l.unsynced {
 		if err := fdatasync(a.f); err != nil {
+			// Not durable, so not written: the caller undoes the change
+			// the lines stand for.
+			a.f.Truncate(a.end)
 			return storageErr(err, "fsync event log")
 		}
 	}

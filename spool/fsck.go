@@ -397,7 +397,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, add func(Finding) *Finding,
 			last := *ev
 			last.State = nil
 			st.LastEventID, st.LastEvent = ev.EventID, &last
-			if err := s.appendHeader(dir, st); err != nil {
+			if _, err := s.appendHeader(dir, st, nil); err != nil {
 				return nil, err
 			}
 			f.Detail += "; rebuilt from its last event"

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/inbox-dev/inbox/internal/jsontext"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -372,15 +373,17 @@ func jsonValue(b []byte) (any, error) {
 // --artifact-metadata-json, as a new thread or (reply) into an existing one.
 // Either it is refused with ErrInvalidInput naming the first bad field
 // ("payload-json", then "artifact-metadata-json"; bad means not one JSON
-// value, not UTF-8, or over spool.MaxPayloadLen) and nothing is written
+// value, not UTF-8, or holding a lone surrogate escape) and nothing is written
 // (no event, no thread, no message, no temp file), or it is accepted and
 // Show returns the message with payload_json / metadata_json that are
 // valid JSON (UTF-8, RFC 8259) semantically equal to the input (an empty or
 // blank input stands for {}), and exactly one event was added; the same
-// payload padded past spool.MaxPayloadLen is refused.
+// payload padded with white space is stored compacted.
 func FuzzPayloadJSON(f *testing.F) {
 	f.Add(`{"a":1}`, `{"lines":3}`, false)
 	f.Add(`[1,2`, `{}`, true)
+	f.Add(`{"a":"\ud800"}`, `{}`, false)
+	f.Add(`{"a":"\ud83d\ude00"}`, `{"b":"\udc00"}`, true)
 	f.Fuzz(func(t *testing.T, payload, meta string, reply bool) {
 		if len(payload)+len(meta) > 1<<16 {
 			return
@@ -412,7 +415,7 @@ func FuzzPayloadJSON(f *testing.F) {
 		// (JSON text is UTF-8, RFC 8259 §8.1: json.Valid alone does not check.)
 		okJSON := func(s string) bool {
 			return blank(s) ||
-				len(s) <= spool.MaxPayloadLen && json.Valid([]byte(s)) && utf8.ValidString(s)
+				json.Valid([]byte(s)) && utf8.ValidString(s) && jsontext.Check([]byte(s)) == nil
 		}
 		wantField := ""
 		switch {
@@ -485,18 +488,17 @@ func FuzzPayloadJSON(f *testing.F) {
 		same("payload-json", payload, m.PayloadJSON)
 		same("artifact-metadata-json", meta, m.Artifacts[0].MetadataJSON)
 
-		// The size limit holds for the same payload padded past it with
-		// (insignificant) white space, and the refusal writes nothing.
+		// Insignificant white space is not kept: the same payload padded
+		// with it is stored compacted, as the same value.
 		if !blank(payload) {
 			in.ThreadID, in.Subject = r.Thread.ThreadID, ""
-			in.PayloadJSON = payload + strings.Repeat(" ", spool.MaxPayloadLen+1-len(payload))
-			_, err := s.Send(in)
-			var se *spool.Error
-			if !errors.As(err, &se) || !errors.Is(err, spool.ErrInvalidInput) || se.Field != "payload-json" {
-				t.Fatalf("payload %q padded to %d bytes: %v, want ErrInvalidInput for payload-json", payload, len(in.PayloadJSON), err)
+			in.PayloadJSON = payload + strings.Repeat(" ", 4096)
+			r2, err := s.Send(in)
+			if err != nil {
+				t.Fatalf("payload %q padded with white space: %v", payload, err)
 			}
-			if id, err := s.LastEventID(); err != nil || id != lastBefore+1 {
-				t.Fatalf("refused oversize payload wrote an event: %d, %v", id, err)
+			if string(r2.Message.PayloadJSON) != string(m.PayloadJSON) {
+				t.Fatalf("payload %q padded with white space stored as %q, want %q", payload, r2.Message.PayloadJSON, m.PayloadJSON)
 			}
 		}
 	})

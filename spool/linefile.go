@@ -49,36 +49,41 @@ func readLastLine(p string) ([]byte, error) {
 
 // appendLine appends line to the line log at p, creating it, cutting a torn
 // tail first and compacting the log to this one line once it would pass
-// max bytes; the line is durable when it returns. The caller serialises
-// writers of p.
-func (s *Store) appendLine(p string, line []byte, max int64) error {
+// max bytes; the line is durable when it returns. It returns where the
+// line starts (what truncating there takes back) and whether the log was
+// compacted instead. The caller serialises writers of p.
+func (s *Store) appendLine(p string, line []byte, max int64) (end int64, compacted bool, err error) {
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
 	if err != nil {
-		return storageErr(err, "open %s", p)
+		return 0, false, storageErr(err, "open %s", p)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return storageErr(err, "stat %s", p)
+		return 0, false, storageErr(err, "stat %s", p)
 	}
-	_, end, err := lastLine(f, fi.Size(), func([]byte) bool { return true })
+	_, end, err = lastLine(f, fi.Size(), func([]byte) bool { return true })
 	if err != nil {
-		return storageErr(err, "read %s", p)
+		return 0, false, storageErr(err, "read %s", p)
 	}
 	if end+int64(len(line)) > max {
-		return publishFile(p, s.tmpDir(), s.fileMode, line)
+		return 0, true, publishFile(p, s.tmpDir(), s.fileMode, line)
 	}
 	if _, err := f.WriteAt(line, end); err != nil {
 		f.Truncate(end)
-		return storageErr(err, "append to %s", p)
+		return 0, false, storageErr(err, "append to %s", p)
 	}
 	if newEnd := end + int64(len(line)); newEnd < fi.Size() {
 		if err := f.Truncate(newEnd); err != nil {
-			return storageErr(err, "truncate %s", p)
+			return 0, false, storageErr(err, "truncate %s", p)
 		}
 	}
 	if s.unsynced {
-		return nil
+		return end, false, nil
 	}
-	return storageErr(fdatasync(f), "fsync %s", p)
+	if err := fdatasync(f); err != nil {
+		f.Truncate(end)
+		return 0, false, storageErr(err, "fsync %s", p)
+	}
+	return end, false, nil
 }

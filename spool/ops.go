@@ -1,8 +1,12 @@
 package spool
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,10 +35,15 @@ type ArtifactInput struct {
 
 // Content is the text a message carries.
 type Content struct {
-	Summary        string
-	Body           string
-	PayloadJSON    string
-	Artifacts      []ArtifactInput
+	Summary string
+	// Body and PayloadJSON larger than MaxInline are stored as blobs.
+	Body        string
+	PayloadJSON string
+	Artifacts   []ArtifactInput
+	// Blobs are staged blobs (StageBlob, AdoptBlob) the message carries,
+	// each as an artifact of kind blob. The call consumes them: a staged
+	// temp file is gone when it returns, committed or not.
+	Blobs          []*Blob
 	IdempotencyKey string
 }
 
@@ -50,52 +59,87 @@ type SendInput struct {
 // DefaultLeaseSeconds is the lease length when a caller gives none.
 const DefaultLeaseSeconds = 900
 
-// message validates c and builds an unsaved message.
+// message validates c and builds an unsaved message. A body or payload
+// larger than MaxInline is staged as a blob. The blobs of the message
+// (staged here or given in c) are the caller's to discard (discardBlobs)
+// once the message is committed or refused.
 func (s *Store) message(now time.Time, from, to, kind string, c Content, defSummary string) (*Message, error) {
+	blobs := c.Blobs
+	fail := func(err error) (*Message, error) {
+		for _, b := range blobs {
+			b.Discard()
+		}
+		return nil, err
+	}
 	if err := validateText("summary", c.Summary, MaxSummaryLen); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	if err := validateText("body", c.Body, MaxBodyLen); err != nil {
-		return nil, err
+	body := c.Body
+	if len(body) > MaxInline {
+		if err := validateText("body", body, len(body)); err != nil {
+			return fail(err)
+		}
+		b, err := s.StageBlob("body", strings.NewReader(body))
+		if err != nil {
+			return fail(err)
+		}
+		blobs, body = append(slices.Clip(blobs), b), ""
+	} else if err := validateText("body", body, MaxInline); err != nil {
+		return fail(err)
 	}
-	payload, err := validJSON("payload-json", c.PayloadJSON, "{}")
+	payload, err := validJSON("payload-json", c.PayloadJSON, "{}", 0)
 	if err != nil {
-		return nil, err
+		return fail(err)
+	}
+	if len(payload) > MaxInline {
+		b, err := s.StageBlob("payload_json", bytes.NewReader(payload))
+		if err != nil {
+			return fail(err)
+		}
+		blobs, payload = append(slices.Clip(blobs), b), json.RawMessage("{}")
 	}
 	if err := validateIdemKey(c.IdempotencyKey); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	summary := strings.TrimSpace(c.Summary)
 	if summary == "" {
 		summary = defSummary
 	}
 	if summary == "" {
-		line, _, _ := strings.Cut(strings.TrimSpace(c.Body), "\n")
+		line, _, _ := strings.Cut(strings.TrimSpace(body), "\n")
 		summary = cut(strings.TrimSpace(line), 200)
+	}
+	if summary == "" && len(blobs) > 0 {
+		summary = fmt.Sprintf("%s: %d bytes, stored as %s", blobs[0].Field, blobs[0].Size, blobs[0].rel())
 	}
 	mid := NewID("msg_", now)
 	m := &Message{MessageID: mid, FromAgent: from, ToAgent: to, Kind: kind, Summary: summary,
-		Body: c.Body, PayloadJSON: payload, CreatedAt: FormatTime(now)}
+		Body: body, PayloadJSON: payload, CreatedAt: FormatTime(now), blobs: blobs}
+	arts := c.Artifacts
+	for _, b := range blobs {
+		arts = append(slices.Clip(arts), s.blobArtifact(b))
+	}
+	c.Artifacts = arts
 	if len(c.Artifacts) > MaxArtifacts {
-		return nil, invalidf("artifact", "%d artifacts given; the limit is %d", len(c.Artifacts), MaxArtifacts)
+		return fail(invalidf("artifact", "%d artifacts given; the limit is %d", len(c.Artifacts), MaxArtifacts))
 	}
 	for i, a := range c.Artifacts {
 		if a.Path == "" {
-			return nil, invalidf("artifact", "--artifact #%d: the path is empty", i+1)
+			return fail(invalidf("artifact", "--artifact #%d: the path is empty", i+1))
 		}
 		if err := validateText("artifact", a.Path, MaxPathLen); err != nil {
-			return nil, err
+			return fail(err)
 		}
 		kind := a.Kind
 		if kind == "" {
 			kind = "file"
 		}
 		if err := validateLabel("artifact-kind", kind); err != nil {
-			return nil, err
+			return fail(err)
 		}
-		meta, err := validJSON("artifact-metadata-json", a.MetadataJSON, "{}")
+		meta, err := validJSON("artifact-metadata-json", a.MetadataJSON, "{}", MaxMetadataLen)
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 		m.Artifacts = append(m.Artifacts, Artifact{ArtifactID: NewID("art_", now), MessageID: mid,
 			Path: a.Path, Kind: kind, MetadataJSON: meta, CreatedAt: m.CreatedAt})
@@ -139,6 +183,7 @@ func (s *Store) sendNew(in SendInput) (*Result, error) {
 	if err != nil || replay != nil {
 		return replay, err
 	}
+	defer t.msg.discardBlobs()
 	if err := t.commit(); err != nil {
 		return nil, err
 	}
@@ -191,6 +236,9 @@ func (s *Store) SendBatch(ins []SendInput) (results []*Result, errs []error, err
 		}
 		txs = append(txs, t)
 		at = append(at, i)
+	}
+	for _, t := range txs {
+		defer t.msg.discardBlobs()
 	}
 	if len(txs) > 0 {
 		if err := s.commitAll(txs); err != nil {
@@ -297,6 +345,7 @@ func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 	}
 	if in.IdempotencyKey != "" {
 		if r, err := s.newThreadReplay(in.IdempotencyKey); r != nil || err != nil {
+			m.discardBlobs()
 			return nil, r, err
 		}
 	}
@@ -309,6 +358,7 @@ func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 	t.ev = Event{EventType: EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
 	if err := os.Mkdir(t.dir, s.dirMode); err != nil {
+		m.discardBlobs()
 		return nil, nil, storageErr(err, "create thread %s", tid)
 	}
 	return t, nil, nil
@@ -336,7 +386,8 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check 
 	if err != nil {
 		return nil, err
 	}
-	if m.Summary == "" && len(c.Artifacts) == 0 && string(m.PayloadJSON) == "{}" {
+	defer m.discardBlobs()
+	if m.Summary == "" && len(m.Artifacts) == 0 && string(m.PayloadJSON) == "{}" {
 		return nil, invalidf("summary", "give --summary or --body: a message must say something")
 	}
 	var res *Result
@@ -550,6 +601,7 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 	if err != nil {
 		return nil, err
 	}
+	defer m.discardBlobs()
 	m.Status = status
 	var res *Result
 	err = s.mutate(tid, func(t *tx) error {
@@ -594,6 +646,7 @@ func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer m.discardBlobs()
 	m.Status = StatusCancelled
 	var res *Result
 	err = s.mutate(tid, func(t *tx) error {
@@ -660,12 +713,9 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 	c := &Cursor{ThreadID: tid, AgentID: agent, LastReadMessageID: mid, LastReadSeq: seq, ReadAt: FormatTime(s.now())}
 	dir := s.threadDir(tid)
 	p := filepath.Join(dir, cursorName(agent))
-	var before int64 = -1 // the cursor log's size, -1 if it does not exist
-	if fi, err := os.Stat(p); err == nil {
-		before = fi.Size()
-	}
-	created := before < 0
-	if err := s.appendLine(p, encodeLine(c.AppendJSON(nil)), maxCursorLog); err != nil {
+	created := !exists(p)
+	end, compacted, err := s.appendLine(p, encodeLine(c.AppendJSON(nil)), maxCursorLog)
+	if err != nil {
 		return nil, err
 	}
 	payload := jsonFields{}.str("last_read_message_id", c.LastReadMessageID).num("last_read_seq", int64(c.LastReadSeq)).raw()
@@ -674,12 +724,13 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 		Agent: agent, Status: h.Status}
 	if _, _, err := s.log.append(&ev); err != nil {
 		// A refused mark-read moves nothing: take the cursor line back.
-		if before < 0 {
+		switch {
+		case created:
 			os.Remove(p)
-		} else if f, ferr := os.OpenFile(p, os.O_WRONLY, s.fileMode); ferr == nil {
-			f.Truncate(before)
-			fdatasync(f)
-			f.Close()
+		case !compacted:
+			truncateSync(p, end)
+		case cur != nil:
+			publishFile(p, s.tmpDir(), s.fileMode, encodeLine(cur.AppendJSON(nil)))
 		}
 		return nil, err
 	}

@@ -443,3 +443,12 @@ var formatRecord = record[formatInfo]{
 		write: func(b []byte, f *formatInfo) []byte { return strconv.AppendBool(b, f.Shared) }},
 	{name: "created_at", str: func(f *formatInfo) *string { return &f.CreatedAt }},
 }
+
+var blobMetaRecord = record[blobMeta]{
+	{name: "blob", str: func(b *blobMeta) *string { return &b.Blob }},
+	{name: "field", str: func(b *blobMeta) *string { return &b.Field }},
+	{name: "sha256", str: func(b *blobMeta) *string { return &b.SHA256 }},
+	{name: "bytes", num64: func(b *blobMeta) *int64 { return &b.Bytes }},
+}
+
+func unmarshalBlobMeta(data []byte, b *blobMeta) error { return blobMetaRecord.unmarshal(data, b) }

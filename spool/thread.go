@@ -400,7 +400,7 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 		return nil, err
 	}
 	if newest != h {
-		if err := s.appendHeader(dir, newest); err != nil {
+		if _, err := s.appendHeader(dir, newest, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -419,9 +419,35 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 }
 
 // appendHeader commits h: it appends it to the thread's header log and
-// fdatasyncs. The caller holds the thread lock.
-func (s *Store) appendHeader(dir string, h *header) error {
-	return s.appendLine(filepath.Join(dir, headerLog), encodeLine(h.appendJSON(nil)), maxHeaderLog)
+// fdatasyncs. The caller holds the thread lock. restore takes the line
+// back (to old, the header before it), for a change that fails after its
+// commit point and before it is acknowledged.
+func (s *Store) appendHeader(dir string, h, old *header) (restore func(), err error) {
+	p := filepath.Join(dir, headerLog)
+	end, compacted, err := s.appendLine(p, encodeLine(h.appendJSON(nil)), maxHeaderLog)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if !compacted {
+			truncateSync(p, end) // the line went on the end
+		} else if old != nil {
+			// The log was compacted to the new line: write the old one.
+			publishFile(p, s.tmpDir(), s.fileMode, encodeLine(old.appendJSON(nil)))
+		}
+	}, nil
+}
+
+// truncateSync cuts the file at p to size and makes that durable.
+func truncateSync(p string, size int64) {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if f.Truncate(size) == nil {
+		fdatasync(f)
+	}
 }
 
 // entryOf is the thread's index entry. Mail is indexed by status only:
@@ -518,12 +544,23 @@ func (t *tx) event(id int64, segment, start int64) []byte {
 // one fdatasync, one round of directory fsyncs. Each transaction keeps its
 // own commit point (its header line, or a new thread's first message), so
 // a crash part-way leaves each one either committed or not.
-func (s *Store) commitAll(txs []*tx) error {
+//
+// A failure (a full disk, a failed fsync) undoes what the call created,
+// in reverse order, before it returns: a refused change leaves the store
+// as it was, not with debris for fsck to find. Only what a crash leaves
+// is for the next writer (settle) or fsck --repair.
+func (s *Store) commitAll(txs []*tx) (err error) {
 	var ss syncSet
 	var pending []*renameio.PendingFile
+	var undo []func()
 	defer func() {
 		for _, pf := range pending {
 			pf.Cleanup()
+		}
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
 		}
 	}()
 	var targets []string
@@ -534,6 +571,21 @@ func (s *Store) commitAll(txs []*tx) error {
 			targets = append(targets, path)
 		}
 		return pf, err
+	}
+	// link makes a name that must go again if the change fails.
+	link := func(src, dst string) error {
+		if err := os.Link(src, dst); err != nil {
+			return err
+		}
+		undo = append(undo, func() { os.Remove(dst) })
+		return nil
+	}
+	for _, t := range txs {
+		if t.old == nil {
+			// prepareThread made the directory of a new thread.
+			dir := t.dir
+			undo = append(undo, func() { os.RemoveAll(dir) })
+		}
 	}
 	ap, err := s.log.reserve()
 	if err != nil {
@@ -583,6 +635,17 @@ func (s *Store) commitAll(txs []*tx) error {
 			if fresh {
 				first = pf
 			}
+			for _, b := range t.msg.blobs {
+				created, err := s.linkBlob(b)
+				if err != nil {
+					return err
+				}
+				if created {
+					p := filepath.Join(s.dir, blobsDir, b.SHA256)
+					undo = append(undo, func() { os.Remove(p) })
+				}
+				ss.add(filepath.Join(s.dir, blobsDir))
+			}
 		}
 		if fresh || indexChanged(t.old, t.h) {
 			// Markers are links to the first message's inode; for a new
@@ -597,6 +660,11 @@ func (s *Store) commitAll(txs []*tx) error {
 			if err != nil {
 				return storageErr(err, "index thread %s", t.tid)
 			}
+			cur, old := entryOf(t.h), index.Entry{}
+			if !fresh {
+				old = entryOf(t.old)
+			}
+			undo = append(undo, func() { s.idx.Remove(cur, old) })
 			ss.add(dirs...)
 		}
 		if first != nil && t.newKey != "" {
@@ -604,7 +672,7 @@ func (s *Store) commitAll(txs []*tx) error {
 			// the commit point like the index markers.
 			p := s.idemPath(idemHash(t.newKey))
 			os.Remove(p) // a stale link of an attempt that never committed
-			if err := os.Link(first.Name(), p); err != nil {
+			if err := link(first.Name(), p); err != nil {
 				return storageErr(err, "record idempotency key")
 			}
 			ss.add(filepath.Dir(p))
@@ -618,6 +686,8 @@ func (s *Store) commitAll(txs []*tx) error {
 			if err != nil {
 				return err
 			}
+			m := t.msg
+			undo = append(undo, func() { os.Remove(filepath.Join(s.mailboxPath(m.ToAgent), markerName(m))) })
 			ss.add(dirs...)
 		}
 		if first != nil && t.taskName != "" {
@@ -625,6 +695,8 @@ func (s *Store) commitAll(txs []*tx) error {
 			if err := s.registerTask(t.taskName, first.Name()); err != nil {
 				return err
 			}
+			p := s.taskPath(t.taskName)
+			undo = append(undo, func() { os.Remove(p) })
 			ss.add(filepath.Join(s.dir, tasksDir))
 		}
 	}
@@ -644,11 +716,24 @@ func (s *Store) commitAll(txs []*tx) error {
 		if err := os.Rename(pf.Name(), targets[i]); err != nil {
 			return storageErr(err, "commit %s", targets[i])
 		}
+		target := targets[i]
+		undo = append(undo, func() { os.Remove(target) })
 	}
 	for _, t := range txs {
 		if t.lease != nil {
 			rec := *t.lease
 			rec.Rev = t.h.LeaseRev
+			dir, old := t.dir, t.old
+			undo = append(undo, func() {
+				// Back to the committed lease (or none).
+				if old == nil || old.Lease == nil {
+					os.Remove(filepath.Join(dir, leaseFile))
+					return
+				}
+				prev := *old.Lease
+				prev.Rev = old.LeaseRev
+				s.writeLeaseFile(dir, &prev)
+			})
 			created, err := s.writeLeaseFile(t.dir, &rec)
 			if err != nil {
 				return err
@@ -670,9 +755,9 @@ func (s *Store) commitAll(txs []*tx) error {
 		}
 	}
 	// Every name this change created (message, lease file, thread.log,
-	// index markers, mailbox links, a new thread's directory) is made
-	// durable before the commit point, so that a committed header or event
-	// never outlives, across a power loss, a file it refers to.
+	// index markers, mailbox links, blobs, a new thread's directory) is
+	// made durable before the commit point, so that a committed header or
+	// event never outlives, across a power loss, a file it refers to.
 	if !s.unsynced {
 		if err := ss.flush(); err != nil {
 			return err
@@ -680,9 +765,11 @@ func (s *Store) commitAll(txs []*tx) error {
 	}
 	for _, t := range txs {
 		if t.old != nil {
-			if err := s.appendHeader(t.dir, t.h); err != nil { // the commit point
+			restore, err := s.appendHeader(t.dir, t.h, t.old) // the commit point
+			if err != nil {
 				return err
 			}
+			undo = append(undo, restore)
 		}
 	}
 	if err := ap.write(lines, len(txs)); err != nil {
@@ -691,9 +778,10 @@ func (s *Store) commitAll(txs []*tx) error {
 	ap.release()
 	for _, t := range txs {
 		if t.old != nil && indexChanged(t.old, t.h) {
-			if err := s.idx.Remove(entryOf(t.old), entryOf(t.h)); err != nil {
-				return storageErr(err, "index thread %s", t.tid)
-			}
+			// The old markers are stale now; readers skip stale markers
+			// and fsck removes them, so a failure here is not the
+			// change's failure.
+			s.idx.Remove(entryOf(t.old), entryOf(t.h))
 		}
 	}
 	return nil

@@ -114,6 +114,19 @@ type Message struct {
 	// Status is the thread status this message moved the thread to, when
 	// it was written by update, done, fail or cancel.
 	Status string `json:"status,omitempty"`
+	// blobs are linked into the store when the message commits.
+	blobs []*Blob
+}
+
+// discardBlobs removes the staged temp files of a message's blobs (the
+// committed blobs are other links to them).
+func (m *Message) discardBlobs() {
+	if m == nil {
+		return
+	}
+	for _, b := range m.blobs {
+		b.Discard()
+	}
 }
 
 // Lease is an exclusive, expiring claim on a thread. LeaseToken increases

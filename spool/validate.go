@@ -7,17 +7,20 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/inbox-dev/inbox/internal/jsontext"
 )
 
 // Limits on what the store accepts. They keep every file and every event
 // line bounded; see docs/FORMAT.md.
 const (
-	MaxNameLen     = 64      // agent names
-	MaxIDLen       = 100     // thread, message, run and task ids
-	MaxSubjectLen  = 1000    // bytes
-	MaxSummaryLen  = 2000    // bytes
-	MaxBodyLen     = 1 << 20 // bytes
-	MaxPayloadLen  = 256 << 10
+	MaxNameLen     = 64        // agent names
+	MaxIDLen       = 100       // thread, message, run and task ids
+	MaxSubjectLen  = 1000      // bytes
+	MaxSummaryLen  = 2000      // bytes
+	MaxBodyLen     = MaxInline // bytes inline; a larger body becomes a blob
+	MaxPayloadLen  = MaxInline // bytes inline; a larger payload becomes a blob
+	MaxMetadataLen = 256 << 10 // an artifact's metadata
 	MaxArtifacts   = 100
 	MaxPathLen     = 4096
 	MaxLeaseSecs   = 7 * 24 * 3600
@@ -124,21 +127,24 @@ func ValidateStatuses(field string, statuses []string) error {
 }
 
 // validJSON checks that s is one JSON value and returns it compacted; an
-// empty s gives def.
-func validJSON(field, s string, def string) (json.RawMessage, error) {
+// empty s gives def. The text must be valid UTF-8 and hold no lone
+// surrogate escape (internal/jsontext): what the store keeps must read
+// back unchanged in any JSON reader. A max of 0 means no size limit.
+func validJSON(field, s string, def string, max int) (json.RawMessage, error) {
 	if strings.Trim(s, " \t\r\n") == "" { // JSON whitespace only: absent
 		return json.RawMessage(def), nil
-	}
-	if len(s) > MaxPayloadLen {
-		return nil, invalidf(field, "--%s is %d bytes long; the limit is %d", field, len(s), MaxPayloadLen)
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, []byte(s)); err != nil {
 		return nil, invalidf(field, "--%s is not valid JSON: %v", field, err)
 	}
-	// Compact checks the grammar, not the encoding: JSON text is UTF-8.
-	if !utf8.Valid(b.Bytes()) {
-		return nil, invalidf(field, "--%s is not valid JSON: it is not valid UTF-8", field)
+	if max > 0 && b.Len() > max {
+		return nil, invalidf(field, "--%s is %d bytes long; the limit is %d", field, b.Len(), max)
+	}
+	// Compact checks the grammar, not the encoding: JSON text is UTF-8,
+	// and a lone surrogate escape is not a character.
+	if err := jsontext.Check(b.Bytes()); err != nil {
+		return nil, invalidf(field, "--%s is not valid JSON text: %v", field, err)
 	}
 	return json.RawMessage(b.Bytes()), nil
 }

@@ -1,0 +1,215 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/inbox-dev/inbox/internal/sha256"
+)
+
+// Large content (SPEC 4 "Size"). A body, payload or task output of up to
+// MaxInline bytes is stored inline in its message. Beyond that, or when
+// the caller asks, it is stored as a blob: a file blobs/<sha256> of the
+// store, named by the SHA-256 of its content, and the message carries an
+// artifact of kind "blob" that points at it:
+//
+//	{"path": "/abs/store/blobs/<sha256>", "kind": "blob",
+//	 "metadata_json": {"blob": "blobs/<sha256>", "field": "body",
+//	                   "sha256": "<sha256>", "bytes": N}}
+//
+// A blob's content is first staged (a temp file in tmp/, or a file the
+// caller owns on the store's file system, such as a task's captured
+// output), fsynced and hashed; the message's commit links it into blobs/
+// before the commit point, under the thread's lock, so a blob that no
+// message names can only be left by a crash, and fsck --repair (which
+// holds every lock) removes it. Blobs are immutable and shared: the same
+// content is stored once.
+
+// MaxInline is the largest body, payload or task output stored inline in
+// a message; anything larger is stored as a blob.
+const MaxInline = 64 << 20
+
+const blobsDir = "blobs"
+
+// Blob is content on its way into the store as a blob. Attach it to a
+// message through Content.Blobs; after the message is committed (or the
+// call failed) call Discard.
+type Blob struct {
+	// Field says what the blob holds: "body", "payload_json", or a
+	// payload member such as "partial_output".
+	Field  string
+	SHA256 string
+	Size   int64
+	src    string // the staged file
+	temp   bool   // src is a temp file of the store's, removed by Discard
+}
+
+// BlobPath is where a blob's content is read: the store-relative path in
+// its artifact's metadata ("blob"), resolved in the store.
+func (s *Store) BlobPath(rel string) (string, error) {
+	name, ok := cutPrefix(rel, blobsDir+"/")
+	if !ok || !isHex64(name) {
+		return "", invalidf("blob", "%q does not name a blob (want blobs/ and 64 hex digits)", rel)
+	}
+	return filepath.Join(s.dir, blobsDir, name), nil
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) < len(p) || s[:len(p)] != p {
+		return s, false
+	}
+	return s[len(p):], true
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// StageBlob copies r into a staged blob (a temp file in the store, fsynced
+// and hashed on the way).
+func (s *Store) StageBlob(field string, r io.Reader) (*Blob, error) {
+	f, err := os.CreateTemp(s.tmpDir(), "blob-*")
+	if err != nil {
+		return nil, storageErr(err, "stage blob")
+	}
+	b := &Blob{Field: field, src: f.Name(), temp: true}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(b.src)
+		}
+	}()
+	if err := f.Chmod(s.fileMode); err != nil {
+		return nil, storageErr(err, "stage blob")
+	}
+	d := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, d), r)
+	if err != nil {
+		return nil, storageErr(err, "stage blob")
+	}
+	if !s.unsynced {
+		if err := f.Sync(); err != nil {
+			return nil, storageErr(err, "fsync blob")
+		}
+	}
+	if err := f.Close(); err != nil {
+		return nil, storageErr(err, "stage blob")
+	}
+	b.SHA256, b.Size, ok = d.Hex(), n, true
+	return b, nil
+}
+
+// AdoptBlob stages the file at path, which the caller owns and which
+// must be on the store's file system and no longer change (a task's
+// captured output): it is fsynced and hashed, and linked into the store
+// when the message commits. The caller removes it afterwards.
+func (s *Store) AdoptBlob(field, path string) (*Blob, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, storageErr(err, "read %s", path)
+	}
+	defer f.Close()
+	d := sha256.New()
+	n, err := io.Copy(d, f)
+	if err != nil {
+		return nil, storageErr(err, "read %s", path)
+	}
+	if !s.unsynced {
+		if err := f.Sync(); err != nil {
+			return nil, storageErr(err, "fsync %s", path)
+		}
+	}
+	return &Blob{Field: field, SHA256: d.Hex(), Size: n, src: path}, nil
+}
+
+// Discard removes a staged blob's temp file (the committed blob, if any,
+// is another link to it and stays).
+func (b *Blob) Discard() {
+	if b != nil && b.temp {
+		os.Remove(b.src)
+	}
+}
+
+// rel is the blob's store-relative path.
+func (b *Blob) rel() string { return blobsDir + "/" + b.SHA256 }
+
+// artifact is the artifact a message carries for the blob.
+func (s *Store) blobArtifact(b *Blob) ArtifactInput {
+	abs := s.dir
+	if a, err := filepath.Abs(s.dir); err == nil {
+		abs = a
+	}
+	meta := jsonFields{}.str("blob", b.rel()).str("field", b.Field).str("sha256", b.SHA256).num("bytes", b.Size).raw()
+	return ArtifactInput{Path: filepath.Join(abs, blobsDir, b.SHA256), Kind: "blob", MetadataJSON: string(meta)}
+}
+
+// linkBlob makes b part of the store, before the commit point of the
+// message that names it: blobs/<sha256> becomes a link to its staged
+// file. It returns whether it created the name (to undo on failure).
+func (s *Store) linkBlob(b *Blob) (created bool, err error) {
+	dir := filepath.Join(s.dir, blobsDir)
+	dst := filepath.Join(dir, b.SHA256)
+	err = os.Link(b.src, dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(b.src); serr != nil {
+			return false, storageErr(serr, "blob staged at %s is gone (was the store repaired meanwhile? retry)", b.src)
+		}
+		if err := os.Mkdir(dir, s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+			return false, storageErr(err, "create %s", dir)
+		}
+		err = os.Link(b.src, dst)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		// The same content is stored already (blobs are named by it).
+		if fi, serr := os.Stat(dst); serr == nil && fi.Size() == b.Size {
+			return false, nil
+		}
+		return false, storageErr(fmt.Errorf("%s exists with another size", dst), "store blob")
+	}
+	if err != nil {
+		return false, storageErr(err, "store blob %s", b.SHA256)
+	}
+	return true, nil
+}
+
+// blobMeta reads a blob artifact's metadata.
+type blobMeta struct {
+	Blob   string `json:"blob"`
+	Field  string `json:"field"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// blobRefs lists the blobs a message names.
+func blobRefs(m *Message) []blobMeta {
+	var out []blobMeta
+	for _, a := range m.Artifacts {
+		if a.Kind != "blob" {
+			continue
+		}
+		var bm blobMeta
+		if unmarshalBlobMeta(a.MetadataJSON, &bm) == nil && bm.Blob != "" {
+			out = append(out, bm)
+		}
+	}
+	return out
+}
+
+func (bm blobMeta) String() string {
+	return bm.Blob + " (" + strconv.FormatInt(bm.Bytes, 10) + " bytes)"
+}
