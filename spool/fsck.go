@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/inbox-dev/inbox/index"
+	"github.com/inbox-dev/inbox/internal/sha256"
 )
 
 // Finding is one thing fsck found wrong with a store.
@@ -23,7 +26,8 @@ type Finding struct {
 	// event_order, stray_temp_file, incomplete_thread, unreadable_thread,
 	// orphan_message, missing_message, stale_header, missing_event,
 	// bad_lease, missing_index, stale_index, stale_idempotency_record,
-	// stale_mailbox_entry, stale_task.
+	// stale_mailbox_entry, stale_task, orphan_blob, missing_blob,
+	// damaged_blob.
 	Check    string `json:"check"`
 	ThreadID string `json:"thread_id,omitempty"`
 	Path     string `json:"path,omitempty"`
@@ -171,6 +175,10 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 	}
 	// 6. Mailbox entries and task names that no committed message backs.
 	s.fsckLinks(add, repair)
+	// 7. Blobs against the messages that name them.
+	if err := s.fsckBlobs(events.blobs, add, repair); err != nil {
+		return nil, err
+	}
 	r.Events = len(events.ids)
 	return r, nil
 }
@@ -245,12 +253,14 @@ func (s *Store) restartLog() error {
 	return syncDir(s.log.dir)
 }
 
-// logIndex is what fsck learns from the event log.
+// logIndex is what fsck learns from the event log (and, in blobs, from
+// the messages as it reads them).
 type logIndex struct {
 	ids    map[int64]string // event id → thread id
 	msgs   map[string]int64 // message id → event id
 	newest map[string]*Event
-	first  int64 // the first id of the oldest segment still in the log
+	first  int64               // the first id of the oldest segment still in the log
+	blobs  map[string]blobMeta // blob path → what a message says of it
 }
 
 // hasOwnEvent is Store.hasOwnEvent answered from the index: the header's
@@ -266,7 +276,7 @@ func (li *logIndex) hasOwnEvent(h *header) bool {
 }
 
 func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) (*logIndex, error) {
-	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, newest: map[string]*Event{}}
+	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, newest: map[string]*Event{}, blobs: map[string]blobMeta{}}
 	segs, err := s.log.segments()
 	if err != nil {
 		return nil, err
@@ -459,6 +469,9 @@ func (s *Store) fsckThread(tid string, li *logIndex, add func(Finding) *Finding,
 			}
 			continue
 		}
+		for _, bm := range blobRefs(m) {
+			li.blobs[bm.Blob] = bm
+		}
 		if seq == h.MessageCount && m.MessageID != h.LatestMessageID {
 			add(Finding{Check: "stale_header", ThreadID: tid, Detail: fmt.Sprintf(
 				"latest_message_id %s but message #%d is %s", h.LatestMessageID, seq, m.MessageID)})
@@ -542,4 +555,78 @@ func (s *Store) fsckIndex(headers map[string]*header, add func(Finding) *Finding
 			f.Repaired = s.idx.RemoveMarker(e, path) == nil
 		}
 	})
+}
+
+// fsckBlobs checks blobs/ against the blobs the messages name (live and
+// archived): a named blob must be there, whole (its size and SHA-256); a
+// blob nothing names was left by a change that never committed (a crash
+// between linking it and the commit point) and is removed on repair.
+// With repair every lock is held, so no change is between the two.
+func (s *Store) fsckBlobs(named map[string]blobMeta, add func(Finding) *Finding, repair bool) error {
+	arch := filepath.Join(s.dir, archiveDir, threadsDir)
+	if tids, err := os.ReadDir(arch); err == nil {
+		for _, e := range tids {
+			dir := filepath.Join(arch, e.Name())
+			h, err := s.readHeaderAt(dir, e.Name())
+			if err != nil {
+				continue
+			}
+			for seq := 1; seq <= h.MessageCount; seq++ {
+				if m, err := s.readMessageAt(dir, e.Name(), seq); err == nil {
+					for _, bm := range blobRefs(m) {
+						named[bm.Blob] = bm
+					}
+				}
+			}
+		}
+	}
+	dir := filepath.Join(s.dir, blobsDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return storageErr(err, "list blobs")
+	}
+	present := map[string]bool{}
+	for _, e := range entries {
+		rel := blobsDir + "/" + e.Name()
+		p := filepath.Join(dir, e.Name())
+		bm, ok := named[rel]
+		if !ok {
+			f := add(Finding{Check: "orphan_blob", Path: p, Detail: "a blob no message names (left by a change that never committed)"})
+			if repair {
+				f.Repaired = os.Remove(p) == nil
+			}
+			continue
+		}
+		present[rel] = true
+		if why := checkBlob(p, bm); why != "" {
+			add(Finding{Check: "damaged_blob", Path: p, Detail: why})
+		}
+	}
+	for rel, bm := range named {
+		if !present[rel] {
+			add(Finding{Check: "missing_blob", Path: filepath.Join(s.dir, filepath.FromSlash(rel)),
+				Detail: fmt.Sprintf("a message names %s, which is not in the store", bm)})
+		}
+	}
+	return nil
+}
+
+// checkBlob says what is wrong with the blob file at p, if anything.
+func checkBlob(p string, bm blobMeta) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	d := sha256.New()
+	n, err := io.Copy(d, f)
+	switch {
+	case err != nil:
+		return err.Error()
+	case n != bm.Bytes:
+		return fmt.Sprintf("%d bytes, but its message says %d", n, bm.Bytes)
+	case d.Hex() != bm.SHA256 || filepath.Base(p) != bm.SHA256:
+		return fmt.Sprintf("its content's SHA-256 is %s, not the %s its name and message say", d.Hex(), bm.SHA256)
+	}
+	return ""
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -334,35 +333,6 @@ func (c *call) noArgs() error {
 		return usagef("", "unexpected argument %q (inbox %s takes only flags; see --help)", c.args[0], c.cmd.name)
 	}
 	return nil
-}
-
-// readBody returns --body or the contents of --body-file ("-" is stdin).
-func (c *call) readBody(body, file string) (string, error) {
-	if file == "" {
-		return body, nil
-	}
-	if body != "" {
-		return "", usagef("body-file", "give --body or --body-file, not both")
-	}
-	var data []byte
-	var err error
-	if file == "-" {
-		data, err = io.ReadAll(io.LimitReader(c.env.stdin, spool.MaxBodyLen+1))
-	} else {
-		var f *os.File
-		f, err = os.Open(file)
-		if err == nil {
-			data, err = io.ReadAll(io.LimitReader(f, spool.MaxBodyLen+1))
-			f.Close()
-		}
-	}
-	if err != nil {
-		return "", usagef("body-file", "--body-file %s: %v", file, err)
-	}
-	if len(data) > spool.MaxBodyLen {
-		return "", usagef("body-file", "--body-file %s is larger than %d bytes", file, spool.MaxBodyLen)
-	}
-	return string(data), nil
 }
 
 // suggest returns the command name closest to s, if any is close.

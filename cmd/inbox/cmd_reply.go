@@ -34,11 +34,11 @@ func (r *replyCmd) run(c *call) (*result, error) {
 	if r.thread == "" {
 		return nil, usagef("thread", "--thread is required")
 	}
-	content, err := r.content.content(c)
+	s, err := c.open()
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.open()
+	content, err := r.content.content(c, s)
 	if err != nil {
 		return nil, err
 	}

@@ -52,11 +52,11 @@ func (r *sendCmd) run(c *call) (*result, error) {
 	if from == "" {
 		return nil, usagef("from", "--from is required (or --agent, or set INBOX_AGENT)")
 	}
-	content, err := r.content.content(c)
+	s, err := c.open()
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.open()
+	content, err := r.content.content(c, s)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"unicode/utf8"
+
 	"github.com/spf13/pflag"
 
 	"github.com/inbox-dev/inbox/spool"
@@ -9,6 +17,7 @@ import (
 // contentFlags are the flags of every command that writes a message.
 type contentFlags struct {
 	summary, body, bodyFile, payload, key  string
+	asBlob                                 bool
 	artifacts, artifactKinds, artifactMeta []string
 }
 
@@ -16,7 +25,8 @@ func (f *contentFlags) register(fs *pflag.FlagSet, summaryHelp string, withBody 
 	fs.StringVar(&f.summary, "summary", "", summaryHelp)
 	if withBody {
 		fs.StringVar(&f.body, "body", "", "message body (free text)")
-		fs.StringVar(&f.bodyFile, "body-file", "", "read the body from a file (- for stdin)")
+		fs.StringVar(&f.bodyFile, "body-file", "", "read the body from a file (- for stdin); over 64 MiB, or not text, it is stored as a blob")
+		fs.BoolVar(&f.asBlob, "blob", false, "store --body-file as a blob file in the store (an artifact of kind blob), whatever its size")
 		fs.StringVar(&f.payload, "payload-json", "", "structured payload: one JSON value")
 	}
 	f.registerArtifacts(fs)
@@ -29,17 +39,83 @@ func (f *contentFlags) registerArtifacts(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.artifactMeta, "artifact-metadata-json", nil, "JSON metadata of the matching --artifact; repeatable, paired in order")
 }
 
-// content validates the pairing of artifact flags and reads --body-file.
-func (f *contentFlags) content(c *call) (spool.Content, error) {
-	body, err := c.readBody(f.body, f.bodyFile)
-	if err != nil {
-		return spool.Content{}, err
+// content validates the pairing of artifact flags and reads --body-file
+// (a body that cannot be stored inline becomes a blob staged in s).
+func (f *contentFlags) content(c *call, s *spool.Store) (spool.Content, error) {
+	if c.fs.Changed("payload-json") && strings.Trim(f.payload, " \t\r\n") == "" {
+		return spool.Content{}, usagef("payload-json", "--payload-json is empty: leave it out, or give a JSON value such as {}")
 	}
 	arts, err := f.artifactInputs()
 	if err != nil {
 		return spool.Content{}, err
 	}
-	return spool.Content{Summary: f.summary, Body: body, PayloadJSON: f.payload, Artifacts: arts, IdempotencyKey: f.key}, nil
+	out := spool.Content{Summary: f.summary, PayloadJSON: f.payload, Artifacts: arts, IdempotencyKey: f.key}
+	if out.Body, out.Blobs, err = f.readBody(c, s); err != nil {
+		return spool.Content{}, err
+	}
+	return out, nil
+}
+
+// readBody returns --body, or the contents of --body-file ("-" is
+// stdin). A file larger than spool.MaxInline, or one that is not text
+// (not UTF-8, or holding NUL bytes), or any file with --blob, is not read
+// into memory: it is staged as a blob of the store, which the message
+// carries as an artifact.
+func (f *contentFlags) readBody(c *call, s *spool.Store) (string, []*spool.Blob, error) {
+	if f.bodyFile == "" {
+		if f.asBlob {
+			return "", nil, usagef("blob", "--blob stores --body-file as a blob: give --body-file")
+		}
+		return f.body, nil, nil
+	}
+	if f.body != "" {
+		return "", nil, usagef("body-file", "give --body or --body-file, not both")
+	}
+	var r io.Reader = c.env.stdin
+	if f.bodyFile != "-" {
+		file, err := os.Open(f.bodyFile)
+		if err != nil {
+			return "", nil, usagef("body-file", "--body-file %s: %v", f.bodyFile, errText(err))
+		}
+		defer file.Close()
+		if fi, err := file.Stat(); err == nil && !fi.Mode().IsRegular() && !fi.Mode().IsDir() {
+			// A pipe or device: read it as a stream, like stdin.
+		} else if err == nil && fi.IsDir() {
+			return "", nil, usagef("body-file", "--body-file %s is a directory", f.bodyFile)
+		}
+		r = file
+	}
+	if f.asBlob {
+		b, err := s.StageBlob("body", r)
+		return "", blobs(b), err
+	}
+	// Read up to the inline limit; past it, the rest streams into a blob.
+	data, err := io.ReadAll(io.LimitReader(r, spool.MaxInline+1))
+	if err != nil {
+		return "", nil, usagef("body-file", "--body-file %s: %v", f.bodyFile, errText(err))
+	}
+	if len(data) <= spool.MaxInline && utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
+		return string(data), nil, nil
+	}
+	b, err := s.StageBlob("body", io.MultiReader(bytes.NewReader(data), r))
+	return "", blobs(b), err
+}
+
+func blobs(b *spool.Blob) []*spool.Blob {
+	if b == nil {
+		return nil
+	}
+	return []*spool.Blob{b}
+}
+
+// errText is an OS error without the operation and path the caller
+// already names ("no such file or directory").
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 func (f *contentFlags) artifactInputs() ([]spool.ArtifactInput, error) {
