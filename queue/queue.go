@@ -9,12 +9,16 @@
 //
 // # Guarantees
 //
-// Every task the runner starts ends with a message to its parent. A task
-// is claimed (leased to the task's name) before it starts, so two runners
-// never start the same task. A runner that dies mid-task leaves a record
-// (tasks/NAME.runner) naming its process; Reap, which queue, run, receive
-// and check call, fails such a task visibly — killing whatever is left of
-// its process group — so nothing is silently running forever.
+// Every task the runner starts ends with a message to its parent, whatever
+// the size of its output: the output is captured in a file in the store
+// (spool's TaskOutputFile) and becomes the message's body when it is text
+// of at most spool.MaxInline bytes, else a blob the message points at. A
+// task is claimed (leased to the task's name) before it starts, so two
+// runners never start the same task. A runner that dies mid-task leaves a
+// record (tasks/NAME.runner) naming its process; Reap, which queue, run,
+// receive and check call, fails such a task visibly — killing whatever is
+// left of its process group — so nothing is silently running forever.
+// Cancel kills a running task's process group and delivers the failure.
 package queue
 
 import (
@@ -30,6 +34,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inbox-dev/inbox/spool"
 )
@@ -45,6 +50,8 @@ type Config struct {
 	// Grace is how long a timed-out task's process group has between
 	// SIGTERM and SIGKILL (default 2 s).
 	Grace time.Duration
+	// DefaultTimeout applies to tasks pushed without a timeout (0: none).
+	DefaultTimeout time.Duration
 }
 
 // runnerRecord is tasks/NAME.runner: who runs a task.
@@ -55,8 +62,9 @@ type runnerRecord struct {
 	StartedAt   string `json:"started_at"`
 }
 
-// maxOutput bounds the stdout kept from a task (its result message body).
-const maxOutput = spool.MaxBodyLen
+// maxStderr bounds the standard error kept from a task: its last lines
+// explain a failure.
+const maxStderr = 64 << 10
 
 // Run runs the configured tasks and returns when all have finished (or
 // ctx is cancelled, in which case running tasks are killed and reported
@@ -95,9 +103,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 // leaseFor is how long a task's lease lasts: its timeout and a margin, or
 // an hour (renewed) when it has no timeout.
-func leaseFor(t *spool.Task) int {
-	if t.TimeoutSeconds > 0 {
-		return t.TimeoutSeconds + 60
+func leaseFor(timeout time.Duration) int {
+	if timeout > 0 {
+		return int(timeout.Seconds()) + 60
 	}
 	return 3600
 }
@@ -111,7 +119,11 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	if t.State() != "queued" {
 		return nil // started or finished by someone else meanwhile
 	}
-	lease := leaseFor(t)
+	timeout := time.Duration(t.TimeoutSeconds) * time.Second
+	if timeout == 0 {
+		timeout = cfg.DefaultTimeout
+	}
+	lease := leaseFor(timeout)
 	claimed, err := s.Claim(name, t.ThreadID, lease)
 	if errors.Is(err, spool.ErrLeaseConflict) || errors.Is(err, spool.ErrInvalidState) {
 		return nil // another runner took it
@@ -120,18 +132,34 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 		return err
 	}
 	token := claimed.Lease.LeaseToken
+	outPath := s.TaskOutputFile(name)
+	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return deliverRetrying(ctx, cfg, t, token, false, "cannot capture the task's output: "+err.Error(), "", "")
+	}
+	defer os.Remove(outPath)
+	defer out.Close()
 	cmd := exec.Command("/bin/sh", "-c", cfg.Exec)
-	cmd.Stdin = strings.NewReader(t.Prompt)
-	var stdout, stderr capped
-	stdout.max, stderr.max = maxOutput, 64<<10
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if t.PromptBlob != "" {
+		pf, err := os.Open(t.PromptBlob)
+		if err != nil {
+			return deliverRetrying(ctx, cfg, t, token, false, "cannot read the task's prompt: "+err.Error(), "", "")
+		}
+		defer pf.Close()
+		cmd.Stdin = pf
+	} else {
+		cmd.Stdin = strings.NewReader(t.Prompt)
+	}
+	var stderr tail
+	stderr.max = maxStderr
+	cmd.Stdout, cmd.Stderr = out, &stderr
 	cmd.Env = append(os.Environ(),
 		"INBOX_TASK_NAME="+name, "INBOX_AGENT="+name, "INBOX_THREAD="+t.ThreadID,
 		"INBOX_PARENT="+t.Parent, "INBOX_MODEL="+t.Model, "INBOX_DB="+cfg.DB)
 	cmd.SysProcAttr = procAttr()
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
-		return deliver(s, t, token, false, "cannot start the task: "+err.Error(), "", "")
+		return deliverRetrying(ctx, cfg, t, token, false, "cannot start the task: "+err.Error(), "", "")
 	}
 	pgid := cmd.Process.Pid
 	rec := runnerRecord{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: spool.FormatTime(started)}
@@ -144,11 +172,11 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if t.TimeoutSeconds > 0 {
-		timer := time.NewTimer(time.Duration(t.TimeoutSeconds) * time.Second)
+	var expired <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
 		defer timer.Stop()
-		timeout = timer.C
+		expired = timer.C
 	}
 	renew := time.NewTicker(time.Duration(lease/3) * time.Second)
 	defer renew.Stop()
@@ -163,8 +191,8 @@ loop:
 			if _, err := s.Renew(name, t.ThreadID, lease, token); err != nil {
 				cfg.Log.Warn("cannot renew the task's lease", "task", name, "error", err)
 			}
-		case <-timeout:
-			why = fmt.Sprintf("timed out after %ds", t.TimeoutSeconds)
+		case <-expired:
+			why = fmt.Sprintf("timed out after %s", timeout)
 			waitErr = stop(pgid, done, cfg.Grace)
 			break loop
 		case <-ctx.Done():
@@ -183,7 +211,36 @@ loop:
 		}
 	}
 	cfg.Log.Info("task finished", "task", name, "success", ok, "error", why, "seconds", time.Since(started).Seconds())
-	return deliver(s, t, token, ok, why, stdout.String(), stderr.String())
+	return deliverRetrying(ctx, cfg, t, token, ok, why, outPath, stderr.String())
+}
+
+// deliverRetrying delivers a finished task's message, retrying while the
+// store refuses for a storage error (a full disk may be freed): a task
+// must not stay "running" after its process exited. It gives up when the
+// runner is stopped; then Reap reports the task failed.
+func deliverRetrying(ctx context.Context, cfg Config, t *spool.Task, token int64, ok bool, why, outPath, stderr string) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := deliver(cfg.Store, t, token, ok, why, outPath, stderr)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, spool.ErrInvalidState):
+			// Finished meanwhile: cancelled (which delivered the failure),
+			// or reaped.
+			cfg.Log.Info("task already finished; its result was not needed", "task", t.Name, "error", err)
+			return nil
+		case !errors.Is(err, spool.ErrStorage):
+			return err
+		}
+		cfg.Log.Error("cannot deliver the task's result; retrying", "task", t.Name, "error", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 // stop ends a process group: SIGTERM, then SIGKILL after grace.
@@ -198,19 +255,122 @@ func stop(pgid int, done <-chan error, grace time.Duration) error {
 	}
 }
 
-// deliver finishes the task's thread: done with stdout as the result, or
-// failed with the error and partial output. Either way the parent gets a
-// message from the task.
-func deliver(s *spool.Store, t *spool.Task, token int64, ok bool, why, stdout, stderr string) error {
+// output is a task's captured standard output as a message carries it:
+// inline text when it is UTF-8 without NUL bytes and at most
+// spool.MaxInline bytes, else a blob adopted from the capture file.
+func output(s *spool.Store, outPath, field string) (text string, blob *spool.Blob, err error) {
+	if outPath == "" {
+		return "", nil, nil
+	}
+	fi, err := os.Stat(outPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if fi.Size() <= spool.MaxInline {
+		data, err := os.ReadFile(outPath)
+		if err != nil {
+			return "", nil, err
+		}
+		if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
+			return string(data), nil, nil
+		}
+	}
+	b, err := s.AdoptBlob(field, outPath)
+	return "", b, err
+}
+
+// deliver finishes the task's thread: done with its output as the result,
+// or failed with the error and partial output. Either way the parent gets
+// a message from the task.
+func deliver(s *spool.Store, t *spool.Task, token int64, ok bool, why, outPath, stderr string) error {
 	if ok {
-		summary := lastLineOr(firstLineOf(stdout), "task "+t.Name+" finished")
-		_, err := s.Done(t.Name, t.ThreadID, token, spool.Content{Summary: summary, Body: stdout})
+		text, blob, err := output(s, outPath, "body")
+		if err != nil {
+			return err
+		}
+		summary := lastLineOr(firstLineOf(text), "task "+t.Name+" finished")
+		c := spool.Content{Summary: summary, Body: text}
+		if blob != nil {
+			c.Blobs = []*spool.Blob{blob}
+		}
+		_, err = s.Done(t.Name, t.ThreadID, token, c)
 		return err
 	}
-	payload, _ := json.Marshal(map[string]any{"success": false, "error": why, "partial_output": stdout})
-	_, err := s.Fail(t.Name, t.ThreadID, token, spool.Content{Summary: "task " + t.Name + " failed: " + cutTo(why, 300),
-		Body: stderr, PayloadJSON: string(payload)})
+	c, err := failure(s, why, outPath)
+	if err != nil {
+		return err
+	}
+	c.Summary, c.Body = "task "+t.Name+" failed: "+cutTo(why, 300), stderr
+	_, err = s.Fail(t.Name, t.ThreadID, token, c)
 	return err
+}
+
+// failure is the content of a failure message: the payload
+// {"success":false,"error":…,"partial_output":…}, with a partial output
+// that cannot be inline in a blob ("partial_output_blob" names it).
+func failure(s *spool.Store, why, outPath string) (spool.Content, error) {
+	text, blob, err := output(s, outPath, "partial_output")
+	if err != nil {
+		return spool.Content{}, err
+	}
+	p := map[string]any{"success": false, "error": why, "partial_output": text}
+	var c spool.Content
+	if blob != nil {
+		p["partial_output_blob"] = "blobs/" + blob.SHA256
+		c.Blobs = []*spool.Blob{blob}
+	}
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return spool.Content{}, err
+	}
+	c.PayloadJSON = string(payload)
+	return c, nil
+}
+
+// Cancel cancels a task on behalf of agent: a queued one is never started,
+// a running one's process group is killed (SIGTERM, then SIGKILL after
+// grace). Either way the parent gets the failure message, with the
+// output so far as partial_output.
+func Cancel(s *spool.Store, t *spool.Task, agent, reason, key string, grace time.Duration) (*spool.Result, error) {
+	why := "cancelled by " + agent
+	if reason != "" {
+		why += ": " + reason
+	}
+	c, err := failure(s, why, s.TaskOutputFile(t.Name))
+	if err != nil {
+		return nil, err
+	}
+	c.Summary, c.IdempotencyKey = "task "+t.Name+" "+cutTo(why, 300), key
+	// Cancelled first, then killed: the runner, finding the thread
+	// finished when its process exits, delivers nothing more.
+	res, err := s.CancelTask(agent, t, c)
+	if err != nil {
+		return nil, err
+	}
+	var rec runnerRecord
+	if data, err := os.ReadFile(s.TaskRunnerFile(t.Name)); err == nil && json.Unmarshal(data, &rec) == nil && rec.PGID > 0 {
+		killGroup(rec.PGID, grace)
+	}
+	return res, nil
+}
+
+// killGroup ends a process group that is not our child: SIGTERM, then
+// SIGKILL once grace has passed if any member is left.
+func killGroup(pgid int, grace time.Duration) {
+	if syscall.Kill(-pgid, syscall.SIGTERM) != nil {
+		return // gone already
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(-pgid, 0) != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // Reap fails running tasks whose runner is gone: the runner process no
@@ -244,7 +404,7 @@ func Reap(s *spool.Store, tasks []*spool.Task) ([]string, error) {
 		if rec.RunnerPID == 0 {
 			why = "the runner died before the task started"
 		}
-		if err := deliver(s, t, t.LeaseToken, false, why, "", ""); err != nil {
+		if err := deliver(s, t, t.LeaseToken, false, why, s.TaskOutputFile(t.Name), ""); err != nil {
 			if errors.Is(err, spool.ErrInvalidState) || errors.Is(err, spool.ErrLeaseConflict) || errors.Is(err, spool.ErrStaleToken) {
 				continue // finished or taken over meanwhile
 			}
@@ -256,11 +416,12 @@ func Reap(s *spool.Store, tasks []*spool.Task) ([]string, error) {
 			if cerr != nil {
 				continue
 			}
-			if err := deliver(s, t, c.Lease.LeaseToken, false, why, "", ""); err != nil {
+			if err := deliver(s, t, c.Lease.LeaseToken, false, why, s.TaskOutputFile(t.Name), ""); err != nil {
 				return reaped, err
 			}
 		}
 		os.Remove(s.TaskRunnerFile(t.Name))
+		os.Remove(s.TaskOutputFile(t.Name))
 		reaped = append(reaped, t.Name)
 	}
 	return reaped, nil
@@ -274,17 +435,31 @@ func leaseExpired(s *spool.Store, t *spool.Task) bool {
 	return !v.Lease.Live(time.Now()) && v.Lease.ReleasedAt == ""
 }
 
-// capped keeps at most max bytes written to it (the first ones).
-type capped struct {
+// tail keeps the last max bytes written to it (at least; it trims in
+// steps), where the explanation of a failure is.
+type tail struct {
 	bytes.Buffer
 	max int
 }
 
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
+func (t *tail) Write(p []byte) (int, error) {
+	t.Buffer.Write(p)
+	if t.Len() > 2*t.max {
+		b := t.Bytes()
+		keep := append([]byte(nil), b[len(b)-t.max:]...)
+		t.Reset()
+		t.Buffer.Write(keep)
 	}
 	return len(p), nil
+}
+
+// String returns the last max bytes, as valid UTF-8.
+func (t *tail) String() string {
+	b := t.Bytes()
+	if len(b) > t.max {
+		b = b[len(b)-t.max:]
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 func firstLineOf(s string) string {

@@ -22,8 +22,13 @@ import (
 
 // TaskSpec defines a queued task.
 type TaskSpec struct {
-	Name           string `json:"name"`
-	Parent         string `json:"parent"`
+	Name string `json:"name"`
+	// Parent gets the task's result in its mailbox.
+	Parent string `json:"parent"`
+	// Owner is whose queue the task is in: the agent that pushed it
+	// (SPEC 7 "Queue ownership"). Tasks pushed before owners were
+	// recorded belong to their parent's queue.
+	Owner          string `json:"owner,omitempty"`
 	Model          string `json:"model,omitempty"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
 }
@@ -31,7 +36,10 @@ type TaskSpec struct {
 // Task is a queued, running or finished task.
 type Task struct {
 	TaskSpec
-	Prompt    string `json:"prompt"`
+	Prompt string `json:"prompt"`
+	// PromptBlob is the file holding a prompt too large to store inline
+	// (Prompt is then empty).
+	PromptBlob string `json:"prompt_blob,omitempty"`
 	ThreadID  string `json:"thread_id"`
 	Status    string `json:"status"` // the thread's
 	CreatedAt string `json:"created_at"`
@@ -78,11 +86,18 @@ func (s *Store) registerTask(name, src string) error {
 
 var taskAlphabet = "abcdefghjkmnpqrstvwxyz23456789"
 
-// Push queues a task: it returns at once. A name is generated when spec.Name
-// is empty; parent defaults to "main".
+// Push queues a task in spec.Owner's queue (default "main"): it returns at
+// once. A name is generated when spec.Name is empty; the parent, who gets
+// the result, defaults to the owner.
 func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
+	if spec.Owner == "" {
+		spec.Owner = "main"
+	}
+	if err := ValidateAgent("agent", spec.Owner); err != nil {
+		return nil, err
+	}
 	if spec.Parent == "" {
-		spec.Parent = "main"
+		spec.Parent = spec.Owner
 	}
 	if err := ValidateAgent("parent", spec.Parent); err != nil {
 		return nil, err
@@ -101,7 +116,7 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 	if strings.TrimSpace(prompt) == "" {
 		return nil, invalidf("prompt", "the task needs a prompt: inbox push [flags] PROMPT")
 	}
-	if err := validateText("prompt", prompt, MaxBodyLen); err != nil {
+	if err := validateText("prompt", prompt, len(prompt)); err != nil {
 		return nil, err
 	}
 	generated := spec.Name == ""
@@ -126,12 +141,12 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 		t.taskName = spec.Name
 		t.ev.EventType = EventThreadCreated
 		err = t.commit()
+		t.msg.discardBlobs()
 		if err == nil {
-			s.seen(spec.Parent)
+			s.seen(spec.Owner)
 			return &Task{TaskSpec: spec, Prompt: prompt, ThreadID: t.tid, Status: t.h.Status,
 				CreatedAt: t.h.CreatedAt, UpdatedAt: t.h.UpdatedAt}, nil
 		}
-		os.RemoveAll(t.dir) // nothing was committed: do not leave the directory behind
 		var e *Error
 		if generated && errors.As(err, &e) && e.Code == "task_name_taken" && attempt < 5 {
 			continue
@@ -182,14 +197,28 @@ func (s *Store) TaskByName(name string) (*Task, error) {
 	}
 	t := &Task{TaskSpec: p.Task, Prompt: first.Body, ThreadID: h.ThreadID, Status: h.Status,
 		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+	if t.Owner == "" {
+		t.Owner = t.Parent
+	}
+	for _, bm := range blobRefs(first) {
+		if bm.Field == "body" {
+			t.PromptBlob, _ = s.BlobPath(bm.Blob)
+		}
+	}
 	if h.Lease != nil {
 		t.StartedAt, t.LeaseToken = h.Lease.ClaimedAt, h.Lease.LeaseToken
 	}
 	return t, nil
 }
 
-// Tasks lists every task (of parent, when given), oldest first.
-func (s *Store) Tasks(parent string) ([]*Task, error) {
+// TaskFilter selects tasks; empty fields do not filter.
+type TaskFilter struct {
+	Owner  string // in this agent's queue
+	Parent string // whose results go to this agent
+}
+
+// Tasks lists the tasks f selects, oldest first.
+func (s *Store) Tasks(f TaskFilter) ([]*Task, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, tasksDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return []*Task{}, nil
@@ -210,7 +239,7 @@ func (s *Store) Tasks(parent string) ([]*Task, error) {
 		if err != nil {
 			return nil, err
 		}
-		if parent == "" || t.Parent == parent {
+		if (f.Owner == "" || t.Owner == f.Owner) && (f.Parent == "" || t.Parent == f.Parent) {
 			out = append(out, t)
 		}
 	}
@@ -225,4 +254,78 @@ func sortTasks(ts []*Task) {
 // TaskRunnerFile is where a runner records the process running a task.
 func (s *Store) TaskRunnerFile(name string) string {
 	return filepath.Join(s.dir, tasksDir, name+".runner")
+}
+
+// TaskOutputFile is where a runner captures a running task's standard
+// output: a file on the store's file system, so that output of any size
+// becomes its result (inline, or a blob linked from this file).
+func (s *Store) TaskOutputFile(name string) string {
+	return filepath.Join(s.dir, tasksDir, name+".out")
+}
+
+// TaskByThread returns the task a thread is, or ErrNotFound.
+func (s *Store) TaskByThread(tid string) (*Task, error) {
+	if err := ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	dir, _ := s.viewDir(tid)
+	m, err := s.readMessageAt(dir, tid, 1)
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		Task TaskSpec `json:"task"`
+	}
+	if m.Kind != KindTask || json.Unmarshal(m.PayloadJSON, &p) != nil || p.Task.Name == "" {
+		return nil, notFound("thread %s is not a task", tid)
+	}
+	t, err := s.TaskByName(p.Task.Name)
+	if err != nil || t.ThreadID != tid {
+		return nil, notFound("thread %s is not a task", tid)
+	}
+	return t, nil
+}
+
+// CancelTask cancels a queued or running task (the caller kills its
+// process group): the thread becomes cancelled and the parent gets the
+// failure message from the task, as for any failed task, so nothing
+// waits for a result that will not come. c carries the failure payload
+// ({"success":false,"error":…,"partial_output":…}) and any blobs.
+func (s *Store) CancelTask(agent string, t *Task, c Content) (*Result, error) {
+	if err := ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	m, err := s.message(now, t.Name, t.Parent, KindResult, c, "task "+t.Name+" cancelled by "+agent)
+	if err != nil {
+		return nil, err
+	}
+	defer m.discardBlobs()
+	m.Status = StatusCancelled
+	var res *Result
+	err = s.mutate(t.ThreadID, func(tx *tx) error {
+		if r, err := tx.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
+			res = r
+			return err
+		}
+		if IsTerminal(tx.h.Status) {
+			return stateErr("task %s already finished (%s); there is nothing to cancel", t.Name, tx.h.Status)
+		}
+		from := tx.h.Status
+		tx.h.Status = StatusCancelled
+		if tx.h.Lease != nil && tx.h.Lease.ReleasedAt == "" {
+			l := *tx.h.Lease
+			l.ReleasedAt = FormatTime(tx.now)
+			tx.setLease(l)
+		}
+		payload := jsonFields{}.str("from", from).str("to", StatusCancelled).str("cancelled_by", agent).raw()
+		tx.ev = Event{EventType: EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
+		tx.addMessage(m)
+		res = &Result{Thread: &tx.h.Thread, Message: m, Lease: tx.h.Lease}
+		return nil
+	})
+	if err == nil {
+		s.seen(agent)
+	}
+	return res, err
 }

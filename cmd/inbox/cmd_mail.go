@@ -21,17 +21,17 @@ func (c *call) mailAgent() string {
 	return "main"
 }
 
-// reapFor fails the agent's tasks whose runner died, so that their
-// failure reaches the mailbox before anyone waits on it.
+// reapFor fails the tasks reporting to parent whose runner died, so that
+// their failure reaches the mailbox before anyone waits on it.
 func reapFor(s *spool.Store, parent string) {
-	if tasks, err := s.Tasks(parent); err == nil {
+	if tasks, err := s.Tasks(spool.TaskFilter{Parent: parent}); err == nil {
 		queue.Reap(s, tasks)
 	}
 }
 
-// running reports whether agent has tasks running.
+// running reports whether tasks reporting to agent are running.
 func running(s *spool.Store, agent string) bool {
-	tasks, err := s.Tasks(agent)
+	tasks, err := s.Tasks(spool.TaskFilter{Parent: agent})
 	if err != nil {
 		return false
 	}
@@ -92,6 +92,9 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		reapFor(s, agent)
 	}
 	res := &result{}
+	if r.from != "" {
+		res.warn(c, s.UnknownAgentWarnings("from", r.from))
+	}
 	switch {
 	case r.peek:
 		items, err := s.Mailbox(agent, r.from)

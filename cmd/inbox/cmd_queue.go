@@ -24,8 +24,9 @@ type pushCmd struct {
 }
 
 func (r *pushCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose queue the task joins: you (env INBOX_AGENT; inside a task, its name; else main)")
 	fs.StringVar(&r.name, "name", "", "the task's name, also its agent name (default: generated, unique)")
-	fs.StringVar(&r.parent, "parent", "", "who gets the result (default --agent / INBOX_AGENT, else main)")
+	fs.StringVar(&r.parent, "parent", "", "who gets the result in its mailbox (default: you, the pusher)")
 	fs.StringVar(&r.model, "model", "", "model hint, passed to the task as INBOX_MODEL")
 	fs.IntVar(&r.timeout, "timeout-seconds", 0, "kill the task's process group after this long (0: no limit)")
 }
@@ -39,29 +40,32 @@ func (r *pushCmd) run(c *call) (*result, error) {
 		}
 		prompt = string(data)
 	}
-	parent := r.parent
-	if parent == "" {
-		parent = c.mailAgent()
-	}
 	s, err := c.open()
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.Push(spool.TaskSpec{Name: r.name, Parent: parent, Model: r.model, TimeoutSeconds: r.timeout}, prompt)
+	t, err := s.Push(spool.TaskSpec{Name: r.name, Owner: c.mailAgent(), Parent: r.parent, Model: r.model, TimeoutSeconds: r.timeout}, prompt)
 	if err != nil {
 		return nil, err
 	}
 	res := &result{}
 	res.set("task", taskView(t, time.Now()))
+	if r.parent != "" {
+		res.warn(c, s.UnknownAgentWarnings("parent", r.parent))
+	}
 	res.human = func(w io.Writer) {
-		fmt.Fprintf(w, "queued task %s for %s (%s)\n", t.Name, t.Parent, t.ThreadID)
+		to := ""
+		if t.Parent != t.Owner {
+			to = ", result to " + t.Parent
+		}
+		fmt.Fprintf(w, "queued task %s in %s's queue%s (%s)\n", t.Name, t.Owner, to, t.ThreadID)
 	}
 	return res, nil
 }
 
 // taskView is a task as queue, push and run print it.
 func taskView(t *spool.Task, now time.Time) map[string]any {
-	v := map[string]any{"name": t.Name, "parent": t.Parent, "thread_id": t.ThreadID, "state": t.State(),
+	v := map[string]any{"name": t.Name, "owner": t.Owner, "parent": t.Parent, "thread_id": t.ThreadID, "state": t.State(),
 		"status": t.Status, "created_at": t.CreatedAt}
 	if t.Model != "" {
 		v["model"] = t.Model
@@ -83,12 +87,14 @@ func taskView(t *spool.Task, now time.Time) map[string]any {
 }
 
 type runCmd struct {
-	exec, parent string
+	exec    string
+	timeout int
 }
 
 func (r *runCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose queue to run: yours (env INBOX_AGENT; inside a task, its name; else main)")
 	fs.StringVar(&r.exec, "exec", "", "command that runs one task: sh -c CMD, prompt on stdin (env INBOX_EXEC)")
-	fs.StringVar(&r.parent, "parent", "", "whose queue (default --agent / INBOX_AGENT, else main)")
+	fs.IntVar(&r.timeout, "timeout-seconds", 0, "kill the process group of a task pushed without a timeout after this long (0: no limit)")
 }
 
 func (r *runCmd) run(c *call) (*result, error) {
@@ -110,7 +116,10 @@ func (r *runCmd) run(c *call) (*result, error) {
 	if strings.TrimSpace(command) == "" {
 		return nil, usagef("exec", "--exec is required (or set INBOX_EXEC): the command that runs a task")
 	}
-	parent, tasks, err := c.parentTasks(r.parent)
+	if r.timeout < 0 || r.timeout > spool.MaxLeaseSecs {
+		return nil, usagef("timeout-seconds", "--timeout-seconds %d is out of range: give 0 (no limit) to %d", r.timeout, spool.MaxLeaseSecs)
+	}
+	owner, tasks, err := c.queueTasks(false)
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +133,10 @@ func (r *runCmd) run(c *call) (*result, error) {
 	if len(names) == 0 {
 		res.set("started", []string{}).set("concurrency", n)
 		res.exit = exitNoWork
-		res.human = func(io.Writer) { fmt.Fprintf(c.env.stderr, "inbox: no queued tasks for %s\n", parent) }
+		res.human = func(io.Writer) { fmt.Fprintf(c.env.stderr, "inbox: no queued tasks in %s's queue\n", owner) }
 		return res, nil
 	}
-	pid, err := startRunner(c.g.db, n, command, names)
+	pid, err := startRunner(c.g.db, n, r.timeout, command, names)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +153,7 @@ func (r *runCmd) run(c *call) (*result, error) {
 
 // startRunner starts a detached runner (a new session, no terminal, its
 // own process group) that outlives this command and the calling shell.
-func startRunner(db string, n int, command string, names []string) (int, error) {
+func startRunner(db string, n, timeout int, command string, names []string) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, fmt.Errorf("cannot find the inbox binary to start a runner: %w", err)
@@ -153,7 +162,8 @@ func startRunner(db string, n int, command string, names []string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	args := append([]string{"__runner", "--db", abs, "--concurrency", strconv.Itoa(n), "--exec", command, "--"}, names...)
+	args := append([]string{"__runner", "--db", abs, "--concurrency", strconv.Itoa(n), "--timeout-seconds", strconv.Itoa(timeout),
+		"--exec", command, "--"}, names...)
 	cmd := exec.Command(self, args...)
 	logf, err := os.OpenFile(filepath.Join(abs, "tasks", "runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err == nil {
@@ -170,12 +180,13 @@ func startRunner(db string, n int, command string, names []string) (int, error) 
 }
 
 type runnerCmd struct {
-	concurrency int
-	exec        string
+	concurrency, timeout int
+	exec                 string
 }
 
 func (r *runnerCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.IntVar(&r.concurrency, "concurrency", 0, "")
+	fs.IntVar(&r.timeout, "timeout-seconds", 0, "")
 	fs.StringVar(&r.exec, "exec", "", "")
 }
 
@@ -188,45 +199,48 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 	defer stop()
 	log := slog.New(slog.NewTextHandler(c.env.stderr, nil)).With("runner", os.Getpid())
 	return nil, queue.Run(ctx, queue.Config{Store: s, DB: c.g.db, Exec: r.exec, Concurrency: r.concurrency,
-		Tasks: c.args, Log: log})
+		Tasks: c.args, Log: log, DefaultTimeout: time.Duration(r.timeout) * time.Second})
 }
 
-// parentTasks lists the tasks of parent (--parent, else the mail agent),
-// after failing those whose runner died.
-func (c *call) parentTasks(parent string) (string, []*spool.Task, error) {
-	if parent == "" {
-		parent = c.mailAgent()
-	}
-	if err := spool.ValidateAgent("parent", parent); err != nil {
+// queueTasks lists the tasks in the caller's queue (every queue with
+// all), after failing those whose runner died.
+func (c *call) queueTasks(all bool) (string, []*spool.Task, error) {
+	owner := c.mailAgent()
+	if err := spool.ValidateAgent("agent", owner); err != nil {
 		return "", nil, err
+	}
+	f := spool.TaskFilter{Owner: owner}
+	if all {
+		f.Owner = ""
 	}
 	s, err := c.open()
 	if err != nil {
 		return "", nil, err
 	}
-	tasks, err := s.Tasks(parent)
+	tasks, err := s.Tasks(f)
 	if err != nil {
 		return "", nil, err
 	}
 	if reaped, _ := queue.Reap(s, tasks); len(reaped) > 0 {
-		if tasks, err = s.Tasks(parent); err != nil {
+		if tasks, err = s.Tasks(f); err != nil {
 			return "", nil, err
 		}
 	}
-	return parent, tasks, nil
+	return owner, tasks, nil
 }
 
-type queueCmd struct{ parent string }
+type queueCmd struct{ all bool }
 
 func (r *queueCmd) flags(fs *pflag.FlagSet, c *call) {
-	fs.StringVar(&r.parent, "parent", "", "whose queue (default --agent / INBOX_AGENT, else main)")
+	c.agentFlag("whose queue to show: yours (env INBOX_AGENT; inside a task, its name; else main)")
+	fs.BoolVar(&r.all, "all", false, "show every agent's queue (each task names its owner)")
 }
 
 func (r *queueCmd) run(c *call) (*result, error) {
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
-	parent, tasks, err := c.parentTasks(r.parent)
+	owner, tasks, err := c.queueTasks(r.all)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +250,12 @@ func (r *queueCmd) run(c *call) (*result, error) {
 		groups[t.State()] = append(groups[t.State()], taskView(t, now))
 	}
 	res := &result{}
-	res.set("parent", parent).set("queued", groups["queued"]).set("running", groups["running"]).set("finished", groups["finished"])
+	if r.all {
+		res.set("all", true)
+	} else {
+		res.set("agent", owner)
+	}
+	res.set("queued", groups["queued"]).set("running", groups["running"]).set("finished", groups["finished"])
 	res.human = func(w io.Writer) {
 		for _, g := range []string{"queued", "running", "finished"} {
 			fmt.Fprintf(w, "%s:\n", strings.ToUpper(g[:1])+g[1:])
@@ -252,6 +271,9 @@ func (r *queueCmd) run(c *call) (*result, error) {
 					}
 				case "finished":
 					extra = fmt.Sprintf(" (%s)", v["status"])
+				}
+				if r.all {
+					extra += fmt.Sprintf(" [%s's queue]", v["owner"])
 				}
 				fmt.Fprintf(w, "  - %s%s\n", v["name"], extra)
 			}

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/inbox-dev/inbox/queue"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -78,13 +81,14 @@ func statusResult(out *spool.Result) *result {
 }
 
 type cancelCmd struct {
-	thread, reason string
-	content        contentFlags
+	thread, name, reason string
+	content              contentFlags
 }
 
 func (r *cancelCmd) flags(fs *pflag.FlagSet, c *call) {
-	c.agentFlag("who cancels, usually a leader (env INBOX_AGENT)")
-	fs.StringVar(&r.thread, "thread", "", "thread id (required)")
+	c.agentFlag("who cancels, usually a leader (env INBOX_AGENT; with --name, default main)")
+	fs.StringVar(&r.thread, "thread", "", "thread id (or --name)")
+	fs.StringVar(&r.name, "name", "", "the task to cancel, by name (or --thread)")
 	fs.StringVar(&r.reason, "reason", "", "why it is cancelled (the message summary)")
 	r.content.registerArtifacts(fs)
 	fs.StringVar(&r.content.key, "idempotency-key", "", "retry-safe key: repeating the call with it returns the first result and writes nothing")
@@ -94,12 +98,18 @@ func (r *cancelCmd) run(c *call) (*result, error) {
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
-	agent, err := c.agentName("agent")
-	if err != nil {
-		return nil, err
+	agent := c.g.agent
+	if agent == "" && r.name != "" {
+		agent = c.mailAgent()
 	}
-	if r.thread == "" {
-		return nil, usagef("thread", "--thread is required")
+	if agent == "" {
+		return nil, usagef("agent", "--agent is required (or set INBOX_AGENT)")
+	}
+	switch {
+	case r.thread == "" && r.name == "":
+		return nil, usagef("thread", "--thread is required (or --name for a task)")
+	case r.thread != "" && r.name != "":
+		return nil, usagef("name", "give --thread or --name, not both")
 	}
 	arts, err := r.content.artifactInputs()
 	if err != nil {
@@ -109,7 +119,28 @@ func (r *cancelCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.Cancel(agent, r.thread, spool.Content{Summary: r.reason, Artifacts: arts, IdempotencyKey: r.content.key})
+	// A task is cancelled as a task: its process group is killed and its
+	// parent gets the failure message.
+	var task *spool.Task
+	if r.name != "" {
+		if task, err = s.TaskByName(r.name); err != nil {
+			return nil, err
+		}
+	} else if task, err = s.TaskByThread(r.thread); errors.Is(err, spool.ErrNotFound) {
+		task, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out *spool.Result
+	if task != nil {
+		if len(arts) > 0 {
+			return nil, usagef("artifact", "a task's cancellation carries its partial output; --artifact is for other threads")
+		}
+		out, err = queue.Cancel(s, task, agent, r.reason, r.content.key, 2*time.Second)
+	} else {
+		out, err = s.Cancel(agent, r.thread, spool.Content{Summary: r.reason, Artifacts: arts, IdempotencyKey: r.content.key})
+	}
 	if err != nil {
 		return nil, err
 	}

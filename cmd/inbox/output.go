@@ -172,6 +172,21 @@ func (r *result) set(k string, v any) *result {
 	return r
 }
 
+// warn reports warnings: on stderr for people, and as "warnings" in the
+// JSON result.
+func (r *result) warn(c *call, ws []string) {
+	if len(ws) == 0 {
+		return
+	}
+	for _, w := range ws {
+		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
+	}
+	if prev, ok := r.body.vals["warnings"].([]string); ok {
+		ws = append(prev, ws...)
+	}
+	r.set("warnings", ws)
+}
+
 // table writes aligned columns.
 func table(w io.Writer, header []string, rows [][]string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
