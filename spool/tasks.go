@@ -40,10 +40,10 @@ type Task struct {
 	// PromptBlob is the file holding a prompt too large to store inline
 	// (Prompt is then empty).
 	PromptBlob string `json:"prompt_blob,omitempty"`
-	ThreadID  string `json:"thread_id"`
-	Status    string `json:"status"` // the thread's
-	CreatedAt string `json:"created_at"`
-	UpdatedAt string `json:"updated_at"`
+	ThreadID   string `json:"thread_id"`
+	Status     string `json:"status"` // the thread's
+	CreatedAt  string `json:"created_at"`
+	UpdatedAt  string `json:"updated_at"`
 	// StartedAt is when the task was claimed to run, if it was.
 	StartedAt  string `json:"started_at,omitempty"`
 	LeaseToken int64  `json:"lease_token,omitempty"`
