@@ -76,6 +76,41 @@ type Index struct {
 	shardedA map[string]bool // in the assignee trees
 }
 
+// ErrMissing is returned by the readers when the index cannot be trusted
+// to be complete: its status or assigned tree is gone (someone deleted
+// index/), or a rebuild did not finish. An empty answer from such an index
+// would read as "no work" while work waits, so the readers refuse; Rebuild
+// (inbox reindex) makes it whole again.
+var ErrMissing = errors.New("index missing or incomplete")
+
+// rebuildingFile exists while a rebuild runs, and after one that was
+// interrupted.
+const rebuildingFile = "REBUILDING"
+
+// Check reports ErrMissing when the index is not whole.
+func (ix *Index) Check() error {
+	if err := ix.checkRebuilt(); err != nil {
+		return err
+	}
+	for _, d := range []string{statusDir, assignedDir} {
+		fi, err := os.Stat(filepath.Join(ix.dir, d))
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("%w: %s is gone", ErrMissing, filepath.Join(filepath.Base(ix.dir), d))
+		}
+	}
+	return nil
+}
+
+// checkRebuilt reports ErrMissing while a rebuild is unfinished. Readers
+// check it on every call (one failed lookup); the roots they check only
+// when they found nothing, the one answer a deleted index gives.
+func (ix *Index) checkRebuilt() error {
+	if _, err := os.Lstat(filepath.Join(ix.dir, rebuildingFile)); err == nil {
+		return fmt.Errorf("%w: a rebuild of %s did not finish", ErrMissing, filepath.Base(ix.dir))
+	}
+	return nil
+}
+
 // Init creates the index's top-level directories.
 func Init(dir string, dirMode os.FileMode) error {
 	for _, d := range []string{dir, filepath.Join(dir, statusDir), filepath.Join(dir, assignedDir)} {
@@ -191,6 +226,10 @@ func (e Entry) check(ix *Index) error {
 // allocated; with src empty, or where linking fails, it creates empty
 // files. It returns the directories whose fsync makes the markers durable
 // (including parents of directories it had to create).
+//
+// When the index's roots are gone (see ErrMissing), Add adds nothing and
+// succeeds: recreating them would make an index holding only this marker
+// look whole; readers refuse until the index is rebuilt.
 func (ix *Index) Add(e Entry, src string) (syncDirs []string, err error) {
 	if err := e.check(ix); err != nil {
 		return nil, err
@@ -198,6 +237,9 @@ func (ix *Index) Add(e Entry, src string) (syncDirs []string, err error) {
 	name := marker(e)
 	for _, dir := range ix.dirs(e) {
 		created, err := ix.touch(dir, name, src)
+		if errors.Is(err, ErrMissing) {
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -259,6 +301,9 @@ func (ix *Index) mkdirs(dir string) ([]string, error) {
 	for d := dir; d != ix.dir && len(d) > len(ix.dir); d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil {
 			break
+		}
+		if p := filepath.Dir(d); p == ix.dir {
+			return nil, fmt.Errorf("%w: %s is gone", ErrMissing, d) // a root
 		}
 		missing = append(missing, d)
 	}
@@ -446,6 +491,10 @@ func readNames(dir string) ([]string, error) {
 // statuses are read one bucket at a time, so a caller that stops early
 // reads only the newest buckets.
 func (ix *Index) Newest(agent string, statuses []string, fn func(Entry) bool) error {
+	if err := ix.checkRebuilt(); err != nil {
+		return err
+	}
+	found := false
 	var ws []*walker
 	for _, st := range statuses {
 		if !safeName(st) {
@@ -466,9 +515,13 @@ func (ix *Index) Newest(agent string, statuses []string, fn func(Entry) bool) er
 			}
 		}
 		if best == nil {
+			if !found {
+				return ix.Check()
+			}
 			return nil
 		}
 		best.pop()
+		found = true
 		if !fn(top.e) {
 			return nil
 		}
@@ -508,7 +561,7 @@ func (ix *Index) Walk(fn func(e Entry, path string)) error {
 	if err := ix.all("", statuses, visit); err != nil {
 		return err
 	}
-	agents, err := ix.Agents()
+	agents, err := ix.listAgents()
 	if err != nil {
 		return err
 	}
@@ -526,20 +579,43 @@ func (ix *Index) Walk(fn func(e Entry, path string)) error {
 
 // ByAssignee returns the entries assigned to agent in any of statuses.
 func (ix *Index) ByAssignee(agent string, statuses []string) ([]Entry, error) {
-	var out []Entry
-	err := ix.all(agent, statuses, func(l located) { out = append(out, l.e) })
-	return out, err
+	return ix.collect(agent, statuses)
 }
 
 // ByStatus returns the entries in any of statuses (AssignedTo left empty).
 func (ix *Index) ByStatus(statuses []string) ([]Entry, error) {
+	return ix.collect("", statuses)
+}
+
+// collect returns the entries of statuses in agent's tree; it refuses
+// (ErrMissing) to answer from an index that is not whole.
+func (ix *Index) collect(agent string, statuses []string) ([]Entry, error) {
+	if err := ix.checkRebuilt(); err != nil {
+		return nil, err
+	}
 	var out []Entry
-	err := ix.all("", statuses, func(l located) { out = append(out, l.e) })
-	return out, err
+	if err := ix.all(agent, statuses, func(l located) { out = append(out, l.e) }); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, ix.Check()
+	}
+	return out, nil
 }
 
 // Agents returns every agent that has an assignee directory.
 func (ix *Index) Agents() ([]string, error) {
+	if err := ix.checkRebuilt(); err != nil {
+		return nil, err
+	}
+	if err := ix.Check(); err != nil {
+		return nil, err
+	}
+	return ix.listAgents()
+}
+
+// listAgents lists the assignee directories, none when the tree is gone.
+func (ix *Index) listAgents() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(ix.dir, assignedDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -556,8 +632,22 @@ func (ix *Index) Agents() ([]string, error) {
 	return out, nil
 }
 
-// Reset removes every marker, leaving an empty index.
+// Reset starts a rebuild: it marks the index as being rebuilt (readers
+// refuse it until Rebuilt) and removes every marker, recreating the index
+// directory itself if it is gone. The caller adds every entry, fsyncs the
+// directories Add named, then calls Rebuilt.
 func (ix *Index) Reset() error {
+	if err := os.MkdirAll(ix.dir, ix.dirMode); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(ix.dir, rebuildingFile), os.O_CREATE|os.O_WRONLY, ix.fileMode)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if err := syncDir(ix.dir); err != nil {
+		return err
+	}
 	for _, sub := range []string{statusDir, assignedDir} {
 		p := filepath.Join(ix.dir, sub)
 		if err := os.RemoveAll(p); err != nil {
@@ -568,6 +658,26 @@ func (ix *Index) Reset() error {
 		}
 	}
 	return nil
+}
+
+// Rebuilt ends a rebuild Reset started: the index is whole again.
+func (ix *Index) Rebuilt() error {
+	if err := os.Remove(filepath.Join(ix.dir, rebuildingFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(ix.dir)
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // SortForFetch orders entries as fetch hands them out: high priority

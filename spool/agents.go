@@ -135,7 +135,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 	}
 	assignees, err := s.idx.Agents()
 	if err != nil {
-		return nil, storageErr(err, "read index")
+		return nil, s.indexErr(err)
 	}
 	for _, n := range assignees {
 		get(n)
@@ -145,7 +145,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 	for _, a := range byName {
 		open, err := s.idx.ByAssignee(a.Agent, []string{StatusPending, StatusClaimed, StatusInProgress, StatusBlocked})
 		if err != nil {
-			return nil, storageErr(err, "read index")
+			return nil, s.indexErr(err)
 		}
 		seen := map[string]bool{}
 		for _, e := range open {

@@ -153,7 +153,19 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 		}
 	}
 
-	// 4. The index against the headers.
+	// 4. The index against the headers: rebuilt from nothing when it is
+	// not whole (readers refuse it until then).
+	if err := s.idx.Check(); err != nil {
+		f := add(Finding{Check: "missing_index", Path: filepath.Join(s.dir, indexDirName),
+			Detail: strings.TrimPrefix(err.Error(), index.ErrMissing.Error()+": ") + "; fetch and list refuse to answer until it is rebuilt"})
+		if repair {
+			if _, err := s.rebuildIndex(); err != nil {
+				return nil, err
+			}
+			f.Detail += "; rebuilt from the thread headers"
+			f.Repaired = true
+		}
+	}
 	if err := s.fsckIndex(headers, add, repair); err != nil {
 		return nil, err
 	}

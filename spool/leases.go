@@ -23,7 +23,7 @@ type LeaseExpiry struct {
 func (s *Store) HeldLeases() ([]LeaseExpiry, error) {
 	entries, err := s.idx.ByStatus([]string{StatusClaimed, StatusInProgress, StatusBlocked})
 	if err != nil {
-		return nil, storageErr(err, "read index")
+		return nil, s.indexErr(err)
 	}
 	var out []LeaseExpiry
 	seen := map[string]bool{}

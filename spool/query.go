@@ -54,7 +54,7 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 	}
 	entries, err := s.idx.ByAssignee(agent, look)
 	if err != nil {
-		return nil, storageErr(err, "read index")
+		return nil, s.indexErr(err)
 	}
 	index.SortForFetch(entries)
 	now := s.now()
@@ -169,7 +169,7 @@ func (s *Store) List(f ListFilter) ([]*Thread, error) {
 		return len(out) < f.Limit
 	})
 	if err != nil {
-		return nil, storageErr(err, "read index")
+		return nil, s.indexErr(err)
 	}
 	if herr != nil {
 		return nil, herr

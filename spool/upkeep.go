@@ -2,6 +2,7 @@ package spool
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,18 @@ import (
 	"github.com/inbox-dev/inbox/index"
 )
 
+// indexErr is a failure to read the index: when the index is missing or
+// incomplete, an error that says so and how to rebuild it (never an
+// empty answer, which would read as "no work").
+func (s *Store) indexErr(err error) error {
+	if errors.Is(err, index.ErrMissing) {
+		return &Error{Code: "index_missing", Err: ErrFormat, Cause: err, Message: fmt.Sprintf(
+			"the index of store %s is missing or incomplete (%v), so it cannot say what work there is; rebuild it with: inbox reindex (or inbox fsck --repair)",
+			s.dir, strings.TrimPrefix(err.Error(), index.ErrMissing.Error()+": "))}
+	}
+	return storageErr(err, "read index")
+}
+
 // Reindex rebuilds the index from the thread headers alone, with the store
 // locked. It returns the number of threads indexed.
 func (s *Store) Reindex() (int, error) {
@@ -20,6 +33,12 @@ func (s *Store) Reindex() (int, error) {
 		return 0, err
 	}
 	defer unlock()
+	return s.rebuildIndex()
+}
+
+// rebuildIndex rebuilds the index from nothing; the caller holds every
+// lock. Until it finishes, readers refuse the index (index.ErrMissing).
+func (s *Store) rebuildIndex() (int, error) {
 	if err := s.idx.Reset(); err != nil {
 		return 0, storageErr(err, "clear index")
 	}
@@ -45,7 +64,10 @@ func (s *Store) Reindex() (int, error) {
 		ss.add(dirs...)
 		n++
 	}
-	return n, ss.flush()
+	if err := ss.flush(); err != nil {
+		return n, err
+	}
+	return n, storageErr(s.idx.Rebuilt(), "finish the index")
 }
 
 // ArchiveResult says what Archive moved.
@@ -91,7 +113,7 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveRes
 	}
 	entries, err := s.idx.ByStatus(statuses)
 	if err != nil {
-		return nil, storageErr(err, "read index")
+		return nil, s.indexErr(err)
 	}
 	for _, e := range entries {
 		h, err := s.readHeader(e.ThreadID)
@@ -147,7 +169,7 @@ func (s *Store) removeMarkers(tids []string) error {
 		}
 	})
 	if err != nil {
-		return storageErr(err, "read index")
+		return s.indexErr(err)
 	}
 	for _, m := range stale {
 		s.idx.RemoveMarker(m.e, m.path)
@@ -257,7 +279,7 @@ func (s *Store) Stats() (*Stats, error) {
 	// against its header, as every reader of the index must.
 	entries, err := s.idx.ByStatus(Statuses)
 	if err != nil {
-		return nil, storageErr(err, "read index")
+		return nil, s.indexErr(err)
 	}
 	index.SortNewestFirst(entries)
 	seen := map[string]bool{}
