@@ -280,7 +280,13 @@ func (l *eventLog) append(ev *Event) (int64, Pos, error) {
 }
 
 // eventAt returns the verified body of the line that ends at p, if any.
-func (l *eventLog) eventAt(p Pos) ([]byte, bool, error) {
+// garbled says that a whole line does end there but fails its checksum.
+func (l *eventLog) eventAt(p Pos) (body []byte, ok, garbled bool, err error) {
+	body, ok, err = l.lineAt(p)
+	return body, ok, !ok && body != nil, err
+}
+
+func (l *eventLog) lineAt(p Pos) ([]byte, bool, error) {
 	f, err := os.Open(l.segPath(p.Segment))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -305,7 +311,11 @@ func (l *eventLog) eventAt(p Pos) ([]byte, bool, error) {
 		if i < 0 && start > 0 && window < 1<<20 {
 			continue
 		}
-		body, ok := checkLine(buf[i+1 : len(buf)-1])
+		line := buf[i+1 : len(buf)-1]
+		body, ok := checkLine(line)
+		if !ok {
+			return line, false, nil // a whole line, damaged
+		}
 		return body, ok, nil
 	}
 }
@@ -455,4 +465,13 @@ func (lr *lineReader) next() ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// continuesAfter reports whether the log holds anything past p.
+func (l *eventLog) continuesAfter(p Pos) bool {
+	if fi, err := os.Stat(l.segPath(p.Segment)); err == nil && fi.Size() > p.Offset {
+		return true
+	}
+	segs, err := l.segments()
+	return err == nil && segs[len(segs)-1] > p.Segment
 }

@@ -141,8 +141,9 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 		return nil, err
 	}
 	headers := map[string]*header{}
+	byEvent := map[int64]*Message{} // every message, by the id of its event
 	for _, tid := range tids {
-		h, err := s.fsckThread(tid, events, add, repair)
+		h, err := s.fsckThread(tid, events, byEvent, add, repair)
 		if err != nil {
 			return nil, err
 		}
@@ -150,6 +151,13 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 			headers[tid] = h
 			r.Threads++
 			r.Messages += h.MessageCount
+		}
+	}
+	// Damage inside the event log, now that the messages and headers that
+	// name the events it hid are known.
+	if repair && len(events.gaps) > 0 {
+		if err := s.restoreGaps(events, r, headers, byEvent); err != nil {
+			return nil, err
 		}
 	}
 
@@ -268,11 +276,13 @@ func (s *Store) restartLog() error {
 // logIndex is what fsck learns from the event log (and, in blobs, from
 // the messages as it reads them).
 type logIndex struct {
-	ids    map[int64]string // event id → thread id
-	msgs   map[string]int64 // message id → event id
+	ids    map[int64]string  // event id → thread id
+	msgs   map[string]int64  // message id → event id
+	adds   map[string]*Event // "thread#seq" → the event that added that message
 	newest map[string]*Event
 	first  int64               // the first id of the oldest segment still in the log
 	blobs  map[string]blobMeta // blob path → what a message says of it
+	gaps   []*logGap           // damage inside the log
 }
 
 // hasOwnEvent is Store.hasOwnEvent answered from the index: the header's
@@ -281,14 +291,15 @@ func (li *logIndex) hasOwnEvent(h *header) bool {
 	if h.LastEventID == 0 {
 		return false
 	}
-	if h.LastEventID < li.first {
+	if h.LastEventID < li.first || li.inGap(h.LastEventID) {
 		return true
 	}
 	return li.ids[h.LastEventID] == h.ThreadID
 }
 
 func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) (*logIndex, error) {
-	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, newest: map[string]*Event{}, blobs: map[string]blobMeta{}}
+	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*Event{},
+		newest: map[string]*Event{}, blobs: map[string]blobMeta{}}
 	segs, err := s.log.segments()
 	if err != nil {
 		return nil, err
@@ -318,25 +329,40 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 				break
 			}
 			line := data[off : off+nl]
+			start := int64(off)
 			off += nl + 1
 			body, ok := checkLine(line)
+			var ev Event
+			if ok {
+				if err := unmarshalEvent(body, &ev); err != nil {
+					ok = false
+				}
+			}
 			if !ok {
-				f := add(Finding{Check: "corrupt_event_log", Path: p,
-					Detail: fmt.Sprintf("line at byte %d fails its checksum; readers skip it", off-nl-1)})
 				if repair && i == len(segs)-1 && off >= len(data) {
+					// The log's last line: what a power cut leaves of an
+					// append it never acknowledged. Cut it, keeping a copy.
+					f := add(Finding{Check: "corrupt_event_log", Path: p,
+						Detail: fmt.Sprintf("the last line, at byte %d, fails its checksum", start)})
 					a, err := s.log.reserve()
 					if err != nil {
 						return nil, err
 					}
 					a.release()
 					f.Repaired = true
+					continue
+				}
+				// Damage inside the log: the events it hid are restored
+				// under their own ids once the threads are read (restoreGaps).
+				if g := li.lastGap(); g != nil && g.seg == first && g.end == start && g.next == 0 {
+					g.end = int64(off) // the next bad line of the same damage
+				} else {
+					li.gaps = append(li.gaps, &logGap{seg: first, start: start, end: int64(off), prev: last})
 				}
 				continue
 			}
-			var ev Event
-			if err := unmarshalEvent(body, &ev); err != nil {
-				add(Finding{Check: "corrupt_event_log", Path: p, Detail: "a line is not an event: " + err.Error()})
-				continue
+			if g := li.lastGap(); g != nil && g.next == 0 {
+				g.next = ev.EventID
 			}
 			if ev.EventID <= last {
 				add(Finding{Check: "event_order", Path: p,
@@ -350,10 +376,202 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 			if ev.State != nil {
 				e := ev
 				li.newest[ev.ThreadID] = &e
+				if ev.MessageID != "" && ev.EventType != EventThreadRead {
+					a := ev
+					a.State = nil
+					li.adds[addKey(ev.ThreadID, ev.State.MessageCount)] = &a
+				}
 			}
 		}
 	}
+	for _, g := range li.gaps {
+		f := add(Finding{Check: "corrupt_event_log", Path: s.log.segPath(g.seg),
+			Detail: fmt.Sprintf("bytes %d to %d fail their checksum; readers skip them", g.start, g.end)})
+		g.finding = len(r.Findings) - 1
+		if g.next == 0 && repair {
+			// At the very end: what a power cut leaves of appends never
+			// acknowledged. The next writer would cut it; so does repair,
+			// keeping a copy.
+			a, err := s.log.reserve()
+			if err != nil {
+				return nil, err
+			}
+			a.release()
+			f.Detail += "; cut (the end of the log), a copy kept"
+			f.Repaired = true
+		}
+	}
 	return li, nil
+}
+
+// A logGap is damage inside the event log: lines between two valid events
+// that fail their checksum. The events with ids prev+1 … next-1 were
+// there; the messages and headers that name those ids restore them.
+type logGap struct {
+	seg        int64 // the segment
+	start, end int64 // the damaged bytes [start, end), whole lines
+	prev, next int64 // the ids of the valid events around it (next 0: none)
+	finding    int   // its finding's index in the report
+}
+
+func (li *logIndex) lastGap() *logGap {
+	if len(li.gaps) == 0 {
+		return nil
+	}
+	return li.gaps[len(li.gaps)-1]
+}
+
+// inGap reports whether event id was in damaged bytes inside the log: it
+// is there, unreadable until restored, not missing.
+func (li *logIndex) inGap(id int64) bool {
+	for _, g := range li.gaps {
+		if g.next != 0 && id > g.prev && id < g.next {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreGaps rewrites the damaged lines inside the log as the events they
+// held, each under its own id: the event a header names as its last (as
+// it was), else one rebuilt from the message that names the id, else a
+// placeholder saying the event was lost. The damaged bytes are kept in a
+// .bad file. When the new lines fit in the damaged bytes they are padded
+// to the same length, so that no position in the log moves; otherwise the
+// segment is rewritten and the headers that point past the damage are
+// moved with it. The caller holds every lock.
+func (s *Store) restoreGaps(li *logIndex, r *FsckReport, headers map[string]*header, byEvent map[int64]*Message) error {
+	bySeg := map[int64][]*logGap{}
+	var segs []int64
+	for _, g := range li.gaps {
+		if g.next == 0 {
+			continue // damage at the very end: nothing after it to restore
+		}
+		if bySeg[g.seg] == nil {
+			segs = append(segs, g.seg)
+		}
+		bySeg[g.seg] = append(bySeg[g.seg], g)
+	}
+	lastEvent := map[int64]*Event{}
+	for _, h := range headers {
+		if h.LastEvent != nil {
+			lastEvent[h.LastEventID] = h.LastEvent
+		}
+	}
+	for _, seg := range segs {
+		p := s.log.segPath(seg)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return storageErr(err, "read %s", p)
+		}
+		var out []byte
+		type shift struct{ at, by int64 }
+		var shifts []shift
+		pos := int64(0)
+		for _, g := range bySeg[seg] {
+			bad := filepath.Join(s.log.dir, fmt.Sprintf("%020d.damaged-%d.bad", seg, g.start))
+			if err := publishFile(bad, s.tmpDir(), s.fileMode, data[g.start:g.end]); err != nil {
+				return err
+			}
+			var lines [][]byte
+			for id := g.prev + 1; id < g.next; id++ {
+				lines = append(lines, encodeEvent(s.lostEvent(id, lastEvent, byEvent, filepath.Base(bad))))
+			}
+			repl := padLines(lines, int(g.end-g.start))
+			out = append(out, data[pos:g.start]...)
+			out = append(out, repl...)
+			if d := int64(len(repl)) - (g.end - g.start); d != 0 {
+				shifts = append(shifts, shift{at: g.start, by: d})
+			}
+			pos = g.end
+			f := &r.Findings[g.finding]
+			f.Detail += fmt.Sprintf("; events %d to %d restored under their ids (the damaged bytes are in %s)", g.prev+1, g.next-1, filepath.Base(bad))
+			f.Repaired = true
+			for id := g.prev + 1; id < g.next; id++ {
+				if m := byEvent[id]; m != nil {
+					li.msgs[m.MessageID] = id
+					li.ids[id] = m.ThreadID
+				}
+			}
+		}
+		out = append(out, data[pos:]...)
+		if err := publishFile(p, s.tmpDir(), s.fileMode, out); err != nil {
+			return err
+		}
+		if err := syncDir(s.log.dir); err != nil {
+			return err
+		}
+		// Headers that point past a change of length move with it.
+		for tid, h := range headers {
+			if h.LogPos.Segment != seg {
+				continue
+			}
+			moved := h.LogPos.Offset
+			for _, sh := range shifts {
+				if h.LogPos.Offset > sh.at {
+					moved += sh.by
+				}
+			}
+			if moved != h.LogPos.Offset {
+				n := h.clone()
+				n.LogPos.Offset = moved
+				if _, err := s.appendHeader(s.threadDir(tid), n, nil); err != nil {
+					return err
+				}
+				headers[tid] = n
+			}
+		}
+	}
+	return nil
+}
+
+// lostEvent rebuilds event id for restoreGaps.
+func (s *Store) lostEvent(id int64, lastEvent map[int64]*Event, byEvent map[int64]*Message, bad string) *Event {
+	if ev := lastEvent[id]; ev != nil {
+		e := *ev
+		e.EventID = id
+		return &e
+	}
+	if m := byEvent[id]; m != nil {
+		ev := &Event{EventID: id, ThreadID: m.ThreadID, Source: "fsck", MessageID: m.MessageID, Summary: cut(m.Summary, maxEventSumLen),
+			PayloadJSON: json.RawMessage(`{"restored":true}`), CreatedAt: m.CreatedAt, Agent: m.FromAgent, Kind: m.Kind, Status: m.Status}
+		switch {
+		case m.Seq == 1:
+			ev.EventType = EventThreadCreated
+		case m.Status == StatusDone:
+			ev.EventType = EventThreadDone
+		case m.Status == StatusFailed:
+			ev.EventType = EventThreadFailed
+		case m.Status == StatusCancelled:
+			ev.EventType = EventThreadCancelled
+		case m.Status != "":
+			ev.EventType = EventThreadUpdated
+		default:
+			ev.EventType = EventMessageAdded
+		}
+		return ev
+	}
+	return &Event{EventID: id, Source: "fsck", EventType: EventLost, PayloadJSON: json.RawMessage("{}"), CreatedAt: FormatTime(s.now()),
+		Summary: fmt.Sprintf("event %d was damaged in the log and nothing else records it (the bytes are in %s)", id, bad)}
+}
+
+// padLines joins lines and, when they are shorter than n bytes, pads the
+// last one with spaces inside its JSON (before the checksum, which covers
+// them) to exactly n bytes.
+func padLines(lines [][]byte, n int) []byte {
+	var out []byte
+	for _, l := range lines {
+		out = append(out, l...)
+	}
+	if len(out) >= n || len(lines) == 0 {
+		return out
+	}
+	last := lines[len(lines)-1]
+	body, _ := checkLine(last[:len(last)-1])
+	pad := n - len(out)
+	padded := append(append(append([]byte{}, body[:len(body)-1]...), bytes.Repeat([]byte(" "), pad)...), '}')
+	out = out[:len(out)-len(last)]
+	return append(out, encodeLine(padded)...)
 }
 
 // threadIDs lists the thread directories.
@@ -395,7 +613,7 @@ func messageSeqs(dir string) ([]int, []string, error) {
 	return seqs, temps, nil
 }
 
-func (s *Store) fsckThread(tid string, li *logIndex, add func(Finding) *Finding, repair bool) (*header, error) {
+func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*Message, add func(Finding) *Finding, repair bool) (*header, error) {
 	dir := s.threadDir(tid)
 	seqs, temps, err := messageSeqs(dir)
 	if err != nil {
@@ -475,6 +693,19 @@ func (s *Store) fsckThread(tid string, li *logIndex, add func(Finding) *Finding,
 	// Each message has its event.
 	for seq := 1; seq <= h.MessageCount; seq++ {
 		m, err := s.readMessage(tid, seq)
+		if isDamaged(err) {
+			p := filepath.Join(dir, msgName(seq))
+			f := add(Finding{Check: "damaged_message", ThreadID: tid, Path: p,
+				Detail: "not valid JSON; the other messages stay readable"})
+			if !repair {
+				continue
+			}
+			if m, err = s.replaceDamaged(tid, seq, h, li); err != nil {
+				return nil, err
+			}
+			f.Detail += "; set aside as " + filepath.Base(p) + ".bad and replaced by what the event log knows of it (its body is lost)"
+			f.Repaired = true
+		}
 		if err != nil {
 			if !errors.Is(err, ErrNotFound) {
 				add(Finding{Check: "unreadable_thread", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)), Detail: err.Error()})
@@ -488,7 +719,8 @@ func (s *Store) fsckThread(tid string, li *logIndex, add func(Finding) *Finding,
 			add(Finding{Check: "stale_header", ThreadID: tid, Detail: fmt.Sprintf(
 				"latest_message_id %s but message #%d is %s", h.LatestMessageID, seq, m.MessageID)})
 		}
-		if _, ok := li.msgs[m.MessageID]; !ok && m.EventID >= li.first {
+		byEvent[m.EventID] = m
+		if _, ok := li.msgs[m.MessageID]; !ok && m.EventID >= li.first && !li.inGap(m.EventID) {
 			f := add(Finding{Check: "missing_event", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
 				Detail: fmt.Sprintf("message %s has no event in the log", m.MessageID)})
 			if repair {
@@ -641,4 +873,58 @@ func checkBlob(p string, bm blobMeta) string {
 		return fmt.Sprintf("its content's SHA-256 is %s, not the %s its name and message say", d.Hex(), bm.SHA256)
 	}
 	return ""
+}
+
+func addKey(tid string, seq int) string { return tid + "#" + strconv.Itoa(seq) }
+
+// replaceDamaged sets a damaged message file aside (renamed to .bad, its
+// bytes kept) and writes in its place what the event log knows of the
+// message: its id, event, sender, kind and summary, marked damaged. A
+// thread whose header was in that file (its first message, before any
+// change) gets the header the log holds in thread.log first. The caller
+// holds every lock.
+func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*Message, error) {
+	dir := s.threadDir(tid)
+	if seq == 1 && !exists(filepath.Join(dir, headerLog)) {
+		if _, err := s.appendHeader(dir, h, nil); err != nil {
+			return nil, err
+		}
+	}
+	p := filepath.Join(dir, msgName(seq))
+	bad := p + ".bad"
+	for i := 1; exists(bad); i++ {
+		bad = fmt.Sprintf("%s.%d.bad", p, i)
+	}
+	m := &Message{ThreadID: tid, Seq: seq, Kind: KindEvent, PayloadJSON: json.RawMessage("{}"), Damaged: true,
+		Body: "the message's file was damaged; its bytes are kept in " + filepath.Base(bad)}
+	if ev := li.adds[addKey(tid, seq)]; ev != nil {
+		m.MessageID, m.FromAgent, m.Kind, m.Summary, m.CreatedAt, m.EventID = ev.MessageID, ev.Agent, ev.Kind, ev.Summary, ev.CreatedAt, ev.EventID
+		switch ev.EventType {
+		case EventThreadUpdated, EventThreadDone, EventThreadFailed, EventThreadCancelled:
+			m.Status = ev.Status
+		}
+	}
+	if m.MessageID == "" && seq == h.MessageCount {
+		m.MessageID = h.LatestMessageID
+	}
+	if m.MessageID == "" {
+		m.MessageID = NewID("msg_", s.now())
+	}
+	if m.Kind == "" {
+		m.Kind = KindEvent
+	}
+	if m.Summary == "" {
+		m.Summary = fmt.Sprintf("message #%d (damaged)", seq)
+	}
+	if m.CreatedAt == "" {
+		m.CreatedAt = FormatTime(s.now())
+	}
+	if err := os.Rename(p, bad); err != nil {
+		return nil, storageErr(err, "set aside %s", p)
+	}
+	mf := msgFile{Message: *m}
+	if err := publishFile(p, s.tmpDir(), s.fileMode, mf.appendJSON(nil)); err != nil {
+		return nil, err
+	}
+	return m, syncDir(dir)
 }

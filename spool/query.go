@@ -61,8 +61,8 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 	out := []*Thread{}
 	for _, e := range entries {
 		h, err := s.readHeader(e.ThreadID)
-		if errors.Is(err, ErrNotFound) {
-			continue
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFormat) {
+			continue // gone, or damaged beyond what the log can tell (fsck reports it)
 		}
 		if err != nil {
 			return nil, err
@@ -151,8 +151,8 @@ func (s *Store) List(f ListFilter) ([]*Thread, error) {
 		}
 		last = e.ThreadID
 		h, err := s.readHeader(e.ThreadID)
-		if errors.Is(err, ErrNotFound) {
-			return true
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFormat) {
+			return true // gone, or damaged beyond what the log can tell (fsck reports it)
 		}
 		if err != nil {
 			herr = err
@@ -231,6 +231,9 @@ func (s *Store) readMessages(dir, tid string, n int) ([]*Message, error) {
 		go func() {
 			for seq := w + 1; seq <= n; seq += workers {
 				m, err := s.readMessageAt(dir, tid, seq)
+				if isDamaged(err) {
+					m, err = standIn(tid, seq), nil
+				}
 				if err != nil {
 					errs <- err
 					return

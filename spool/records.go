@@ -168,6 +168,9 @@ var messageRecord = record[Message]{
 	{name: "artifacts", read: readArtifacts, write: writeArtifacts,
 		omit: func(m *Message) bool { return len(m.Artifacts) == 0 }},
 	{name: "status", str: func(m *Message) *string { return &m.Status }, omitEmpty: true},
+	{name: "damaged", read: func(d *decoder, m *Message) { d.bool(&m.Damaged) },
+		write: func(b []byte, m *Message) []byte { return strconv.AppendBool(b, m.Damaged) },
+		omit:  func(m *Message) bool { return !m.Damaged }},
 }
 
 // readArtifacts reads the artifacts array as encoding/json reads a slice:
@@ -335,6 +338,9 @@ var msgFileRecord = record[msgFile]{
 		write: func(b []byte, m *msgFile) []byte { return writeArtifacts(b, &m.Message) },
 		omit:  func(m *msgFile) bool { return len(m.Artifacts) == 0 }},
 	{name: "status", str: func(m *msgFile) *string { return &m.Status }, omitEmpty: true},
+	{name: "damaged", read: func(d *decoder, m *msgFile) { d.bool(&m.Damaged) },
+		write: func(b []byte, m *msgFile) []byte { return strconv.AppendBool(b, m.Damaged) },
+		omit:  func(m *msgFile) bool { return !m.Damaged }},
 	{name: "thread_header", read: func(d *decoder, m *msgFile) { readPtr(d, &m.InitialHeader, headerRecord) },
 		write: func(b []byte, m *msgFile) []byte { return headerRecord.append(b, m.InitialHeader) },
 		omit:  func(m *msgFile) bool { return m.InitialHeader == nil }},

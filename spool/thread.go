@@ -80,6 +80,19 @@ func corrupt(err error, format string, args ...any) error {
 		Message: fmt.Sprintf(format, args...) + " (run inbox fsck)"}
 }
 
+// errDamaged marks a message file that exists but does not parse: damage,
+// not a crash (message files are published whole).
+var errDamaged = errors.New("damaged message file")
+
+func isDamaged(err error) bool { return errors.Is(err, errDamaged) }
+
+// standIn is what readers get for a damaged message: a marker, not an
+// error, so that the intact messages beside it stay readable.
+func standIn(tid string, seq int) *Message {
+	return &Message{ThreadID: tid, Seq: seq, Kind: KindEvent, PayloadJSON: json.RawMessage("{}"), Damaged: true,
+		Summary: fmt.Sprintf("message #%d is damaged (its file is not valid JSON); inbox fsck --repair sets it aside", seq)}
+}
+
 // msgFile is a message file on disk: the message, and in a thread's first
 // message the thread's initial header, which stands as the header until
 // the first change creates thread.log. A new thread thus costs two inodes
@@ -107,13 +120,41 @@ func (s *Store) readHeaderAt(dir, tid string) (*header, error) {
 		return nil, storageErr(err, "read thread %s", tid)
 	}
 	if body == nil {
-		return initialHeader(dir, tid)
+		h, err := initialHeader(dir, tid)
+		if isDamaged(err) {
+			// The thread's state is in the log too: contain the damage.
+			if lh, lerr := s.headerFromLog(tid); lerr == nil && lh != nil {
+				return lh, nil
+			}
+		}
+		return h, err
 	}
 	var h header
 	if err := unmarshalHeader(body, &h); err != nil {
 		return nil, corrupt(err, "thread %s: header is not valid JSON", tid)
 	}
 	return &h, nil
+}
+
+// headerFromLog rebuilds a thread's header from the newest event that
+// carries its state: for a thread whose only header, in its first
+// message, was damaged. It reads the whole log; damage is rare.
+func (s *Store) headerFromLog(tid string) (*header, error) {
+	var newest *header
+	err := s.log.scan(Pos{}, func(ev *Event, end Pos) bool {
+		if ev.ThreadID == tid && ev.State != nil && (newest == nil || ev.EventID > newest.LastEventID) {
+			st := ev.State
+			last := *ev
+			last.State = nil
+			st.LastEventID, st.LogPos, st.LastEvent = ev.EventID, end, &last
+			newest = st
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newest, nil
 }
 
 func initialHeader(dir, tid string) (*header, error) {
@@ -126,7 +167,7 @@ func initialHeader(dir, tid string) (*header, error) {
 	}
 	var m msgFile
 	if err := unmarshalMsgFile(data, &m); err != nil {
-		return nil, corrupt(err, "thread %s: first message is not valid JSON", tid)
+		return nil, corrupt(errors.Join(errDamaged, err), "thread %s: first message is not valid JSON", tid)
 	}
 	if m.InitialHeader == nil {
 		return nil, notFound("thread %s not found", tid)
@@ -195,7 +236,7 @@ func (s *Store) readMessageAt(dir, tid string, seq int) (*Message, error) {
 	}
 	var m Message
 	if err := unmarshalMessage(data, &m); err != nil {
-		return nil, corrupt(err, "thread %s: message #%d is not valid JSON", tid, seq)
+		return nil, corrupt(errors.Join(errDamaged, err), "thread %s: message #%d is not valid JSON", tid, seq)
 	}
 	return &m, nil
 }
@@ -314,9 +355,18 @@ func (s *Store) hasOwnEvent(h *header) (bool, error) {
 	if !exists(s.log.segPath(h.LogPos.Segment)) {
 		return true, nil
 	}
-	body, ok, err := s.log.eventAt(h.LogPos)
-	if err != nil || !ok {
+	body, ok, garbled, err := s.log.eventAt(h.LogPos)
+	if err != nil {
 		return false, err
+	}
+	if garbled && s.log.continuesAfter(h.LogPos) {
+		// Damage inside the log, not a crash (appends are whole and at
+		// the end): the event is there. Appending it again would give it
+		// a second id; fsck --repair restores it under its own.
+		return true, nil
+	}
+	if !ok {
+		return false, nil
 	}
 	id, _ := lineID(body)
 	return id == h.LastEventID && bytes.Contains(body, []byte(`"thread_id":"`+h.ThreadID+`"`)), nil

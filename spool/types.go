@@ -52,6 +52,9 @@ const (
 	EventThreadCancelled = "thread_cancelled"
 	EventLeaseExpired    = "lease_expired"
 	EventThreadRead      = "thread_read"
+	// EventLost stands, after fsck --repair, for an event that was
+	// damaged in the log and that nothing else records.
+	EventLost = "event_lost"
 )
 
 // IsTerminal reports whether status admits no further transitions.
@@ -114,6 +117,11 @@ type Message struct {
 	// Status is the thread status this message moved the thread to, when
 	// it was written by update, done, fail or cancel.
 	Status string `json:"status,omitempty"`
+	// Damaged marks what stands in for a message whose file was damaged:
+	// what the event log still knows of it (id, sender, kind, summary),
+	// without its body. Readers get one while the file is damaged; fsck
+	// --repair sets the file aside (.bad) and writes one in its place.
+	Damaged bool `json:"damaged,omitempty"`
 	// blobs are linked into the store when the message commits.
 	blobs []*Blob
 }

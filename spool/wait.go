@@ -215,6 +215,9 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 		var found *Message
 		for seq := h.MessageCount; seq > checked; seq-- {
 			m, err := s.readMessage(tid, seq)
+			if isDamaged(err) {
+				continue // nothing to wake for: fsck --repair sets it aside
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -276,6 +279,9 @@ func (s *Store) terminalMessage(tid string, h *header) (*Message, error) {
 	var newest *Message
 	for seq := h.MessageCount; seq >= 1; seq-- {
 		m, err := s.readMessage(tid, seq)
+		if isDamaged(err) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -293,6 +299,9 @@ func (s *Store) terminalMessage(tid string, h *header) (*Message, error) {
 func (s *Store) findMessage(tid string, count int, id string) (*Message, error) {
 	for seq := count; seq >= 1; seq-- {
 		m, err := s.readMessage(tid, seq)
+		if isDamaged(err) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

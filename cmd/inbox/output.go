@@ -255,6 +255,9 @@ func transcript(w io.Writer, v *spool.ThreadView, now time.Time) {
 		if m.Status != "" {
 			status = " → " + m.Status
 		}
+		if m.Damaged {
+			status += "; DAMAGED"
+		}
 		fmt.Fprintf(w, "#%d  %s  %s → %s  [%s%s]  %s\n", m.Seq, shortTime(m.CreatedAt), m.FromAgent, m.ToAgent, m.Kind, status, m.MessageID)
 		fmt.Fprintf(w, "    %s\n", m.Summary)
 		if m.Body != "" && m.Body != m.Summary {
