@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/gofrs/flock"
 )
@@ -199,7 +200,10 @@ func (a *appender) open() error {
 		return err
 	}
 	first := segs[len(segs)-1]
-	f, err := os.OpenFile(l.segPath(first), os.O_RDWR, l.fileMode)
+	f, err := os.OpenFile(l.segPath(first), os.O_RDWR|syscall.O_NOFOLLOW, l.fileMode)
+	if errors.Is(err, syscall.ELOOP) {
+		return refuseLink(l.segPath(first))
+	}
 	if err != nil {
 		return storageErr(err, "open event log")
 	}

@@ -77,6 +77,9 @@ func (s *Store) deliver(m *Message, src string) ([]string, error) {
 		return nil, nil // not an agent name (cannot happen: validated on the way in)
 	}
 	dir := s.mailboxPath(m.ToAgent)
+	if err := refuseLink(dir); err != nil {
+		return nil, err
+	}
 	p := filepath.Join(dir, markerName(m))
 	err := os.Link(src, p)
 	var dirs []string
@@ -182,6 +185,9 @@ func sameFile(a, b string) bool {
 // by exactly one caller, however many collect at once; the messages stay
 // in their threads.
 func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, error) {
+	if s.linkErr != nil {
+		return nil, s.linkErr
+	}
 	items, err := s.Mailbox(agent, from)
 	if err != nil {
 		return nil, err

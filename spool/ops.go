@@ -683,6 +683,9 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
+	if s.linkErr != nil {
+		return nil, s.linkErr
+	}
 	lk, err := s.lockThread(tid)
 	if err != nil {
 		return nil, err

@@ -99,6 +99,7 @@ type Store struct {
 	log      *eventLog
 	idx      *index.Index
 	unsynced bool
+	linkErr  error // a top-level directory is a symbolic link (see links.go)
 }
 
 // Dir returns the store's root directory.
@@ -236,6 +237,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.log = &eventLog{dir: filepath.Join(dir, eventsDir), lockPath: filepath.Join(dir, locksDir, "events.lock"),
 		tmpDir: filepath.Join(dir, tmpDirName), segBytes: seg, fileMode: fileMode, unsynced: opts.Unsynced}
 	s.idx = index.Open(filepath.Join(dir, indexDirName), fileMode, dirMode, indexLayout)
+	// Writes refuse to go through a planted link; reads and fsck (which
+	// removes it) still work.
+	s.linkErr = s.checkNoLinks()
 	return s, nil
 }
 

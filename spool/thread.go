@@ -256,7 +256,13 @@ func (s *Store) threadLock(tid string) *flock.Flock {
 
 // lockThread takes the thread's lock; a missing thread is ErrNotFound.
 func (s *Store) lockThread(tid string) (*flock.Flock, error) {
+	if s.linkErr != nil {
+		return nil, s.linkErr
+	}
 	dir := s.threadDir(tid)
+	if err := refuseLink(dir); err != nil {
+		return nil, err
+	}
 	if !exists(filepath.Join(dir, headerLog)) && !exists(filepath.Join(dir, msgName(1))) {
 		if exists(s.archivedDir(tid)) {
 			return nil, stateErr("thread %s is archived: it can be shown but not changed", tid)
@@ -600,6 +606,9 @@ func (t *tx) event(id int64, segment, start int64) []byte {
 // as it was, not with debris for fsck to find. Only what a crash leaves
 // is for the next writer (settle) or fsck --repair.
 func (s *Store) commitAll(txs []*tx) (err error) {
+	if s.linkErr != nil {
+		return s.linkErr
+	}
 	var ss syncSet
 	var pending []*renameio.PendingFile
 	var undo []func()
