@@ -715,15 +715,17 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			if first != nil {
 				src = first.Name()
 			}
-			dirs, err := s.idx.Add(entryOf(t.h), src)
-			if err != nil {
-				return storageErr(err, "index thread %s", t.tid)
-			}
 			cur, old := entryOf(t.h), index.Entry{}
 			if !fresh {
 				old = entryOf(t.old)
 			}
+			// (Undone also when Add fails part-way: it may have made one
+			// of the thread's markers.)
 			undo = append(undo, func() { s.idx.Remove(cur, old) })
+			dirs, err := s.idx.Add(cur, src)
+			if err != nil {
+				return storageErr(err, "index thread %s", t.tid)
+			}
 			ss.add(dirs...)
 		}
 		if first != nil && t.newKey != "" {

@@ -162,6 +162,9 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 	if err != nil {
 		return nil, err
 	}
+	if _, err := s.log.segments(); err != nil {
+		return nil, err // nothing could wake the wait
+	}
 	// Resolve the cursor into "messages after seq" or "after event".
 	afterSeq, afterEvent := -1, int64(-1)
 	switch {

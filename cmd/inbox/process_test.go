@@ -31,6 +31,10 @@ func helperMain() {
 		linHelper(args[1:])
 		return
 	}
+	if len(args) > 0 && args[0] == "emit" {
+		emitHelper()
+		return
+	}
 	if len(args) != 4 || args[0] != "claim" {
 		fmt.Fprintln(os.Stderr, "usage: inbox-test-helper claim DB AGENT THREADS_FILE")
 		os.Exit(2)
