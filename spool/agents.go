@@ -159,7 +159,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 				a.LiveLeases = append(a.LiveLeases, h.ThreadID)
 			}
 		}
-		mail, err := s.Mailbox(a.Agent, "")
+		mail, err := s.mailItems(a.Agent, "") // counted, not read
 		if err != nil {
 			return nil, err
 		}

@@ -37,6 +37,8 @@ type MailItem struct {
 	Priority string `json:"priority"`
 	marker   string
 	eventID  int64
+	tid      string
+	seq      int
 }
 
 // priorityRank orders priorities, highest first.
@@ -116,6 +118,23 @@ func parseMarker(name string) (ev int64, from, tid string, seq int, ok bool) {
 // given), in the order receive hands it out (high priority first, then
 // oldest), without collecting anything.
 func (s *Store) Mailbox(agent, from string) ([]*MailItem, error) {
+	items, err := s.mailItems(agent, from)
+	if err != nil {
+		return nil, err
+	}
+	out := items[:0]
+	for _, it := range items {
+		if s.load(it) == nil {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+// mailItems lists the committed messages waiting in agent's mailbox, in
+// receive's order, from the markers' names and the threads' headers: the
+// messages themselves are not read (load reads one).
+func (s *Store) mailItems(agent, from string) ([]*MailItem, error) {
 	if err := ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
@@ -160,14 +179,23 @@ func (s *Store) Mailbox(agent, from string) ([]*MailItem, error) {
 		if seq > ti.count || !sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))) {
 			continue // not (yet) committed
 		}
-		m, err := s.readMessage(tid, seq)
-		if err != nil {
-			continue
-		}
-		items = append(items, &MailItem{Message: m, DeliveredAt: m.CreatedAt, Priority: ti.priority, marker: p, eventID: ev})
+		items = append(items, &MailItem{Priority: ti.priority, marker: p, eventID: ev, tid: tid, seq: seq})
 	}
 	sortMail(items, false)
 	return items, nil
+}
+
+// load reads an item's message.
+func (s *Store) load(it *MailItem) error {
+	if it.Message != nil {
+		return nil
+	}
+	m, err := s.readMessage(it.tid, it.seq)
+	if err != nil {
+		return err
+	}
+	it.Message, it.DeliveredAt = m, m.CreatedAt
+	return nil
 }
 
 func sameFile(a, b string) bool {
@@ -188,7 +216,7 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, err
 	if s.linkErr != nil {
 		return nil, s.linkErr
 	}
-	items, err := s.Mailbox(agent, from)
+	items, err := s.mailItems(agent, from)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +228,9 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, err
 	out := []*Message{}
 	renamed := false
 	for _, it := range items {
+		if s.load(it) != nil {
+			continue // damaged: fsck --repair sets it aside
+		}
 		err := os.Rename(it.marker, filepath.Join(dst, filepath.Base(it.marker)))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // another receiver collected it first

@@ -156,6 +156,9 @@ func TestTaskOutputSizes(t *testing.T) {
 			t.Fatalf("a second message from %s", m.From)
 		}
 		got[m.From] = true
+		if testing.Verbose() {
+			t.Logf("%s %s: %d bytes", time.Now().Format("15:04:05.000"), m.From, sp.size)
+		}
 		want := sha256.New()
 		taskOutput(want, sp.size, sp.seed)
 		wantSum := hex.EncodeToString(want.Sum(nil))
