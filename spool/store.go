@@ -37,6 +37,10 @@ const (
 	mailboxDir   = "mailbox"
 	tasksDir     = "tasks"
 	agentsDir    = "agents"
+	// intakeDir is where the daemon looks for dropped descriptors by
+	// default; init makes it so that a first drop works before any
+	// daemon has run.
+	intakeDir = "intake"
 )
 
 type formatInfo struct {
@@ -135,7 +139,7 @@ func Init(dir string, shared bool) (created bool, err error) {
 	if err := os.Chmod(dir, dirMode); err != nil {
 		return false, storageErr(err, "chmod %s", dir)
 	}
-	for _, sub := range []string{tmpDirName, threadsDir, eventsDir, indexDirName, locksDir, idemDir} {
+	for _, sub := range []string{tmpDirName, threadsDir, eventsDir, indexDirName, locksDir, idemDir, intakeDir} {
 		p := filepath.Join(dir, sub)
 		if err := os.Mkdir(p, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false, storageErr(err, "create %s", p)
