@@ -36,6 +36,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -164,7 +166,8 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	pgid := cmd.Process.Pid
 	rec := runnerRecord{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: spool.FormatTime(started)}
 	data, _ := json.Marshal(rec)
-	if err := os.WriteFile(s.TaskRunnerFile(name), data, 0o600); err != nil {
+	// Whole or not at all: a reaper must never read half a record.
+	if err := renameio.WriteFile(s.TaskRunnerFile(name), data, 0o600); err != nil {
 		cfg.Log.Warn("cannot record the task's runner", "task", name, "error", err)
 	}
 	defer os.Remove(s.TaskRunnerFile(name))
@@ -373,10 +376,16 @@ func killGroup(pgid int, grace time.Duration) {
 	syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
+// unrecordedGrace is how long a claimed task may go without a record of
+// its runner: a live runner writes it milliseconds after claiming.
+const unrecordedGrace = 30 * time.Second
+
 // Reap fails running tasks whose runner is gone: the runner process no
-// longer exists (or is another process with the same pid), or, with no
-// record of a runner, the task's lease has expired. Whatever is left of
-// the task's process group is killed. It returns the names it failed.
+// longer exists (or is another process with the same pid), or there is
+// no record of a runner long after the task was claimed (the runner died
+// between claiming it and starting it), or the task's lease has expired.
+// Whatever is left of the task's process group is killed. It returns the
+// names it failed.
 func Reap(s *spool.Store, tasks []*spool.Task) ([]string, error) {
 	var reaped []string
 	for _, t := range tasks {
@@ -390,9 +399,11 @@ func Reap(s *spool.Store, tasks []*spool.Task) ([]string, error) {
 		case err == nil && json.Unmarshal(data, &rec) == nil:
 			alive = procStart(rec.RunnerPID) == rec.RunnerStart && rec.RunnerStart != 0
 		default:
-			// No record: the runner died between claiming and starting,
-			// or the record is gone; the lease tells.
-			alive = !leaseExpired(s, t)
+			// No record: the runner died between claiming and starting
+			// (or is a moment from writing it); the claim's age tells,
+			// and the lease.
+			started, perr := time.Parse(time.RFC3339Nano, t.StartedAt)
+			alive = !leaseExpired(s, t) && (perr != nil || time.Since(started) < unrecordedGrace)
 		}
 		if alive {
 			continue

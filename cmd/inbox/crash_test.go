@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,6 +213,115 @@ func (c *crashRun) daemonLoop(stop <-chan struct{}) {
 	}
 }
 
+// taskLoop pushes tasks to boss's queue and runs them — text output,
+// binary output (always a blob), failures with partial output — and
+// kills runners with SIGKILL at random instants while tasks finish and
+// blobs are written; boss's check reaps what a dead runner left.
+func (c *crashRun) taskLoop(helper string, stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		for j := 0; j < 3; j++ {
+			size, seed, code := rand.IntN(2000), i*3+j+1, 0
+			switch rand.IntN(10) {
+			case 0, 1, 2:
+				seed, size = -seed, 100+rand.IntN(5000) // binary: a blob
+			case 3:
+				code = 1
+			}
+			c.run(0.2, "push", "--agent", "boss", "--name", fmt.Sprintf("k%05d-%d", i, j), fmt.Sprintf("%d %d %d", size, seed, code))
+		}
+		out, ok := c.run(0, "run", "--agent", "boss", "--exec", shq(helper)+" emit")
+		var r struct {
+			PID int `json:"runner_pid"`
+		}
+		if ok && json.Unmarshal(out, &r) == nil && r.PID > 0 && rand.IntN(2) == 0 {
+			time.Sleep(time.Duration(rand.IntN(30000)) * time.Microsecond)
+			if syscall.Kill(r.PID, syscall.SIGKILL) == nil {
+				c.kills.Add(1)
+			}
+		}
+		c.run(0.2, "check", "--agent", "boss")
+	}
+}
+
+// checkTasks: every finished task delivered its result exactly once (one
+// message from the task in its thread, one mailbox entry for it), none
+// stays running, and a queued one delivered nothing.
+func (c *crashRun) checkTasks(s *spool.Store) (finished, queued int) {
+	t := c.t
+	// Reap what dead runners left, and let live ones finish.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, _ := c.run(0, "queue", "--agent", "boss")
+		var q struct {
+			Running []any `json:"running"`
+		}
+		if json.Unmarshal(out, &q) == nil && len(q.Running) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks still running a minute after the last runner: %s", out)
+		}
+	}
+	tasks, err := s.Tasks(spool.TaskFilter{Owner: "boss"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mailbox entries (waiting or collected) that are the message file
+	// itself: a kill between linking an entry and the commit point leaves
+	// one that is not (a stale entry, which readers skip and fsck
+	// removes), and the seq may then go to another message.
+	markers := map[string]int{} // thread~seq → mailbox entries
+	for _, dir := range []string{filepath.Join(c.db, "mailbox", "boss"), filepath.Join(c.db, "mailbox", "boss", ".collected")} {
+		names, _ := os.ReadDir(dir)
+		for _, n := range names {
+			parts := strings.Split(n.Name(), "~")
+			if len(parts) != 4 {
+				continue
+			}
+			seq, _ := strconv.Atoi(parts[3])
+			a, err1 := os.Stat(filepath.Join(dir, n.Name()))
+			b, err2 := os.Stat(filepath.Join(c.db, "threads", parts[2], fmt.Sprintf("m-%08d.json", seq)))
+			if err1 == nil && err2 == nil && os.SameFile(a, b) {
+				markers[parts[2]+"~"+parts[3]]++
+			}
+		}
+	}
+	for _, tk := range tasks {
+		v, err := s.Show(tk.ThreadID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := 0
+		for _, m := range v.Messages {
+			if m.FromAgent == tk.Name {
+				results++
+				if n := markers[fmt.Sprintf("%s~%d", tk.ThreadID, m.Seq)]; n != 1 {
+					t.Errorf("task %s: its result %s has %d mailbox entries", tk.Name, m.MessageID, n)
+				}
+			}
+		}
+		switch tk.State() {
+		case "finished":
+			finished++
+			if results != 1 {
+				t.Errorf("task %s (%s) delivered %d results", tk.Name, tk.Status, results)
+			}
+		case "queued":
+			queued++
+			if results != 0 {
+				t.Errorf("queued task %s delivered %d results", tk.Name, results)
+			}
+		default:
+			t.Errorf("task %s is still %s", tk.Name, tk.Status)
+		}
+	}
+	return finished, queued
+}
+
 // TestCrashSuite runs concurrent CLI writers, readers and the daemon
 // against one store while killing processes with SIGKILL at random
 // instants, then checks that everything acknowledged is there exactly
@@ -238,9 +349,10 @@ func TestCrashSuite(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.writer(w, stop) }()
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); c.reader(stop) }()
 	go func() { defer wg.Done(); c.daemonLoop(stop) }()
+	go func() { defer wg.Done(); c.taskLoop(lookInbox(t, "inbox-test-helper"), stop) }()
 	time.Sleep(*crashDuration)
 	close(stop)
 	wg.Wait()
@@ -264,6 +376,24 @@ func TestCrashSuite(t *testing.T) {
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait()
 
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasksFinished, tasksQueued := c.checkTasks(s)
+
+	// Blobs are never half-written or missing, whatever was killed: fsck
+	// may only find orphans (a kill between a blob's link and its
+	// message's commit), which --repair removes.
+	out, _ := c.run(0, "fsck")
+	var before spool.FsckReport
+	json.Unmarshal(out, &before)
+	for _, f := range before.Findings {
+		if f.Check == "damaged_blob" || f.Check == "missing_blob" {
+			t.Errorf("fsck after the kills: %+v", f)
+		}
+	}
+
 	// fsck --repair settles what the kills left; then fsck is clean.
 	out, ok := c.run(0, "fsck", "--repair")
 	if !ok {
@@ -275,10 +405,6 @@ func TestCrashSuite(t *testing.T) {
 		t.Fatalf("fsck after repair: %s", out)
 	}
 
-	s, err := spool.Open(db, spool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Every message in the store, counted: every thread directory (list
 	// stops at --limit's maximum, which a long run passes).
 	count := map[string]int{}
@@ -385,9 +511,10 @@ func TestCrashSuite(t *testing.T) {
 		kinds[a.op]++
 	}
 	t.Logf("crash suite: %v, %d operations, %d SIGKILLs, %d reads, %d drops; %d acknowledged (%v) all present once; "+
+		"%d tasks finished (each delivered once), %d still queued; "+
 		"%d threads, %d messages, %d events; fsck --repair fixed %d findings: %s",
 		*crashDuration, c.ops.Load(), c.kills.Load(), c.reads.Load(), c.drops.Load(), len(c.acks), kinds,
-		len(status), len(count), last, repaired, findingKinds(rep.Findings))
+		tasksFinished, tasksQueued, len(status), len(count), last, repaired, findingKinds(rep.Findings))
 }
 
 func findingKinds(fs []spool.Finding) string {
