@@ -78,6 +78,12 @@ func TestReadmeSnippets(t *testing.T) {
 		script.WriteString("echo '--- README sh block " + strconv.Itoa(i+2) + "' >&2\n")
 		script.WriteString(b)
 	}
+	// The walkthrough's tasks run on in the background after the last
+	// block; fsck checks the store once they have all finished (a store
+	// that is being written has temp files and entries in flight).
+	script.WriteString("echo '--- tasks finish' >&2\n" +
+		"for i in $(seq 600); do inbox queue --all --json | grep -q '\"queued\":\\[\\],\"running\":\\[\\]' && break; sleep 0.1; done\n" +
+		"inbox queue --all --json | grep -q '\"queued\":\\[\\],\"running\":\\[\\]'\n")
 	script.WriteString("echo '--- fsck' >&2\ninbox fsck\n")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
