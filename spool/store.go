@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -181,6 +182,10 @@ func modes(shared bool) (file, dir os.FileMode) {
 
 func readFormat(dir string) (*formatInfo, error) {
 	data, err := os.ReadFile(filepath.Join(dir, formatFile))
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, &Error{Code: "invalid_input", Field: "db", Err: ErrInvalidInput, Cause: err,
+			Message: fmt.Sprintf("the store location %s is not a directory (it or a folder above it is a file): name a store directory, or create one with inbox init", dir)}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &Error{Code: "store_not_initialized", Err: ErrNotInitialized, Cause: err,
 			Message: fmt.Sprintf("no inbox store at %s (create it with: inbox init --db %s)", dir, dir)}

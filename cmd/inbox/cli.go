@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -148,7 +149,7 @@ func run(args []string, e *env) int {
 		return exitOK
 	}
 	if name == "version" {
-		fmt.Fprintf(e.stdout, "inbox %s (store format %d)\n", version, spool.FormatVersion)
+		fmt.Fprintf(e.stdout, "inbox %s (store format %d)\n", buildVersion(), spool.FormatVersion)
 		return exitOK
 	}
 	c := lookup(name)
@@ -159,24 +160,13 @@ func run(args []string, e *env) int {
 		}
 		return fail(e, g, name, usagef("", "%s (inbox help lists the commands)", msg))
 	}
-	cl := &call{cmd: c, g: g, env: e}
-	cl.fs = pflag.NewFlagSet("inbox "+c.name, pflag.ContinueOnError)
-	cl.fs.SetOutput(io.Discard)
-	cl.fs.SortFlags = false
-	r := c.new()
-	r.flags(cl.fs, cl)
-	cl.fs.StringVar(&cl.g.db, "db", g.db, "store directory (env INBOX_DB, default "+defaultDB+")")
-	cl.fs.BoolVar(&cl.g.json, "json", g.json, "print one JSON object instead of text")
-	if cl.fs.Lookup("agent") == nil {
-		cl.fs.StringVar(&cl.g.agent, "agent", g.agent, "your agent name (env INBOX_AGENT)")
-	}
-	cl.fs.BoolP("help", "h", false, "show this help")
+	cl, r := c.prepare(g, e)
 	if err := cl.fs.Parse(rest[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			commandHelp(e.stdout, c)
 			return exitOK
 		}
-		return fail(e, cl.g, c.name, usagef("", "%v (see inbox %s --help)", err, c.name))
+		return fail(e, cl.g, c.name, flagError(err, c.name))
 	}
 	if h, _ := cl.fs.GetBool("help"); h {
 		commandHelp(e.stdout, c)
@@ -194,6 +184,65 @@ func run(args []string, e *env) int {
 		return fail(e, cl.g, c.name, err)
 	}
 	return emit(e, cl.g, c.name, res)
+}
+
+// flagError turns a pflag parse error into a usage error that names the
+// flag and the rule, without strconv's wording.
+func flagError(err error, cmd string) error {
+	var (
+		unknown *pflag.NotExistError
+		needs   *pflag.ValueRequiredError
+		bad     *pflag.InvalidValueError
+		syntax  *pflag.InvalidSyntaxError
+	)
+	see := fmt.Sprintf("(see inbox %s --help)", cmd)
+	switch {
+	case errors.As(err, &unknown):
+		name := strings.TrimLeft(unknown.GetSpecifiedName(), "-")
+		msg := fmt.Sprintf("unknown flag --%s", name)
+		if short := unknown.GetSpecifiedShortnames(); short != "" {
+			msg = fmt.Sprintf("unknown flag -%s", name)
+		}
+		return usagef(name, "%s %s", msg, see)
+	case errors.As(err, &needs):
+		f := needs.GetFlag()
+		return usagef(f.Name, "--%s needs a value %s", f.Name, see)
+	case errors.As(err, &bad):
+		f := bad.GetFlag()
+		rule := "is not valid"
+		switch f.Value.Type() {
+		case "int", "int64", "int32", "uint", "uint64":
+			rule = "must be a whole number"
+		case "bool":
+			rule = "must be true or false"
+		case "duration":
+			rule = "must be a duration such as 30s or 5m"
+		case "float64", "float32":
+			rule = "must be a number"
+		}
+		return usagef(f.Name, "--%s %q %s %s", f.Name, bad.GetValue(), rule, see)
+	case errors.As(err, &syntax):
+		return usagef("", "bad flag syntax %q %s", syntax.GetSpecifiedFlag(), see)
+	}
+	return usagef("", "%v %s", err, see)
+}
+
+// prepare makes a call of c: its runner, with the command's flags and the
+// global ones registered on a fresh flag set.
+func (c *command) prepare(g globals, e *env) (*call, runner) {
+	cl := &call{cmd: c, g: g, env: e}
+	cl.fs = pflag.NewFlagSet("inbox "+c.name, pflag.ContinueOnError)
+	cl.fs.SetOutput(io.Discard)
+	cl.fs.SortFlags = false
+	r := c.new()
+	r.flags(cl.fs, cl)
+	cl.fs.StringVar(&cl.g.db, "db", g.db, "store directory (env INBOX_DB, default "+defaultDB+")")
+	cl.fs.BoolVar(&cl.g.json, "json", g.json, "print one JSON object instead of text")
+	if cl.fs.Lookup("agent") == nil {
+		cl.fs.StringVar(&cl.g.agent, "agent", g.agent, "your agent name (env INBOX_AGENT)")
+	}
+	cl.fs.BoolP("help", "h", false, "show this help")
+	return cl, r
 }
 
 // wantsJSON reports whether --json appears among the arguments, so that
@@ -364,5 +413,19 @@ func sortedNames() []string {
 	return names
 }
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version may be set at build time with -ldflags "-X main.version=…";
+// otherwise buildVersion reads the module version go install recorded.
 var version = "dev"
+
+// buildVersion is the version to report: -X main.version when set, else
+// the module version of a "go install …@vX" build, else "dev" (a build
+// from a checkout, which records "(devel)").
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}

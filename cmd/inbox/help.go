@@ -358,6 +358,17 @@ the worker loop and copyable commands. Install it where your agent runtime
 looks for skills.`,
 		examples: []string{"inbox skill > ~/.claude/skills/inbox/SKILL.md"},
 		new:      func() runner { return &skillCmd{} }},
+
+	{name: "completion", args: "bash|zsh|fish", short: "print a shell completion script",
+		long: `Print a completion script for bash, zsh or fish: commands, their flags, and
+the fixed values of --kind and --priority. Load it in your shell's start-up
+file, or save it where your shell looks for completions.`,
+		examples: []string{
+			"source <(inbox completion bash)      # in ~/.bashrc",
+			"source <(inbox completion zsh)       # in ~/.zshrc",
+			"inbox completion fish > ~/.config/fish/completions/inbox.fish",
+		},
+		new: func() runner { return &completionCmd{} }},
 }
 
 func rootHelp(w io.Writer) {
