@@ -97,19 +97,37 @@ func EditDistance(a, b string) int {
 // AgentInfo is what the store knows of an agent.
 type AgentInfo struct {
 	Agent string `json:"agent"`
-	// LastActivity is when it last acted; empty if it never has (it has
+	// State is StateWorking, StateWaiting, StateIdle or StateGone.
+	State string `json:"state"`
+	// LastSeen is the last time the store saw the agent in any role: it
+	// acted, was sent mail, or waited.
+	LastSeen string `json:"last_seen"`
+	// LastActivity is when it last acted; nil if it never has (it has
 	// only been sent or assigned work).
-	LastActivity string   `json:"last_activity"`
+	LastActivity *string  `json:"last_activity"`
 	LiveLeases   []string `json:"live_leases"`
 	MailboxDepth int      `json:"mailbox_depth"`
 	Assigned     int      `json:"open_threads"`
 }
 
 // Agents lists every agent the store has seen act, been assigned a thread
-// or been sent mail, with its last activity, live leases and mailbox
-// depth: enough to tell an idle agent from a dead one.
+// or been sent mail, with its state, when it was last seen and last
+// acted, its live leases and mailbox depth: enough to tell an idle agent
+// from a dead one.
+//
+// States: working holds a live lease; waiting has a process blocked for
+// it now (proven by the lock that process holds, see presence.go); gone
+// held a lease that expired unreleased, or died while waiting, and has
+// not acted since; idle is everything else.
 func (s *Store) Agents() ([]*AgentInfo, error) {
 	byName := map[string]*AgentInfo{}
+	seen := map[string]time.Time{}
+	see := func(n string, t time.Time) {
+		if t.After(seen[n]) {
+			seen[n] = t
+		}
+	}
+	activity := map[string]time.Time{}
 	get := func(n string) *AgentInfo {
 		if ValidateAgent("agent", n) != nil {
 			return nil
@@ -123,12 +141,26 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 		for _, e := range entries {
 			if a := get(e.Name()); a != nil {
 				if fi, err := e.Info(); err == nil {
-					a.LastActivity = FormatTime(fi.ModTime())
+					t := FormatTime(fi.ModTime())
+					a.LastActivity = &t
+					activity[a.Agent] = fi.ModTime()
+					see(a.Agent, fi.ModTime())
 				}
 			}
 		}
 	}
+	// A mailbox directory changes whenever mail is delivered to it or
+	// collected from it.
 	if entries, err := os.ReadDir(filepath.Join(s.dir, mailboxDir)); err == nil {
+		for _, e := range entries {
+			if a := get(e.Name()); a != nil {
+				if fi, err := e.Info(); err == nil {
+					see(a.Agent, fi.ModTime())
+				}
+			}
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(s.dir, presenceDir)); err == nil {
 		for _, e := range entries {
 			get(e.Name())
 		}
@@ -147,16 +179,24 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 		if err != nil {
 			return nil, s.indexErr(err)
 		}
-		seen := map[string]bool{}
+		counted := map[string]bool{}
+		var lapsed time.Time // the latest lease of a that ran out unreleased
 		for _, e := range open {
 			h, err := s.readHeader(e.ThreadID)
-			if err != nil || h.Status != e.Status || h.AssignedTo != a.Agent || seen[e.ThreadID] {
+			if err != nil || h.Status != e.Status || h.AssignedTo != a.Agent || counted[e.ThreadID] {
 				continue
 			}
-			seen[e.ThreadID] = true
+			counted[e.ThreadID] = true
 			a.Assigned++
-			if h.Lease.Live(now) && h.Lease.AgentID == a.Agent {
+			see(a.Agent, parseTimeOr(h.UpdatedAt))
+			l := h.Lease
+			if l == nil || l.AgentID != a.Agent || l.ReleasedAt != "" {
+				continue
+			}
+			if l.Live(now) {
 				a.LiveLeases = append(a.LiveLeases, h.ThreadID)
+			} else if exp := parseTimeOr(l.ExpiresAt); exp.After(lapsed) {
+				lapsed = exp
 			}
 		}
 		mail, err := s.mailItems(a.Agent, "") // counted, not read
@@ -164,8 +204,32 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 			return nil, err
 		}
 		a.MailboxDepth = len(mail)
+		waiting, died := s.waits(a.Agent)
+		see(a.Agent, died)
+		if waiting {
+			see(a.Agent, now)
+		}
+		switch last := activity[a.Agent]; {
+		case len(a.LiveLeases) > 0:
+			a.State = StateWorking
+		case waiting:
+			a.State = StateWaiting
+		case died.After(last) || lapsed.After(last):
+			a.State = StateGone
+		default:
+			a.State = StateIdle
+		}
+		if t := seen[a.Agent]; !t.IsZero() {
+			a.LastSeen = FormatTime(t)
+		}
 		out = append(out, a)
 	}
 	slices.SortFunc(out, func(x, y *AgentInfo) int { return strings.Compare(x.Agent, y.Agent) })
 	return out, nil
+}
+
+// parseTimeOr parses a stored timestamp, zero when it is empty or bad.
+func parseTimeOr(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
 }

@@ -260,6 +260,7 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, err
 // set), collects it and returns it; nil when the wait timed out.
 func (s *Store) Receive(ctx context.Context, agent, from string, lifo bool, opt WaitOptions) (*Message, error) {
 	deadline := time.Now().Add(opt.Timeout)
+	opt.Agent = agent
 	var wt *waiter
 	defer func() {
 		if wt != nil {

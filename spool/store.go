@@ -38,6 +38,7 @@ const (
 	mailboxDir   = "mailbox"
 	tasksDir     = "tasks"
 	agentsDir    = "agents"
+	presenceDir  = "presence"
 	// intakeDir is where the daemon looks for dropped descriptors by
 	// default; init makes it so that a first drop works before any
 	// daemon has run.
@@ -184,7 +185,7 @@ func readFormat(dir string) (*formatInfo, error) {
 	data, err := os.ReadFile(filepath.Join(dir, formatFile))
 	if errors.Is(err, syscall.ENOTDIR) {
 		return nil, &Error{Code: "invalid_input", Field: "db", Err: ErrInvalidInput, Cause: err,
-			Message: fmt.Sprintf("the store location %s is not a directory (it or a folder above it is a file): name a store directory, or create one with inbox init", dir)}
+			Message: fmt.Sprintf("the store location %s is not a directory (it or a folder above it is a file): name a directory for the store", dir)}
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &Error{Code: "store_not_initialized", Err: ErrNotInitialized, Cause: err,

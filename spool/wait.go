@@ -31,6 +31,10 @@ type WaitOptions struct {
 	// task runner dying.
 	Every time.Duration
 	Tick  func()
+	// Agent is who the wait is for, when the caller knows (wait-reply
+	// with --agent, watch, receive): while it blocks, Agents reports that
+	// agent "waiting".
+	Agent string
 	// afterCheck, when set (tests only), runs after every unsuccessful
 	// check, before arming the watch or waiting: the windows where a lost
 	// wake-up would hide.
@@ -71,6 +75,8 @@ type waiter struct {
 	opt      WaitOptions
 	deadline time.Time
 	timer    *time.Timer
+	s        *Store
+	presence *Presence // registered when the wait first blocks
 }
 
 func (s *Store) newWaiter(opt WaitOptions, deadline time.Time) (*waiter, error) {
@@ -81,13 +87,14 @@ func (s *Store) newWaiter(opt WaitOptions, deadline time.Time) (*waiter, error) 
 	if r := w.Fallback(); r != nil && opt.OnFallback != nil {
 		opt.OnFallback(r)
 	}
-	return &waiter{w: w, opt: opt, deadline: deadline}, nil
+	return &waiter{w: w, opt: opt, deadline: deadline, s: s}, nil
 }
 
 func (wt *waiter) close() {
 	if wt.timer != nil {
 		wt.timer.Stop()
 	}
+	wt.presence.Release()
 	wt.w.Close()
 }
 
@@ -99,6 +106,11 @@ func (wt *waiter) wait(ctx context.Context) (bool, error) {
 	}
 	if wt.timer == nil {
 		wt.timer = time.NewTimer(left)
+		// Blocking for real now: show the agent as waiting. A wait that
+		// found its answer at once never gets here and costs nothing.
+		if wt.opt.Agent != "" {
+			wt.presence = wt.s.Waiting(wt.opt.Agent)
+		}
 	}
 	reported := wt.w.Fallback() != nil
 	var tick <-chan time.Time
@@ -134,6 +146,9 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 	}
 	if len(kinds) == 0 {
 		kinds = DefaultWaitKinds
+	}
+	if opt.Agent == "" {
+		opt.Agent = cur.Agent
 	}
 	for _, k := range kinds {
 		if err := ValidateKind("kinds", k, Kinds); err != nil {
@@ -326,6 +341,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 	if err := ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
+	opt.Agent = agent
 	if err := ValidateStatuses("status", statuses); err != nil {
 		return nil, err
 	}

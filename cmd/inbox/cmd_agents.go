@@ -27,17 +27,23 @@ func (r *agentsCmd) run(c *call) (*result, error) {
 	res := &result{}
 	res.set("agents", as)
 	res.human = func(w io.Writer) {
+		ago := func(ts string) string {
+			t, err := time.Parse(time.RFC3339Nano, ts)
+			if err != nil {
+				return "-"
+			}
+			return time.Since(t).Round(time.Second).String() + " ago"
+		}
 		var rows [][]string
 		for _, a := range as {
 			last := "never acted"
-			if a.LastActivity != "" {
-				if t, err := time.Parse(time.RFC3339Nano, a.LastActivity); err == nil {
-					last = time.Since(t).Round(time.Second).String() + " ago"
-				}
+			if a.LastActivity != nil {
+				last = ago(*a.LastActivity)
 			}
-			rows = append(rows, []string{a.Agent, last, fmt.Sprint(len(a.LiveLeases)), fmt.Sprint(a.Assigned), fmt.Sprint(a.MailboxDepth)})
+			rows = append(rows, []string{a.Agent, a.State, ago(a.LastSeen), last,
+				fmt.Sprint(len(a.LiveLeases)), fmt.Sprint(a.Assigned), fmt.Sprint(a.MailboxDepth)})
 		}
-		table(w, []string{"AGENT", "LAST ACTIVITY", "LIVE LEASES", "OPEN THREADS", "MAILBOX"}, rows)
+		table(w, []string{"AGENT", "STATE", "LAST SEEN", "LAST ACTIVITY", "LIVE LEASES", "OPEN THREADS", "MAILBOX"}, rows)
 	}
 	return res, nil
 }

@@ -305,10 +305,16 @@ your mailbox.`,
 		new:      func() runner { return &queueCmd{} }},
 
 	{name: "agents", short: "every agent the store has seen, with activity, leases and mail",
-		long: `List every agent the store has seen: last activity (when it last acted),
-live leases, open threads assigned to it and mailbox depth — enough to tell
-an idle agent from a dead one. Sending to an agent that never acted here
-warns and names close matches.`,
+		long: `List every agent the store has seen, as sender or recipient, with its state,
+when it was last seen (in any role) and last acted (null if it never has),
+its live leases, open threads assigned to it and mailbox depth.
+
+States: working (holds a live lease); waiting (a process is blocked for it
+right now in receive, wait-reply or watch, proven by a lock that process
+holds, not by a timestamp); gone (its lease ran out unreleased, or its
+process died while waiting, and it has not acted since); idle (anything
+else). That is how a leader tells an idle agent from a dead one. Sending to
+an agent that never acted here warns and names close matches.`,
 		examples: []string{"inbox agents", "inbox agents --json"},
 		new:      func() runner { return &agentsCmd{} }},
 
@@ -384,7 +390,7 @@ As a worker, the normal loop is:
   inbox claim   --agent me --thread T --json            # 2. own one thread (lease + token)
   inbox update  --agent me --thread T --status in_progress --summary "..."
   inbox update  --agent me --thread T --status blocked --summary "what is missing"
-  inbox wait-reply --thread T --timeout-seconds 1800    # 3. block until the answer lands
+  inbox wait-reply --agent me --thread T --timeout-seconds 1800   # 3. block until the answer lands
   inbox done    --agent me --thread T --summary "result"   (or: inbox fail)
 
 fetch never grants ownership; only claim does. Work only while you hold the
