@@ -44,6 +44,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/renameio/v2"
 
@@ -72,6 +73,23 @@ const (
 	SuffixResult    = ".result"
 	SuffixOutcome   = ".outcome"
 )
+
+// maxKeptName is the longest descriptor name the daemon's files can be
+// named after: the longest of them is a temp file, "." + NAME + ".outcome"
+// + up to ten random digits, within the 255 bytes a file name may have.
+const maxKeptName = 255 - len(".") - len(SuffixOutcome) - 20
+
+// FileBase returns the name under which the daemon writes a descriptor's
+// .result and .outcome and renames the descriptor when it is done: name
+// itself, or, for a name too long to add those suffixes to, the SHA-256
+// of the name in hex followed by ".task.json" (docs/FORMAT.md).
+func FileBase(name string) string {
+	if len(name) <= maxKeptName {
+		return name
+	}
+	sum := sum256([]byte(name))
+	return hex.EncodeToString(sum[:]) + intake.Suffix
+}
 
 // Result is the content of NAME.task.json.result.
 type Result struct {
@@ -114,7 +132,11 @@ type daemon struct {
 	tracked map[string][]string // thread id → descriptors awaiting its .outcome
 	byName  map[string]string   // descriptor → the thread it awaits
 	leases  expiryHeap
-	resweep time.Time // when deferred (young) descriptors should be retried
+	resweep time.Time // when deferred (young or failing) descriptors should be retried
+	// retry holds descriptors whose dispatch or finishing failed (a full
+	// disk, say): they wait, with a back-off, instead of being retried
+	// at every file event their own attempts cause.
+	retry map[string]*backoff
 	iw      *watcher.Watcher
 	iwDir   os.FileInfo // the intake directory iw watches
 }
@@ -130,7 +152,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := spool.ValidateAgent("intake-to", cfg.IntakeTo); err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg, s: cfg.Store, log: cfg.Log, tracked: map[string][]string{}, byName: map[string]string{}}
+	d := &daemon{cfg: cfg, s: cfg.Store, log: cfg.Log, tracked: map[string][]string{}, byName: map[string]string{},
+		retry: map[string]*backoff{}}
 	if err := d.ensureIntake(); err != nil {
 		return err
 	}
@@ -311,13 +334,47 @@ func (d *daemon) pending() ([]string, error) {
 		return nil, err
 	}
 	var names []string
+	now := time.Now()
 	for _, n := range all {
 		if strings.HasSuffix(n, intake.Suffix) && len(n) > len(intake.Suffix) && n[0] != '.' {
+			if b := d.retry[n]; b != nil && now.Before(b.at) {
+				d.resweepAt(b.at)
+				continue
+			}
 			names = append(names, n)
 		}
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// backoff is when a failing descriptor is tried again.
+type backoff struct {
+	at   time.Time
+	wait time.Duration
+}
+
+// failed puts names off: 100 ms after the first failure, doubling to at
+// most 30 s.
+func (d *daemon) failed(names ...string) {
+	for _, n := range names {
+		b := d.retry[n]
+		if b == nil {
+			b = &backoff{wait: 100 * time.Millisecond}
+			d.retry[n] = b
+		} else {
+			b.wait = min(2*b.wait, 30*time.Second)
+		}
+		b.at = time.Now().Add(b.wait)
+		d.resweepAt(b.at)
+	}
+}
+
+// resweepAt makes the daemon sweep again by t.
+func (d *daemon) resweepAt(t time.Time) {
+	if d.resweep.IsZero() || t.Before(d.resweep) {
+		d.resweep = t
+	}
 }
 
 // batchSize bounds how many descriptors are dispatched as one commit.
@@ -357,6 +414,9 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 		results, errs, err := d.s.SendBatch(ins)
 		if err != nil {
 			d.log.Error("cannot dispatch descriptors; will retry", "files", len(create), "error", err)
+			for _, j := range create {
+				d.failed(j.name)
+			}
 			return nothing
 		}
 		for i, j := range create {
@@ -374,6 +434,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 			ok = append(ok, dispatched{j, res})
 		case errors.Is(err, spool.ErrStorage) || errors.Is(err, spool.ErrFormat):
 			d.log.Error("cannot dispatch descriptor; will retry", "file", j.name, "error", err)
+			d.failed(j.name)
 		default:
 			d.refuse(j.name, fieldError(err))
 		}
@@ -385,7 +446,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 	for i, o := range ok {
 		names[i] = o.j.name
 		results[i] = &Result{OK: true, DispatchedAt: spool.FormatTime(time.Now()),
-			Descriptor: &DescriptorInfo{Kind: o.j.desc.Kind, Name: o.j.name, SHA256: o.j.hash},
+			Descriptor: &DescriptorInfo{Kind: o.j.desc.Kind, Name: displayName(o.j.name), SHA256: o.j.hash},
 			ThreadID:   o.res.Thread.ThreadID, MessageID: o.res.Message.MessageID}
 	}
 	// finishAll touches only these descriptors' files, so it may run while
@@ -396,7 +457,11 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 	return func() {
 		if err := <-finished; err != nil {
 			d.log.Error("cannot finish descriptors; will retry", "files", len(names), "error", err)
+			d.failed(names...)
 			return
+		}
+		for _, n := range names {
+			delete(d.retry, n)
 		}
 		d.logBatch(ok)
 	}
@@ -413,7 +478,7 @@ func (d *daemon) logBatch(ok []dispatched) {
 	for _, o := range ok {
 		d.log.Info("descriptor dispatched", "file", o.j.name, "kind", o.j.desc.Kind, "thread", o.res.Thread.ThreadID,
 			"message", o.res.Message.MessageID, "replayed", o.res.Replayed)
-		d.track(o.res.Thread.ThreadID, o.j.name)
+		d.track(o.res.Thread.ThreadID, FileBase(o.j.name))
 		if spool.IsTerminal(o.res.Thread.Status) {
 			d.outcome(o.res.Thread.ThreadID)
 		}
@@ -448,7 +513,7 @@ func (d *daemon) prepare(name string) *job {
 	desc, err := intake.Parse(data)
 	if errors.Is(err, intake.ErrSyntax) && time.Since(fi.ModTime()) < youngAge {
 		// Possibly still being written: give it a moment.
-		d.resweep = fi.ModTime().Add(youngAge)
+		d.resweepAt(fi.ModTime().Add(youngAge))
 		return nil
 	}
 	if err != nil {
@@ -468,14 +533,30 @@ func (d *daemon) prepare(name string) *job {
 	}
 	// The key of this drop: its name, content and file identity. A retry
 	// after a crash sees the same key; a new drop under the name does not.
-	in.IdempotencyKey = "intake:" + name + ":" + hash + ":" + ident
+	in.IdempotencyKey = dropKey(name, hash, ident)
 	if in.ThreadID == "" {
-		in.Origin = &spool.Origin{Descriptor: name, SHA256: hash}
+		in.Origin = &spool.Origin{Descriptor: displayName(name), SHA256: hash}
 	}
 	// A new drop under an old name must not be taken for finished.
-	os.Remove(p + SuffixOutcome)
+	os.Remove(filepath.Join(d.cfg.Intake, FileBase(name)+SuffixOutcome))
 	return &job{name: name, desc: desc, hash: hash, in: in}
 }
+
+// dropKey is the idempotency key of one drop: the descriptor's name, its
+// content's SHA-256 and the file's identity. A name that would make the
+// key too long, or is not UTF-8, is replaced by its SHA-256.
+func dropKey(name, hash, ident string) string {
+	key := "intake:" + name + ":" + hash + ":" + ident
+	if len(key) <= spool.MaxIdemKeyLen && utf8.ValidString(name) {
+		return key
+	}
+	sum := sum256([]byte(name))
+	return "intake:sha256-" + hex.EncodeToString(sum[:]) + ":" + hash + ":" + ident
+}
+
+// displayName is a descriptor's name as JSON can carry it: bytes that are
+// not UTF-8 become U+FFFD.
+func displayName(name string) string { return strings.ToValidUTF8(name, "\uFFFD") }
 
 // descriptorField maps the store's flag names to descriptor fields.
 var descriptorField = map[string]string{"kind": "message_kind", "payload-json": "payload", "run": "run_id",
@@ -502,8 +583,10 @@ func (d *daemon) refuse(name, reason string) {
 	result := &Result{OK: false, Error: reason, FailedAt: spool.FormatTime(time.Now())}
 	if err := d.finish(name, SuffixFailed, result); err != nil {
 		d.log.Error("cannot finish descriptor; will retry", "file", name, "error", err)
+		d.failed(name)
 		return
 	}
+	delete(d.retry, name)
 	d.log.Warn("descriptor refused", "file", name, "error", reason)
 }
 
@@ -528,7 +611,7 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 		if err != nil {
 			return err
 		}
-		path := filepath.Join(d.cfg.Intake, name+SuffixResult)
+		path := filepath.Join(d.cfg.Intake, FileBase(name)+SuffixResult)
 		pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(d.cfg.Intake), renameio.WithStaticPermissions(0o600))
 		if err != nil {
 			return err
@@ -546,7 +629,7 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 		if err := pf.Close(); err != nil {
 			return err
 		}
-		if err := os.Rename(pf.Name(), filepath.Join(d.cfg.Intake, names[i]+SuffixResult)); err != nil {
+		if err := os.Rename(pf.Name(), filepath.Join(d.cfg.Intake, FileBase(names[i])+SuffixResult)); err != nil {
 			return err
 		}
 	}
@@ -555,9 +638,9 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 		other = SuffixProcessed
 	}
 	for _, name := range names {
-		p := filepath.Join(d.cfg.Intake, name)
-		os.Remove(p + other) // from an earlier drop under the same name
-		if err := os.Rename(p, p+suffix); err != nil {
+		p, done := filepath.Join(d.cfg.Intake, name), filepath.Join(d.cfg.Intake, FileBase(name))
+		os.Remove(done + other) // from an earlier drop under the same name
+		if err := os.Rename(p, done+suffix); err != nil {
 			return err
 		}
 	}

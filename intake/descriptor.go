@@ -21,6 +21,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/inbox-dev/inbox/internal/jsontext"
 )
 
 // MaxSize is the largest descriptor accepted, in bytes.
@@ -144,10 +146,17 @@ func Parse(data []byte) (*Descriptor, error) {
 			return nil, errf(`unknown field %q for kind %s (allowed: %s)`, name, kind, strings.Join(allowed, ", "))
 		}
 	}
+	// The store's rule for JSON text, the CLI's too: valid UTF-8 and no
+	// lone surrogates (encoding/json would silently replace them).
+	for _, name := range names {
+		if err := jsontext.Check(top[name]); err != nil {
+			return nil, errf(`field %q: %v`, name, err)
+		}
+	}
 	d := &Descriptor{Kind: kind, CreatedAt: p.str("createdAt", false)}
 	switch kind {
 	case KindPrompt:
-		d.Prompt = p.str("prompt", true)
+		d.Prompt = p.text("prompt", true)
 		d.From, d.To, d.Subject = p.str("from", false), p.str("to", false), p.str("subject", false)
 		d.Priority, d.TaskID = p.str("priority", false), p.str("task_id", false)
 	case KindSend:
@@ -176,7 +185,7 @@ func Parse(data []byte) (*Descriptor, error) {
 		if p.err == nil && !slices.Contains(AgentTypes, d.AgentType) {
 			p.fail(`field "agent_type": %q is not one of %s`, d.AgentType, strings.Join(AgentTypes, "|"))
 		}
-		d.Name, d.Prompt = p.str("name", true), p.str("prompt", true)
+		d.Name, d.Prompt = p.str("name", true), p.text("prompt", true)
 		d.TaskID, d.Skill, d.Role = p.str("task_id", false), p.str("skill", false), p.str("role", false)
 		d.Model, d.Cwd = p.str("model", false), p.str("cwd", false)
 		d.Skills = p.strings("skills")
@@ -217,6 +226,16 @@ func (p *parser) str(name string, required bool) string {
 	}
 	if s == "" {
 		p.fail("field %q: empty strings are refused (omit the field instead)", name)
+	}
+	return s
+}
+
+// text is str for text that becomes a message's body: no NUL byte, the
+// rule the store applies to every text it keeps.
+func (p *parser) text(name string, required bool) string {
+	s := p.str(name, required)
+	if strings.IndexByte(s, 0) >= 0 {
+		p.fail("field %q: contains a NUL byte", name)
 	}
 	return s
 }
