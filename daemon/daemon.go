@@ -137,8 +137,8 @@ type daemon struct {
 	// disk, say): they wait, with a back-off, instead of being retried
 	// at every file event their own attempts cause.
 	retry map[string]*backoff
-	iw      *watcher.Watcher
-	iwDir   os.FileInfo // the intake directory iw watches
+	iw    *watcher.Watcher
+	iwDir os.FileInfo // the intake directory iw watches
 }
 
 // Run serves until ctx is cancelled, finishing the descriptor in hand.
