@@ -2,7 +2,10 @@ package spool
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/inbox-dev/inbox/index"
 )
@@ -60,6 +63,9 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 	now := s.now()
 	out := []*Thread{}
 	for _, e := range entries {
+		if !slices.Contains(statuses, e.Status) && s.leaseSurelyLive(e.ThreadID, now) {
+			continue // claimed or in progress under a live lease
+		}
 		h, err := s.readHeader(e.ThreadID)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFormat) {
 			continue // gone, or damaged beyond what the log can tell (fsck reports it)
@@ -92,6 +98,17 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 		}
 	}
 	return out, nil
+}
+
+// leaseSurelyLive reports, from lease.json's modification time alone,
+// that the thread's lease is live at now. After a lease is committed its
+// file's time is set to the lease's end; every other time the file can
+// have (written but not yet committed, a crash in between, a release) is
+// its last write, which is not in the future. So a time after now proves
+// a live lease, and anything else means "read the header".
+func (s *Store) leaseSurelyLive(tid string, now time.Time) bool {
+	fi, err := os.Stat(filepath.Join(s.threadDir(tid), leaseFile))
+	return err == nil && fi.ModTime().After(now)
 }
 
 // unread reports whether the thread has a message from someone other than

@@ -838,6 +838,16 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 	}
 	ap.release()
 	for _, t := range txs {
+		if t.lease != nil && t.lease.ReleasedAt == "" {
+			// A hint for fetch, set only once the lease is committed:
+			// lease.json's modification time is when the lease ends
+			// (see leaseSurelyLive). Any other time it may have (a
+			// crash before this, a later rewrite) is earlier, which
+			// only makes fetch look closer.
+			if exp, err := parseTime(t.lease.ExpiresAt); err == nil {
+				os.Chtimes(filepath.Join(t.dir, leaseFile), time.Time{}, exp)
+			}
+		}
 		if t.old != nil && indexChanged(t.old, t.h) {
 			// The old markers are stale now; readers skip stale markers
 			// and fsck removes them, so a failure here is not the
