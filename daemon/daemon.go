@@ -32,6 +32,7 @@ package daemon
 import (
 	"container/heap"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -87,7 +88,7 @@ func FileBase(name string) string {
 	if len(name) <= maxKeptName {
 		return name
 	}
-	sum := sum256([]byte(name))
+	sum := sha256.Sum256([]byte(name))
 	return hex.EncodeToString(sum[:]) + intake.Suffix
 }
 
@@ -524,7 +525,7 @@ func (d *daemon) prepare(name string) *job {
 		d.refuse(name, "spawn_worker descriptors are refused unless the daemon runs with --trust-all (or INBOX_TRUST_ALL=1)")
 		return nil
 	}
-	sum := sum256(data)
+	sum := sha256.Sum256(data)
 	hash := hex.EncodeToString(sum[:])
 	in, err := d.toSend(desc)
 	if err != nil {
@@ -550,7 +551,7 @@ func dropKey(name, hash, ident string) string {
 	if len(key) <= spool.MaxIdemKeyLen && utf8.ValidString(name) {
 		return key
 	}
-	sum := sum256([]byte(name))
+	sum := sha256.Sum256([]byte(name))
 	return "intake:sha256-" + hex.EncodeToString(sum[:]) + ":" + hash + ":" + ident
 }
 

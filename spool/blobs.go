@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/inbox-dev/inbox/internal/sha256"
+	"crypto/sha256"
+	"encoding/hex"
 )
 
 // Large content (SPEC 4 "Size"). A body, payload or task output of up to
@@ -110,7 +111,7 @@ func (s *Store) StageBlob(field string, r io.Reader) (*Blob, error) {
 	if err := f.Close(); err != nil {
 		return nil, storageErr(err, "stage blob")
 	}
-	b.SHA256, b.Size, ok = d.Hex(), n, true
+	b.SHA256, b.Size, ok = hex.EncodeToString(d.Sum(nil)), n, true
 	return b, nil
 }
 
@@ -134,7 +135,7 @@ func (s *Store) AdoptBlob(field, path string) (*Blob, error) {
 			return nil, storageErr(err, "fsync %s", path)
 		}
 	}
-	return &Blob{Field: field, SHA256: d.Hex(), Size: n, src: path}, nil
+	return &Blob{Field: field, SHA256: hex.EncodeToString(d.Sum(nil)), Size: n, src: path}, nil
 }
 
 // Discard removes a staged blob's temp file (the committed blob, if any,

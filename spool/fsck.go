@@ -16,8 +16,9 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"crypto/sha256"
+	"encoding/hex"
 	"github.com/inbox-dev/inbox/index"
-	"github.com/inbox-dev/inbox/internal/sha256"
 )
 
 // Finding is one thing fsck found wrong with a store.
@@ -886,8 +887,8 @@ func checkBlob(p string, bm blobMeta) string {
 		return err.Error()
 	case n != bm.Bytes:
 		return fmt.Sprintf("%d bytes, but its message says %d", n, bm.Bytes)
-	case d.Hex() != bm.SHA256 || filepath.Base(p) != bm.SHA256:
-		return fmt.Sprintf("its content's SHA-256 is %s, not the %s its name and message say", d.Hex(), bm.SHA256)
+	case hex.EncodeToString(d.Sum(nil)) != bm.SHA256 || filepath.Base(p) != bm.SHA256:
+		return fmt.Sprintf("its content's SHA-256 is %s, not the %s its name and message say", hex.EncodeToString(d.Sum(nil)), bm.SHA256)
 	}
 	return ""
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/inbox-dev/inbox/cmd/inbox/internal/procs"
 	"github.com/inbox-dev/inbox/daemon"
 )
 
@@ -26,7 +25,6 @@ func (r *daemonCmd) run(c *call) (*result, error) {
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
-	procs.Restore() // a batch fsyncs many files at once
 	s, err := c.open()
 	if err != nil {
 		return nil, err
