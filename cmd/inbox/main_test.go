@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,8 +22,13 @@ func TestMain(m *testing.M) {
 // TestScripts runs the CLI scripts in testdata/script against the real
 // binary (the test binary, installed as "inbox" on $PATH).
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:                 filepath.Join("..", "..", "testdata", "script"),
+	testscript.Run(t, scriptParams(filepath.Join("..", "..", "testdata", "script")))
+}
+
+// scriptParams is the setup every script in dir runs with.
+func scriptParams(dir string) testscript.Params {
+	return testscript.Params{
+		Dir:                 dir,
 		RequireExplicitExec: true,
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("INBOX_DB", "")
@@ -31,8 +39,9 @@ func TestScripts(t *testing.T) {
 			"jget":     cmdJget,
 			"jeq":      cmdJeq,
 			"waitfile": cmdWaitfile,
+			"exits":    cmdExits,
 		},
-	})
+	}
 }
 
 // jsonPath walks a dotted path ("thread.thread_id", "threads.0.status",
@@ -125,4 +134,105 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	ts.Fatalf("%s did not appear within %v", args[0], limit)
+}
+
+// exits N CMD ARGS...: run CMD and require exit status N (0, 10, 20, 30, 40,
+// 50); its stdout and stderr are kept for the next assertions. CMD runs as
+// exec runs it (the script's environment and directory, "inbox" from $PATH).
+// It cannot be negated: the status it wants is the assertion.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N CMD ARGS...")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil || want < 0 || want > 255 {
+		ts.Fatalf("exits: bad exit status %q", args[0])
+	}
+	got, err := exitStatus(ts.Exec(args[1], args[2:]...))
+	if err != nil {
+		ts.Fatalf("exits: %s: %v", args[1], err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
+	}
+}
+
+// exitStatus is the exit status that ended a command from the error its
+// run returned (nil is 0), or an error when it ended without one: it did
+// not start, was killed by a signal, or the script timed out.
+func exitStatus(err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if code := ee.ExitCode(); code >= 0 {
+			return code, nil
+		}
+		return -1, fmt.Errorf("no exit status: %v", err)
+	}
+	return -1, err
+}
+
+// TestExitsFails proves exits can fail: a script that wants the wrong
+// status, or negates exits, must fail, and one wanting the right status
+// must pass.
+func TestExitsFails(t *testing.T) {
+	for _, c := range []struct {
+		script string
+		fail   string // "" when the script must pass
+	}{
+		{"exits 30 inbox send --bogus-flag\nstderr .\n", ""},
+		{"exits 0 inbox send --bogus-flag\n", "inbox exited with status 30, want 0"},
+		{"exits 30 inbox --version\n", "inbox exited with status 0, want 30"},
+		{"! exits 0 inbox send --bogus-flag\n", "usage: exits N CMD ARGS..."},
+		{"exits x inbox --version\n", `exits: bad exit status "x"`},
+		{"exits 0 no-such-program-here\n", "exits: no-such-program-here:"},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "s.txtar"), []byte(c.script), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		ft := &fakeT{}
+		func() {
+			defer func() {
+				if r := recover(); r != nil && r != errFakeAbort {
+					panic(r)
+				}
+			}()
+			testscript.RunT(ft, scriptParams(dir))
+		}()
+		log := ft.log.String()
+		switch {
+		case c.fail == "" && ft.failed:
+			t.Errorf("%q failed, want it to pass:\n%s", c.script, log)
+		case c.fail != "" && !ft.failed:
+			t.Errorf("%q passed, want it to fail with %q:\n%s", c.script, c.fail, log)
+		case c.fail != "" && !strings.Contains(log, c.fail):
+			t.Errorf("%q failed without %q:\n%s", c.script, c.fail, log)
+		}
+	}
+}
+
+// fakeT runs testscript.RunT and records, instead of reporting, a failure.
+type fakeT struct {
+	log    strings.Builder
+	failed bool
+}
+
+var errFakeAbort = errors.New("script stopped")
+
+func (t *fakeT) Skip(args ...any)  { panic(errFakeAbort) }
+func (t *fakeT) Fatal(args ...any) { t.Log(args...); t.FailNow() }
+func (t *fakeT) Parallel()         {}
+func (t *fakeT) Log(args ...any)   { fmt.Fprintln(&t.log, args...) }
+func (t *fakeT) FailNow()          { t.failed = true; panic(errFakeAbort) }
+func (t *fakeT) Verbose() bool     { return false }
+func (t *fakeT) Run(name string, f func(testscript.T)) {
+	defer func() {
+		if r := recover(); r != nil && r != errFakeAbort {
+			panic(r)
+		}
+	}()
+	f(t)
 }
