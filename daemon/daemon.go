@@ -49,6 +49,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/intake"
 	"github.com/inbox-dev/inbox/spool"
 	"github.com/inbox-dev/inbox/watcher"
@@ -117,7 +118,7 @@ type Outcome struct {
 	Status     string         `json:"status"`
 	ThreadID   string         `json:"thread_id"`
 	Summary    string         `json:"summary"`
-	Result     *spool.Message `json:"result"`
+	Result     *inbox.Message `json:"result"`
 	FinishedAt string         `json:"finishedAt"`
 }
 
@@ -446,7 +447,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 	names, results := make([]string, len(ok)), make([]*Result, len(ok))
 	for i, o := range ok {
 		names[i] = o.j.name
-		results[i] = &Result{OK: true, DispatchedAt: spool.FormatTime(time.Now()),
+		results[i] = &Result{OK: true, DispatchedAt: inbox.FormatTime(time.Now()),
 			Descriptor: &DescriptorInfo{Kind: o.j.desc.Kind, Name: displayName(o.j.name), SHA256: o.j.hash},
 			ThreadID:   o.res.Thread.ThreadID, MessageID: o.res.Message.MessageID}
 	}
@@ -480,7 +481,7 @@ func (d *daemon) logBatch(ok []dispatched) {
 		d.log.Info("descriptor dispatched", "file", o.j.name, "kind", o.j.desc.Kind, "thread", o.res.Thread.ThreadID,
 			"message", o.res.Message.MessageID, "replayed", o.res.Replayed)
 		d.track(o.res.Thread.ThreadID, FileBase(o.j.name))
-		if spool.IsTerminal(o.res.Thread.Status) {
+		if inbox.IsTerminal(o.res.Thread.Status) {
 			d.outcome(o.res.Thread.ThreadID)
 		}
 	}
@@ -536,7 +537,7 @@ func (d *daemon) prepare(name string) *job {
 	// after a crash sees the same key; a new drop under the name does not.
 	in.IdempotencyKey = dropKey(name, hash, ident)
 	if in.ThreadID == "" {
-		in.Origin = &spool.Origin{Descriptor: displayName(name), SHA256: hash}
+		in.Origin = &inbox.Origin{Descriptor: displayName(name), SHA256: hash}
 	}
 	// A new drop under an old name must not be taken for finished.
 	os.Remove(filepath.Join(d.cfg.Intake, FileBase(name)+SuffixOutcome))
@@ -548,7 +549,7 @@ func (d *daemon) prepare(name string) *job {
 // key too long, or is not UTF-8, is replaced by its SHA-256.
 func dropKey(name, hash, ident string) string {
 	key := "intake:" + name + ":" + hash + ":" + ident
-	if len(key) <= spool.MaxIdemKeyLen && utf8.ValidString(name) {
+	if len(key) <= inbox.MaxIdemKeyLen && utf8.ValidString(name) {
 		return key
 	}
 	sum := sha256.Sum256([]byte(name))
@@ -581,7 +582,7 @@ func fieldError(err error) string {
 
 // refuse finishes a descriptor as failed.
 func (d *daemon) refuse(name, reason string) {
-	result := &Result{OK: false, Error: reason, FailedAt: spool.FormatTime(time.Now())}
+	result := &Result{OK: false, Error: reason, FailedAt: inbox.FormatTime(time.Now())}
 	if err := d.finish(name, SuffixFailed, result); err != nil {
 		d.log.Error("cannot finish descriptor; will retry", "file", name, "error", err)
 		d.failed(name)
@@ -690,7 +691,7 @@ func (d *daemon) toSend(desc *intake.Descriptor) (spool.SendInput, error) {
 		if subject == "" {
 			subject = firstLine(desc.Prompt, 80)
 		}
-		return spool.SendInput{From: from, To: to, Subject: subject, Kind: spool.KindTask, Priority: desc.Priority,
+		return spool.SendInput{From: from, To: to, Subject: subject, Kind: inbox.KindTask, Priority: desc.Priority,
 			TaskID: desc.TaskID, Content: spool.Content{Body: desc.Prompt}}, nil
 	case intake.KindSend:
 		in := spool.SendInput{From: from, To: desc.To, Subject: desc.Subject, ThreadID: desc.Thread, RunID: desc.RunID,
@@ -708,7 +709,7 @@ func (d *daemon) toSend(desc *intake.Descriptor) (spool.SendInput, error) {
 			return spool.SendInput{}, err
 		}
 		return spool.SendInput{From: from, To: d.cfg.IntakeTo, Subject: "spawn_worker " + desc.AgentType + ": " + desc.Name,
-			Kind: spool.KindTask, TaskID: desc.TaskID,
+			Kind: inbox.KindTask, TaskID: desc.TaskID,
 			Content: spool.Content{Summary: "spawn " + desc.AgentType + " worker " + desc.Name, Body: desc.Prompt,
 				PayloadJSON: string(payload)}}, nil
 	}
@@ -756,7 +757,7 @@ func (d *daemon) catchUpOutcomes() error {
 		}
 		d.track(r.ThreadID, name)
 		th, err := d.s.Thread(r.ThreadID)
-		if err == nil && spool.IsTerminal(th.Status) {
+		if err == nil && inbox.IsTerminal(th.Status) {
 			d.outcome(r.ThreadID)
 		}
 	}
@@ -766,13 +767,13 @@ func (d *daemon) catchUpOutcomes() error {
 // events reads new events: terminal threads get their .outcome, claims and
 // renewals feed the lease-expiry schedule.
 func (d *daemon) events() {
-	err := d.tail.Read(func(ev *spool.Event) {
+	err := d.tail.Read(func(ev *inbox.Event) {
 		switch ev.EventType {
-		case spool.EventThreadDone, spool.EventThreadFailed, spool.EventThreadCancelled:
+		case inbox.EventThreadDone, inbox.EventThreadFailed, inbox.EventThreadCancelled:
 			if _, ok := d.tracked[ev.ThreadID]; ok {
 				d.outcome(ev.ThreadID)
 			}
-		case spool.EventThreadClaimed, spool.EventLeaseRenewed:
+		case inbox.EventThreadClaimed, inbox.EventLeaseRenewed:
 			var p struct {
 				ExpiresAt string `json:"expires_at"`
 			}
@@ -815,10 +816,10 @@ func (d *daemon) outcome(tid string) {
 		d.log.Error("cannot read thread for outcome", "thread", tid, "error", err)
 		return
 	}
-	if !spool.IsTerminal(th.Status) {
+	if !inbox.IsTerminal(th.Status) {
 		return
 	}
-	out := &Outcome{OK: th.Status == spool.StatusDone, Status: th.Status, ThreadID: tid, Result: m,
+	out := &Outcome{OK: th.Status == inbox.StatusDone, Status: th.Status, ThreadID: tid, Result: m,
 		FinishedAt: th.UpdatedAt}
 	if m != nil {
 		out.Summary = m.Summary

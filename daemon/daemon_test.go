@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/daemon"
 	"github.com/inbox-dev/inbox/spool"
 )
@@ -92,7 +93,7 @@ func TestRunInProcess(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for expired := false; !expired; {
-		s.Events(0, func(ev *spool.Event) bool {
+		s.Events(0, func(ev *inbox.Event) bool {
 			expired = expired || (ev.ThreadID == tids[1] && ev.EventType == "lease_expired")
 			return true
 		})

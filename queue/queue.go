@@ -38,6 +38,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -164,7 +165,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 		return deliverRetrying(ctx, cfg, t, token, false, "cannot start the task: "+err.Error(), "", "")
 	}
 	pgid := cmd.Process.Pid
-	rec := runnerRecord{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: spool.FormatTime(started)}
+	rec := runnerRecord{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: inbox.FormatTime(started)}
 	data, _ := json.Marshal(rec)
 	// Whole or not at all: a reaper must never read half a record.
 	if err := renameio.WriteFile(s.TaskRunnerFile(name), data, 0o600); err != nil {
@@ -272,7 +273,7 @@ func output(s *spool.Store, outPath, field string) (text string, blob *spool.Blo
 	if err != nil {
 		return "", nil, err
 	}
-	if fi.Size() <= spool.MaxInline {
+	if fi.Size() <= inbox.MaxInline {
 		data, err := os.ReadFile(outPath)
 		if err != nil {
 			return "", nil, err
@@ -443,7 +444,7 @@ func leaseExpired(s *spool.Store, t *spool.Task) bool {
 	if err != nil || v.Lease == nil {
 		return false
 	}
-	return !v.Lease.Live(time.Now()) && v.Lease.ReleasedAt == ""
+	return !v.Lease.Live(time.Now()) && !v.Lease.Released()
 }
 
 // tail keeps the last max bytes written to it (at least; it trims in

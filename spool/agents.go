@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/inbox-dev/inbox"
 )
 
 // Presence (SPEC §7). agents/<name> is an empty file an agent gets the
@@ -141,7 +143,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 		for _, e := range entries {
 			if a := get(e.Name()); a != nil {
 				if fi, err := e.Info(); err == nil {
-					t := FormatTime(fi.ModTime())
+					t := inbox.FormatTime(fi.ModTime())
 					a.LastActivity = &t
 					activity[a.Agent] = fi.ModTime()
 					see(a.Agent, fi.ModTime())
@@ -175,7 +177,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 	now := time.Now()
 	out := make([]*AgentInfo, 0, len(byName))
 	for _, a := range byName {
-		open, err := s.idx.ByAssignee(a.Agent, []string{StatusPending, StatusClaimed, StatusInProgress, StatusBlocked})
+		open, err := s.idx.ByAssignee(a.Agent, []string{inbox.StatusPending, inbox.StatusClaimed, inbox.StatusInProgress, inbox.StatusBlocked})
 		if err != nil {
 			return nil, s.indexErr(err)
 		}
@@ -190,7 +192,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 			a.Assigned++
 			see(a.Agent, parseTimeOr(h.UpdatedAt))
 			l := h.Lease
-			if l == nil || l.AgentID != a.Agent || l.ReleasedAt != "" {
+			if l == nil || l.AgentID != a.Agent || l.Released() {
 				continue
 			}
 			if l.Live(now) {
@@ -220,7 +222,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 			a.State = StateIdle
 		}
 		if t := seen[a.Agent]; !t.IsZero() {
-			a.LastSeen = FormatTime(t)
+			a.LastSeen = inbox.FormatTime(t)
 		}
 		out = append(out, a)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -41,7 +42,7 @@ func BenchmarkReply(b *testing.B) {
 	r, _ := s.Send(spool.SendInput{From: "boss", To: "X", Subject: "long thread"})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Reply("boss", "", r.Thread.ThreadID, spool.KindProgress, spool.Content{Summary: "more"}); err != nil {
+		if _, err := s.Reply("boss", "", r.Thread.ThreadID, inbox.KindProgress, spool.Content{Summary: "more"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -86,7 +87,7 @@ func BenchmarkFetch10k(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ts, err := s.Fetch("X", []string{spool.StatusPending}, 10, false)
+		ts, err := s.Fetch("X", []string{inbox.StatusPending}, 10, false)
 		if err != nil || len(ts) != 10 {
 			b.Fatalf("fetch: %d threads, %v", len(ts), err)
 		}

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonrec"
+
 	"crypto/sha256"
 	"encoding/hex"
 )
@@ -30,10 +33,6 @@ import (
 // message names can only be left by a crash, and fsck --repair (which
 // holds every lock) removes it. Blobs are immutable and shared: the same
 // content is stored once.
-
-// MaxInline is the largest body, payload or task output stored inline in
-// a message; anything larger is stored as a blob.
-const MaxInline = 64 << 20
 
 const blobsDir = "blobs"
 
@@ -155,7 +154,7 @@ func (s *Store) blobArtifact(b *Blob) ArtifactInput {
 	if a, err := filepath.Abs(s.dir); err == nil {
 		abs = a
 	}
-	meta := jsonFields{}.str("blob", b.rel()).str("field", b.Field).str("sha256", b.SHA256).num("bytes", b.Size).raw()
+	meta := jsonrec.Fields{}.Str("blob", b.rel()).Str("field", b.Field).Str("sha256", b.SHA256).Num("bytes", b.Size).JSON()
 	return ArtifactInput{Path: filepath.Join(abs, blobsDir, b.SHA256), Kind: "blob", MetadataJSON: string(meta)}
 }
 
@@ -197,14 +196,14 @@ type blobMeta struct {
 }
 
 // blobRefs lists the blobs a message names.
-func blobRefs(m *Message) []blobMeta {
+func blobRefs(m *inbox.Message) []blobMeta {
 	var out []blobMeta
 	for _, a := range m.Artifacts {
 		if a.Kind != "blob" {
 			continue
 		}
 		var bm blobMeta
-		if unmarshalBlobMeta(a.MetadataJSON, &bm) == nil && bm.Blob != "" {
+		if bm.decodeJSON(a.MetadataJSON) == nil && bm.Blob != "" {
 			out = append(out, bm)
 		}
 	}

@@ -49,7 +49,7 @@ type eventLog struct {
 func segmentName(first int64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
 
 // encodeEvent renders ev as one log line, newline included.
-func encodeEvent(ev *Event) []byte { return encodeLine(ev.AppendJSON(nil)) }
+func encodeEvent(ev *logEvent) []byte { return encodeLine(ev.appendJSON(nil)) }
 
 // checkLine verifies a line (without its newline) and returns the JSON
 // object it carries without the crc member.
@@ -270,7 +270,7 @@ func (a *appender) release() {
 }
 
 // append writes ev as the next event and returns its id and position.
-func (l *eventLog) append(ev *Event) (int64, Pos, error) {
+func (l *eventLog) append(ev *logEvent) (int64, Pos, error) {
 	a, err := l.reserve()
 	if err != nil {
 		return 0, Pos{}, err
@@ -377,7 +377,7 @@ func (l *eventLog) lastID() (int64, Pos, error) {
 // scan calls fn for every valid event from position from onwards (across
 // segments) until fn returns false or the log ends. Torn or corrupt lines
 // are skipped.
-func (l *eventLog) scan(from Pos, fn func(ev *Event, end Pos) bool) error {
+func (l *eventLog) scan(from Pos, fn func(ev *logEvent, end Pos) bool) error {
 	segs, err := l.segments()
 	if err != nil {
 		return err
@@ -398,7 +398,7 @@ func (l *eventLog) scan(from Pos, fn func(ev *Event, end Pos) bool) error {
 	return nil
 }
 
-func (l *eventLog) scanSegment(first, off int64, fn func(ev *Event, end Pos) bool) (bool, error) {
+func (l *eventLog) scanSegment(first, off int64, fn func(ev *logEvent, end Pos) bool) (bool, error) {
 	f, err := os.Open(l.segPath(first))
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
@@ -425,8 +425,8 @@ func (l *eventLog) scanSegment(first, off int64, fn func(ev *Event, end Pos) boo
 		if !ok {
 			continue
 		}
-		var ev Event
-		if err := unmarshalEvent(body, &ev); err != nil {
+		var ev logEvent
+		if err := ev.decodeJSON(body); err != nil {
 			continue
 		}
 		if !fn(&ev, Pos{Segment: first, Offset: pos}) {

@@ -1,8 +1,10 @@
 package spool
 
+import "github.com/inbox-dev/inbox"
+
 // Events calls fn for each event with an id greater than after, in order,
 // until fn returns false. The state snapshot is stripped from each event.
-func (s *Store) Events(after int64, fn func(ev *Event) bool) error {
+func (s *Store) Events(after int64, fn func(ev *inbox.Event) bool) error {
 	segs, err := s.log.segments()
 	if err != nil {
 		return err
@@ -13,12 +15,11 @@ func (s *Store) Events(after int64, fn func(ev *Event) bool) error {
 			from = Pos{Segment: first}
 		}
 	}
-	return s.log.scan(from, func(ev *Event, _ Pos) bool {
+	return s.log.scan(from, func(ev *logEvent, _ Pos) bool {
 		if ev.EventID <= after {
 			return true
 		}
-		ev.State = nil
-		return fn(ev)
+		return fn(&ev.Event)
 	})
 }
 

@@ -18,6 +18,8 @@ import (
 
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
 )
 
@@ -159,7 +161,7 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 		return nil, err
 	}
 	headers := map[string]*header{}
-	byEvent := map[int64]*Message{} // every message, by the id of its event
+	byEvent := map[int64]*inbox.Message{} // every message, by the id of its event
 	for _, tid := range tids {
 		h, err := s.fsckThread(tid, events, byEvent, add, repair)
 		if err != nil {
@@ -202,7 +204,7 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 		p := filepath.Join(s.dir, idemDir, e.Name())
 		data, err := os.ReadFile(p)
 		var m msgFile
-		if err == nil && unmarshalMsgFile(data, &m) == nil && m.ThreadID != "" &&
+		if err == nil && m.decodeJSON(data) == nil && m.ThreadID != "" &&
 			(headers[m.ThreadID] != nil || exists(s.archivedDir(m.ThreadID))) {
 			continue
 		}
@@ -294,10 +296,10 @@ func (s *Store) restartLog() error {
 // logIndex is what fsck learns from the event log (and, in blobs, from
 // the messages as it reads them).
 type logIndex struct {
-	ids    map[int64]string  // event id → thread id
-	msgs   map[string]int64  // message id → event id
-	adds   map[string]*Event // "thread#seq" → the event that added that message
-	newest map[string]*Event
+	ids    map[int64]string        // event id → thread id
+	msgs   map[string]int64        // message id → event id
+	adds   map[string]*inbox.Event // "thread#seq" → the event that added that message
+	newest map[string]*logEvent
 	first  int64               // the first id of the oldest segment still in the log
 	blobs  map[string]blobMeta // blob path → what a message says of it
 	gaps   []*logGap           // damage inside the log
@@ -316,8 +318,8 @@ func (li *logIndex) hasOwnEvent(h *header) bool {
 }
 
 func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) (*logIndex, error) {
-	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*Event{},
-		newest: map[string]*Event{}, blobs: map[string]blobMeta{}}
+	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*inbox.Event{},
+		newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
 	segs, err := s.log.segments()
 	if err != nil {
 		return nil, err
@@ -350,9 +352,9 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 			start := int64(off)
 			off += nl + 1
 			body, ok := checkLine(line)
-			var ev Event
+			var ev logEvent
 			if ok {
-				if err := unmarshalEvent(body, &ev); err != nil {
+				if err := ev.decodeJSON(body); err != nil {
 					ok = false
 				}
 			}
@@ -388,15 +390,14 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 			}
 			last = ev.EventID
 			li.ids[ev.EventID] = ev.ThreadID
-			if ev.MessageID != "" && ev.EventType != EventThreadRead {
+			if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
 				li.msgs[ev.MessageID] = ev.EventID
 			}
 			if ev.State != nil {
 				e := ev
 				li.newest[ev.ThreadID] = &e
-				if ev.MessageID != "" && ev.EventType != EventThreadRead {
-					a := ev
-					a.State = nil
+				if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
+					a := ev.Event
 					li.adds[addKey(ev.ThreadID, ev.State.MessageCount)] = &a
 				}
 			}
@@ -458,7 +459,7 @@ func (li *logIndex) inGap(id int64) bool {
 // to the same length, so that no position in the log moves; otherwise the
 // segment is rewritten and the headers that point past the damage are
 // moved with it. The caller holds every lock.
-func (s *Store) restoreGaps(li *logIndex, r *FsckReport, headers map[string]*header, byEvent map[int64]*Message) error {
+func (s *Store) restoreGaps(li *logIndex, r *FsckReport, headers map[string]*header, byEvent map[int64]*inbox.Message) error {
 	bySeg := map[int64][]*logGap{}
 	var segs []int64
 	for _, g := range li.gaps {
@@ -470,7 +471,7 @@ func (s *Store) restoreGaps(li *logIndex, r *FsckReport, headers map[string]*hea
 		}
 		bySeg[g.seg] = append(bySeg[g.seg], g)
 	}
-	lastEvent := map[int64]*Event{}
+	lastEvent := map[int64]*inbox.Event{}
 	for _, h := range headers {
 		if h.LastEvent != nil {
 			lastEvent[h.LastEventID] = h.LastEvent
@@ -493,7 +494,7 @@ func (s *Store) restoreGaps(li *logIndex, r *FsckReport, headers map[string]*hea
 			}
 			var lines [][]byte
 			for id := g.prev + 1; id < g.next; id++ {
-				lines = append(lines, encodeEvent(s.lostEvent(id, lastEvent, byEvent, filepath.Base(bad))))
+				lines = append(lines, encodeEvent(&logEvent{Event: *s.lostEvent(id, lastEvent, byEvent, filepath.Base(bad))}))
 			}
 			repl := padLines(lines, int(g.end-g.start))
 			out = append(out, data[pos:g.start]...)
@@ -544,32 +545,32 @@ func (s *Store) restoreGaps(li *logIndex, r *FsckReport, headers map[string]*hea
 }
 
 // lostEvent rebuilds event id for restoreGaps.
-func (s *Store) lostEvent(id int64, lastEvent map[int64]*Event, byEvent map[int64]*Message, bad string) *Event {
+func (s *Store) lostEvent(id int64, lastEvent map[int64]*inbox.Event, byEvent map[int64]*inbox.Message, bad string) *inbox.Event {
 	if ev := lastEvent[id]; ev != nil {
 		e := *ev
 		e.EventID = id
 		return &e
 	}
 	if m := byEvent[id]; m != nil {
-		ev := &Event{EventID: id, ThreadID: m.ThreadID, Source: "fsck", MessageID: m.MessageID, Summary: cut(m.Summary, maxEventSumLen),
+		ev := &inbox.Event{EventID: id, ThreadID: m.ThreadID, Source: "fsck", MessageID: m.MessageID, Summary: cut(m.Summary, maxEventSumLen),
 			PayloadJSON: json.RawMessage(`{"restored":true}`), CreatedAt: m.CreatedAt, Agent: m.FromAgent, Kind: m.Kind, Status: m.Status}
 		switch {
 		case m.Seq == 1:
-			ev.EventType = EventThreadCreated
-		case m.Status == StatusDone:
-			ev.EventType = EventThreadDone
-		case m.Status == StatusFailed:
-			ev.EventType = EventThreadFailed
-		case m.Status == StatusCancelled:
-			ev.EventType = EventThreadCancelled
+			ev.EventType = inbox.EventThreadCreated
+		case m.Status == inbox.StatusDone:
+			ev.EventType = inbox.EventThreadDone
+		case m.Status == inbox.StatusFailed:
+			ev.EventType = inbox.EventThreadFailed
+		case m.Status == inbox.StatusCancelled:
+			ev.EventType = inbox.EventThreadCancelled
 		case m.Status != "":
-			ev.EventType = EventThreadUpdated
+			ev.EventType = inbox.EventThreadUpdated
 		default:
-			ev.EventType = EventMessageAdded
+			ev.EventType = inbox.EventMessageAdded
 		}
 		return ev
 	}
-	return &Event{EventID: id, Source: "fsck", EventType: EventLost, PayloadJSON: json.RawMessage("{}"), CreatedAt: FormatTime(s.now()),
+	return &inbox.Event{EventID: id, Source: "fsck", EventType: inbox.EventLost, PayloadJSON: json.RawMessage("{}"), CreatedAt: inbox.FormatTime(s.now()),
 		Summary: fmt.Sprintf("event %d was damaged in the log and nothing else records it (the bytes are in %s)", id, bad)}
 }
 
@@ -631,7 +632,7 @@ func messageSeqs(dir string) ([]int, []string, error) {
 	return seqs, temps, nil
 }
 
-func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*Message, add func(Finding) *Finding, repair bool) (*header, error) {
+func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Message, add func(Finding) *Finding, repair bool) (*header, error) {
 	dir := s.threadDir(tid)
 	seqs, temps, err := messageSeqs(dir)
 	if err != nil {
@@ -652,8 +653,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*Message,
 		}
 		if ev := li.newest[tid]; ev != nil && ev.State != nil {
 			st := ev.State
-			last := *ev
-			last.State = nil
+			last := ev.Event
 			st.LastEventID, st.LastEvent = ev.EventID, &last
 			if _, err := s.appendHeader(dir, st, nil); err != nil {
 				return nil, err
@@ -742,10 +742,10 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*Message,
 			f := add(Finding{Check: "missing_event", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
 				Detail: fmt.Sprintf("message %s has no event in the log", m.MessageID)})
 			if repair {
-				ev := Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: "fsck", EventType: EventMessageAdded,
+				ev := inbox.Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: "fsck", EventType: inbox.EventMessageAdded,
 					MessageID: m.MessageID, Summary: cut(m.Summary, maxEventSumLen), PayloadJSON: json.RawMessage(`{"repaired":true}`),
-					CreatedAt: FormatTime(s.now()), Agent: m.FromAgent, Kind: m.Kind, Status: h.Status}
-				if _, _, err := s.log.append(&ev); err != nil {
+					CreatedAt: inbox.FormatTime(s.now()), Agent: m.FromAgent, Kind: m.Kind, Status: h.Status}
+				if _, _, err := s.log.append(&logEvent{Event: ev}); err != nil {
 					return nil, err
 				}
 				f.Repaired = true
@@ -766,16 +766,15 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*Message,
 	case l != nil && h.LeaseRev == 0:
 		bad = "lease.json exists but no lease was ever committed"
 	case l != nil && h.Lease != nil && (l.Rev != h.LeaseRev || l.AgentID != h.Lease.AgentID ||
-		l.LeaseToken != h.Lease.LeaseToken || l.ExpiresAt != h.Lease.ExpiresAt || l.ReleasedAt != h.Lease.ReleasedAt):
+		l.LeaseToken != h.Lease.LeaseToken || l.ExpiresAt != h.Lease.ExpiresAt || l.Released() != h.Lease.Released() ||
+		l.Released() && *l.ReleasedAt != *h.Lease.ReleasedAt):
 		bad = "lease.json disagrees with the thread header"
 	}
 	if bad != "" {
 		f := add(Finding{Check: "bad_lease", ThreadID: tid, Path: filepath.Join(dir, leaseFile), Detail: bad})
 		if repair {
 			if h.Lease != nil {
-				rec := *h.Lease
-				rec.Rev = h.LeaseRev
-				_, err = s.writeLeaseFile(dir, &rec)
+				_, err = s.writeLeaseFile(dir, &leaseRecord{Lease: *h.Lease, Rev: h.LeaseRev})
 			} else {
 				err = os.Remove(filepath.Join(dir, leaseFile))
 			}
@@ -901,7 +900,7 @@ func addKey(tid string, seq int) string { return tid + "#" + strconv.Itoa(seq) }
 // thread whose header was in that file (its first message, before any
 // change) gets the header the log holds in thread.log first. The caller
 // holds every lock.
-func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*Message, error) {
+func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*inbox.Message, error) {
 	dir := s.threadDir(tid)
 	if seq == 1 && !exists(filepath.Join(dir, headerLog)) {
 		if _, err := s.appendHeader(dir, h, nil); err != nil {
@@ -913,12 +912,12 @@ func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*M
 	for i := 1; exists(bad); i++ {
 		bad = fmt.Sprintf("%s.%d.bad", p, i)
 	}
-	m := &Message{ThreadID: tid, Seq: seq, Kind: KindEvent, PayloadJSON: json.RawMessage("{}"), Damaged: true,
+	m := &inbox.Message{ThreadID: tid, Seq: seq, Kind: inbox.KindEvent, PayloadJSON: json.RawMessage("{}"), Damaged: true,
 		Body: "the message's file was damaged; its bytes are kept in " + filepath.Base(bad)}
 	if ev := li.adds[addKey(tid, seq)]; ev != nil {
 		m.MessageID, m.FromAgent, m.Kind, m.Summary, m.CreatedAt, m.EventID = ev.MessageID, ev.Agent, ev.Kind, ev.Summary, ev.CreatedAt, ev.EventID
 		switch ev.EventType {
-		case EventThreadUpdated, EventThreadDone, EventThreadFailed, EventThreadCancelled:
+		case inbox.EventThreadUpdated, inbox.EventThreadDone, inbox.EventThreadFailed, inbox.EventThreadCancelled:
 			m.Status = ev.Status
 		}
 	}
@@ -926,16 +925,16 @@ func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*M
 		m.MessageID = h.LatestMessageID
 	}
 	if m.MessageID == "" {
-		m.MessageID = NewID("msg_", s.now())
+		m.MessageID = inbox.NewID("msg_", s.now())
 	}
 	if m.Kind == "" {
-		m.Kind = KindEvent
+		m.Kind = inbox.KindEvent
 	}
 	if m.Summary == "" {
 		m.Summary = fmt.Sprintf("message #%d (damaged)", seq)
 	}
 	if m.CreatedAt == "" {
-		m.CreatedAt = FormatTime(s.now())
+		m.CreatedAt = inbox.FormatTime(s.now())
 	}
 	if err := os.Rename(p, bad); err != nil {
 		return nil, storageErr(err, "set aside %s", p)

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsontext"
 	"github.com/inbox-dev/inbox/spool"
 )
@@ -42,10 +43,10 @@ func fuzzStore(t *testing.T, opts spool.Options) (*spool.Store, string) {
 	return s, db
 }
 
-func allEvents(t *testing.T, s *spool.Store, after int64) []*spool.Event {
+func allEvents(t *testing.T, s *spool.Store, after int64) []*inbox.Event {
 	t.Helper()
-	var out []*spool.Event
-	if err := s.Events(after, func(ev *spool.Event) bool { out = append(out, ev); return true }); err != nil {
+	var out []*inbox.Event
+	if err := s.Events(after, func(ev *inbox.Event) bool { out = append(out, ev); return true }); err != nil {
 		t.Fatalf("Events(%d): %v", after, err)
 	}
 	return out
@@ -68,7 +69,7 @@ type sameEvent struct {
 	Type, Thread, Message, Sum string
 }
 
-func eventKey(ev *spool.Event) sameEvent {
+func eventKey(ev *inbox.Event) sameEvent {
 	return sameEvent{ev.EventID, ev.EventType, ev.ThreadID, ev.MessageID, ev.Summary}
 }
 
@@ -117,9 +118,9 @@ func FuzzEventLogRepair(f *testing.F) {
 		for i := 0; i < nEvents; i++ {
 			in := spool.SendInput{From: "boss", To: "worker", Subject: fmt.Sprintf("job %d", i),
 				Content: spool.Content{Summary: fmt.Sprintf("step %d", i)}}
-			typ := spool.EventThreadCreated
+			typ := inbox.EventThreadCreated
 			if i%2 == 1 {
-				in.Subject, in.ThreadID, typ = "", lastThread, spool.EventMessageAdded
+				in.Subject, in.ThreadID, typ = "", lastThread, inbox.EventMessageAdded
 			}
 			r, err := s.Send(in)
 			if err != nil {
@@ -160,9 +161,9 @@ func FuzzEventLogRepair(f *testing.F) {
 
 		// The next writer cuts the garbage and appends event n+1.
 		in := spool.SendInput{From: "boss", To: "worker", Subject: "after", Content: spool.Content{Summary: "after the crash"}}
-		typ := spool.EventThreadCreated
+		typ := inbox.EventThreadCreated
 		if reply && lastThread != "" {
-			in.Subject, in.ThreadID, typ = "", lastThread, spool.EventMessageAdded
+			in.Subject, in.ThreadID, typ = "", lastThread, inbox.EventMessageAdded
 		}
 		r, err := s.Send(in)
 		if err != nil {
@@ -352,9 +353,9 @@ func FuzzNames(f *testing.F) {
 				}
 			}
 		}
-		check("ValidateAgent", spool.ValidateAgent("agent", name), spool.MaxNameLen, "agent",
+		check("ValidateAgent", spool.ValidateAgent("agent", name), inbox.MaxNameLen, "agent",
 			"cursor-"+name+".log")
-		check("ValidateID", spool.ValidateID("thread", name), spool.MaxIDLen, "thread")
+		check("ValidateID", spool.ValidateID("thread", name), inbox.MaxIDLen, "thread")
 	})
 }
 
@@ -462,7 +463,7 @@ func FuzzPayloadJSON(f *testing.F) {
 		if err != nil {
 			t.Fatalf("show: %v", err)
 		}
-		var m *spool.Message
+		var m *inbox.Message
 		for _, x := range v.Messages {
 			if x.MessageID == r.Message.MessageID {
 				m = x

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/inbox-dev/inbox"
 )
 
 // idemRecord remembers that a call with an idempotency key produced a
@@ -32,10 +34,10 @@ func idemHash(key string) string {
 }
 
 func validateIdemKey(key string) error {
-	if len(key) > MaxIdemKeyLen {
-		return invalidf("idempotency-key", "--idempotency-key is %d bytes long; the limit is %d", len(key), MaxIdemKeyLen)
+	if len(key) > inbox.MaxIdemKeyLen {
+		return invalidf("idempotency-key", "--idempotency-key is %d bytes long; the limit is %d", len(key), inbox.MaxIdemKeyLen)
 	}
-	return validateText("idempotency-key", key, MaxIdemKeyLen)
+	return validateText("idempotency-key", key, inbox.MaxIdemKeyLen)
 }
 
 func readIdem(path string) (*idemRecord, error) {
@@ -47,7 +49,7 @@ func readIdem(path string) (*idemRecord, error) {
 		return nil, storageErr(err, "read idempotency record")
 	}
 	var r idemRecord
-	if err := unmarshalIdemRecord(data, &r); err != nil {
+	if err := r.decodeJSON(data); err != nil {
 		return nil, nil // a record we cannot read protects nothing: run afresh
 	}
 	return &r, nil
@@ -84,7 +86,7 @@ func (t *tx) idempotent(cmd, key string) (*Result, error) {
 			}
 		}
 	}
-	t.idem = &idemRecord{Key: key, Command: cmd, ThreadID: t.tid, CreatedAt: FormatTime(t.now), hash: hash}
+	t.idem = &idemRecord{Key: key, Command: cmd, ThreadID: t.tid, CreatedAt: inbox.FormatTime(t.now), hash: hash}
 	return nil, nil
 }
 
@@ -114,7 +116,7 @@ func (s *Store) newThreadReplay(key string) (*Result, error) {
 		return nil, storageErr(err, "read idempotency record")
 	}
 	var m msgFile
-	if unmarshalMsgFile(data, &m) != nil || m.IdempotencyKey != key || m.ThreadID == "" {
+	if m.decodeJSON(data) != nil || m.IdempotencyKey != key || m.ThreadID == "" {
 		return nil, nil // not ours (a hash collision or garbage): run afresh
 	}
 	if m.IdempotencyCommand != "" && m.IdempotencyCommand != "send" {

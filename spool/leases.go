@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonrec"
+
 	"github.com/gofrs/flock"
 )
 
@@ -21,7 +24,7 @@ type LeaseExpiry struct {
 // blocked) whose lease has not been released, with their expiry. The
 // daemon seeds its expiry schedule with it.
 func (s *Store) HeldLeases() ([]LeaseExpiry, error) {
-	entries, err := s.idx.ByStatus([]string{StatusClaimed, StatusInProgress, StatusBlocked})
+	entries, err := s.idx.ByStatus([]string{inbox.StatusClaimed, inbox.StatusInProgress, inbox.StatusBlocked})
 	if err != nil {
 		return nil, s.indexErr(err)
 	}
@@ -39,10 +42,10 @@ func (s *Store) HeldLeases() ([]LeaseExpiry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if h.Lease == nil || h.Lease.ReleasedAt != "" || IsTerminal(h.Status) {
+		if h.Lease == nil || h.Lease.Released() || inbox.IsTerminal(h.Status) {
 			continue
 		}
-		exp, err := parseTime(h.Lease.ExpiresAt)
+		exp, err := inbox.ParseTime(h.Lease.ExpiresAt)
 		if err != nil {
 			continue
 		}
@@ -63,21 +66,21 @@ func (s *Store) ExpireLease(tid string) (bool, error) {
 	expired := false
 	err := s.mutate(tid, func(t *tx) error {
 		l := t.h.Lease
-		if l == nil || l.ReleasedAt != "" || IsTerminal(t.h.Status) || l.Live(t.now) {
+		if l == nil || l.Released() || inbox.IsTerminal(t.h.Status) || l.Live(t.now) {
 			t.skip = true
 			return nil
 		}
 		expired = true
 		rel := *l
-		rel.ReleasedAt = l.ExpiresAt
+		rel.Release(l.ExpiresAt)
 		t.setLease(rel)
 		from := t.h.Status
-		if from != StatusBlocked {
-			t.h.Status = StatusPending
+		if from != inbox.StatusBlocked {
+			t.h.Status = inbox.StatusPending
 		}
-		payload := jsonFields{}.str("agent_id", l.AgentID).num("lease_token", l.LeaseToken).
-			str("expired_at", l.ExpiresAt).str("from", from).str("to", t.h.Status).raw()
-		t.ev = Event{EventType: EventLeaseExpired, Agent: l.AgentID,
+		payload := jsonrec.Fields{}.Str("agent_id", l.AgentID).Num("lease_token", l.LeaseToken).
+			Str("expired_at", l.ExpiresAt).Str("from", from).Str("to", t.h.Status).JSON()
+		t.ev = inbox.Event{EventType: inbox.EventLeaseExpired, Agent: l.AgentID,
 			Summary: "lease of " + l.AgentID + " expired", PayloadJSON: payload}
 		return nil
 	})
@@ -108,15 +111,14 @@ func (s *Store) NewTail(after int64) (*Tail, error) {
 }
 
 // Read calls fn for each event appended since the last Read, in order.
-func (t *Tail) Read(fn func(ev *Event)) error {
-	return t.s.log.scan(t.pos, func(ev *Event, end Pos) bool {
+func (t *Tail) Read(fn func(ev *inbox.Event)) error {
+	return t.s.log.scan(t.pos, func(ev *logEvent, end Pos) bool {
 		t.pos = end
 		if ev.EventID <= t.after {
 			return true
 		}
 		t.after = ev.EventID
-		ev.State = nil
-		fn(ev)
+		fn(&ev.Event)
 		return true
 	})
 }
@@ -130,7 +132,7 @@ func (t *Tail) LastEvent() int64 { return t.after }
 func (s *Store) EventLogDir() string { return s.log.dir }
 
 // LastMessage returns a thread and its latest message.
-func (s *Store) LastMessage(tid string) (*Thread, *Message, error) {
+func (s *Store) LastMessage(tid string) (*inbox.Thread, *inbox.Message, error) {
 	if err := ValidateID("thread", tid); err != nil {
 		return nil, nil, err
 	}
@@ -173,7 +175,7 @@ func (s *Store) LockDaemon(pid int) (release func(), err error) {
 	f, err := os.OpenFile(p, os.O_WRONLY, s.fileMode)
 	if err == nil {
 		f.Truncate(0)
-		fmt.Fprintf(f, "pid %d, started %s", pid, FormatTime(s.now()))
+		fmt.Fprintf(f, "pid %d, started %s", pid, inbox.FormatTime(s.now()))
 		f.Close()
 	}
 	return func() { lk.Unlock() }, nil

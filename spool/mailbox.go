@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inbox-dev/inbox"
 )
 
 // Mailboxes (SPEC §7). Every message addressed to an agent gets a marker
@@ -30,7 +32,7 @@ const collectedDir = ".collected"
 
 // MailItem is a message waiting in a mailbox.
 type MailItem struct {
-	Message *Message `json:"message"`
+	Message *inbox.Message `json:"message"`
 	// DeliveredAt is when the message was written.
 	DeliveredAt string `json:"delivered_at"`
 	// Priority is its thread's priority.
@@ -68,13 +70,13 @@ func sortMail(items []*MailItem, lifo bool) {
 
 func (s *Store) mailboxPath(agent string) string { return filepath.Join(s.dir, mailboxDir, agent) }
 
-func markerName(m *Message) string {
+func markerName(m *inbox.Message) string {
 	return fmt.Sprintf("%016d~%s~%s~%d", m.EventID, m.FromAgent, m.ThreadID, m.Seq)
 }
 
 // deliver links src (the message's file) into the recipient's mailbox and
 // returns the directories to fsync.
-func (s *Store) deliver(m *Message, src string) ([]string, error) {
+func (s *Store) deliver(m *inbox.Message, src string) ([]string, error) {
 	if ValidateAgent("to", m.ToAgent) != nil {
 		return nil, nil // not an agent name (cannot happen: validated on the way in)
 	}
@@ -212,7 +214,7 @@ func sameFile(a, b string) bool {
 // first with lifo), only from sender when from is set. Each is collected
 // by exactly one caller, however many collect at once; the messages stay
 // in their threads.
-func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, error) {
+func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*inbox.Message, error) {
 	if s.linkErr != nil {
 		return nil, s.linkErr
 	}
@@ -225,7 +227,7 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, err
 		sortMail(items, true)
 	}
 	dst := filepath.Join(s.mailboxPath(agent), collectedDir)
-	out := []*Message{}
+	out := []*inbox.Message{}
 	renamed := false
 	for _, it := range items {
 		if s.load(it) != nil {
@@ -258,7 +260,7 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*Message, err
 
 // Receive waits until agent's mailbox holds a message (from sender, when
 // set), collects it and returns it; nil when the wait timed out.
-func (s *Store) Receive(ctx context.Context, agent, from string, lifo bool, opt WaitOptions) (*Message, error) {
+func (s *Store) Receive(ctx context.Context, agent, from string, lifo bool, opt WaitOptions) (*inbox.Message, error) {
 	deadline := time.Now().Add(opt.Timeout)
 	opt.Agent = agent
 	var wt *waiter

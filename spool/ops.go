@@ -10,14 +10,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonrec"
+
 	"github.com/gofrs/flock"
 )
 
 // Result is what a mutating call returns.
 type Result struct {
-	Thread  *Thread  `json:"thread,omitempty"`
-	Message *Message `json:"message,omitempty"`
-	Lease   *Lease   `json:"lease,omitempty"`
+	Thread  *inbox.Thread  `json:"thread,omitempty"`
+	Message *inbox.Message `json:"message,omitempty"`
+	Lease   *inbox.Lease   `json:"lease,omitempty"`
 	// Replayed is true when an idempotency key matched an earlier call:
 	// nothing was written and Message is the one that call wrote.
 	Replayed bool `json:"replayed,omitempty"`
@@ -53,7 +56,7 @@ type SendInput struct {
 	From, To, Subject, ThreadID, RunID, TaskID, Kind, Priority string
 	Content
 	// Origin, for a new thread, records the intake descriptor it came from.
-	Origin *Origin
+	Origin *inbox.Origin
 }
 
 // DefaultLeaseSeconds is the lease length when a caller gives none.
@@ -63,19 +66,19 @@ const DefaultLeaseSeconds = 900
 // larger than MaxInline is staged as a blob. The blobs of the message
 // (staged here or given in c) are the caller's to discard (discardBlobs)
 // once the message is committed or refused.
-func (s *Store) message(now time.Time, from, to, kind string, c Content, defSummary string) (*Message, error) {
+func (s *Store) message(now time.Time, from, to, kind string, c Content, defSummary string) (*draft, error) {
 	blobs := c.Blobs
-	fail := func(err error) (*Message, error) {
+	fail := func(err error) (*draft, error) {
 		for _, b := range blobs {
 			b.Discard()
 		}
 		return nil, err
 	}
-	if err := validateText("summary", c.Summary, MaxSummaryLen); err != nil {
+	if err := validateText("summary", c.Summary, inbox.MaxSummaryLen); err != nil {
 		return fail(err)
 	}
 	body := c.Body
-	if len(body) > MaxInline {
+	if len(body) > inbox.MaxInline {
 		if err := validateText("body", body, len(body)); err != nil {
 			return fail(err)
 		}
@@ -84,14 +87,14 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 			return fail(err)
 		}
 		blobs, body = append(slices.Clip(blobs), b), ""
-	} else if err := validateText("body", body, MaxInline); err != nil {
+	} else if err := validateText("body", body, inbox.MaxInline); err != nil {
 		return fail(err)
 	}
 	payload, err := validJSON("payload-json", c.PayloadJSON, "{}", 0)
 	if err != nil {
 		return fail(err)
 	}
-	if len(payload) > MaxInline {
+	if len(payload) > inbox.MaxInline {
 		b, err := s.StageBlob("payload_json", bytes.NewReader(payload))
 		if err != nil {
 			return fail(err)
@@ -112,22 +115,22 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 	if summary == "" && len(blobs) > 0 {
 		summary = fmt.Sprintf("%s: %d bytes, stored as %s", blobs[0].Field, blobs[0].Size, blobs[0].rel())
 	}
-	mid := NewID("msg_", now)
-	m := &Message{MessageID: mid, FromAgent: from, ToAgent: to, Kind: kind, Summary: summary,
-		Body: body, PayloadJSON: payload, CreatedAt: FormatTime(now), blobs: blobs}
+	mid := inbox.NewID("msg_", now)
+	m := &draft{Message: inbox.Message{MessageID: mid, FromAgent: from, ToAgent: to, Kind: kind, Summary: summary,
+		Body: body, PayloadJSON: payload, CreatedAt: inbox.FormatTime(now)}, blobs: blobs}
 	arts := c.Artifacts
 	for _, b := range blobs {
 		arts = append(slices.Clip(arts), s.blobArtifact(b))
 	}
 	c.Artifacts = arts
-	if len(c.Artifacts) > MaxArtifacts {
-		return fail(invalidf("artifact", "%d artifacts given; the limit is %d", len(c.Artifacts), MaxArtifacts))
+	if len(c.Artifacts) > inbox.MaxArtifacts {
+		return fail(invalidf("artifact", "%d artifacts given; the limit is %d", len(c.Artifacts), inbox.MaxArtifacts))
 	}
 	for i, a := range c.Artifacts {
 		if a.Path == "" {
 			return fail(invalidf("artifact", "--artifact #%d: the path is empty", i+1))
 		}
-		if err := validateText("artifact", a.Path, MaxPathLen); err != nil {
+		if err := validateText("artifact", a.Path, inbox.MaxPathLen); err != nil {
 			return fail(err)
 		}
 		kind := a.Kind
@@ -137,11 +140,11 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 		if err := validateLabel("artifact-kind", kind); err != nil {
 			return fail(err)
 		}
-		meta, err := validJSON("artifact-metadata-json", a.MetadataJSON, "{}", MaxMetadataLen)
+		meta, err := validJSON("artifact-metadata-json", a.MetadataJSON, "{}", inbox.MaxMetadataLen)
 		if err != nil {
 			return fail(err)
 		}
-		m.Artifacts = append(m.Artifacts, Artifact{ArtifactID: NewID("art_", now), MessageID: mid,
+		m.Artifacts = append(m.Artifacts, inbox.Artifact{ArtifactID: inbox.NewID("art_", now), MessageID: mid,
 			Path: a.Path, Kind: kind, MetadataJSON: meta, CreatedAt: m.CreatedAt})
 	}
 	return m, nil
@@ -187,7 +190,7 @@ func (s *Store) sendNew(in SendInput) (*Result, error) {
 	if err := t.commit(); err != nil {
 		return nil, err
 	}
-	return &Result{Thread: &t.h.Thread, Message: t.msg}, nil
+	return &Result{Thread: &t.h.Thread, Message: &t.msg.Message}, nil
 }
 
 // SendBatch creates several threads as one commit (one event-log append,
@@ -246,7 +249,7 @@ func (s *Store) SendBatch(ins []SendInput) (results []*Result, errs []error, err
 		}
 	}
 	for j, t := range txs {
-		results[at[j]] = &Result{Thread: &t.h.Thread, Message: t.msg}
+		results[at[j]] = &Result{Thread: &t.h.Thread, Message: &t.msg.Message}
 	}
 	for i, in := range ins {
 		if j, ok := first[in.IdempotencyKey]; ok && j != i && results[i] == nil {
@@ -275,16 +278,16 @@ func validateSendBasics(in *SendInput) error {
 		return err
 	}
 	if in.Kind == "" {
-		in.Kind = KindTask
+		in.Kind = inbox.KindTask
 		if in.ThreadID == "" && strings.TrimSpace(in.Subject) == "" {
-			in.Kind = KindProgress
+			in.Kind = inbox.KindProgress
 		}
 	}
-	if err := ValidateKind("kind", in.Kind, Kinds); err != nil {
+	if err := ValidateKind("kind", in.Kind, inbox.Kinds); err != nil {
 		return err
 	}
 	if in.ThreadID != "" {
-		if err := validateText("subject", in.Subject, MaxSubjectLen); err != nil {
+		if err := validateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
 			return err
 		}
 	}
@@ -323,13 +326,13 @@ func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 			return nil, nil, invalidf("subject", "--subject is required when send creates a thread (or give --summary or --body: its first line becomes the subject)")
 		}
 	}
-	if err := validateText("subject", in.Subject, MaxSubjectLen); err != nil {
+	if err := validateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
 		return nil, nil, err
 	}
 	if in.Priority == "" {
 		in.Priority = "normal"
 	}
-	if err := ValidateKind("priority", in.Priority, Priorities); err != nil {
+	if err := ValidateKind("priority", in.Priority, inbox.Priorities); err != nil {
 		return nil, nil, err
 	}
 	if err := validateLabel("run", in.RunID); err != nil {
@@ -349,13 +352,13 @@ func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 			return nil, r, err
 		}
 	}
-	tid := NewID("thr_", now)
-	ts := FormatTime(now)
-	h := &header{Thread: Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
-		CreatedBy: in.From, AssignedTo: in.To, Status: StatusPending, Priority: in.Priority,
-		CreatedAt: ts, UpdatedAt: ts, Mail: in.Kind != KindTask}, Origin: in.Origin}
+	tid := inbox.NewID("thr_", now)
+	ts := inbox.FormatTime(now)
+	h := &header{Thread: inbox.Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
+		CreatedBy: in.From, AssignedTo: in.To, Status: inbox.StatusPending, Priority: in.Priority,
+		CreatedAt: ts, UpdatedAt: ts, Mail: in.Kind != inbox.KindTask}, Origin: in.Origin}
 	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: in.IdempotencyKey}
-	t.ev = Event{EventType: EventThreadCreated, Agent: in.From, Summary: m.Summary}
+	t.ev = inbox.Event{EventType: inbox.EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
 	if err := os.Mkdir(t.dir, s.dirMode); err != nil {
 		m.discardBlobs()
@@ -401,15 +404,15 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check 
 				return err
 			}
 		}
-		if IsTerminal(t.h.Status) {
+		if inbox.IsTerminal(t.h.Status) {
 			return stateErr("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.h.Status)
 		}
 		if m.ToAgent == "" {
 			m.ToAgent = otherParty(t.h, from)
 		}
-		t.ev = Event{EventType: EventMessageAdded, Agent: from, Summary: m.Summary}
+		t.ev = inbox.Event{EventType: inbox.EventMessageAdded, Agent: from, Summary: m.Summary}
 		t.addMessage(m)
-		res = &Result{Thread: &t.h.Thread, Message: m}
+		res = &Result{Thread: &t.h.Thread, Message: &m.Message}
 		return nil
 	})
 	if err == nil && !res.Replayed {
@@ -427,17 +430,17 @@ func (s *Store) Reply(from, to, tid, kind string, c Content) (*Result, error) {
 		return nil, err
 	}
 	if kind == "" {
-		return nil, invalidf("kind", "--kind is required: one of %s", strings.Join(ReplyKinds, "|"))
+		return nil, invalidf("kind", "--kind is required: one of %s", strings.Join(inbox.ReplyKinds, "|"))
 	}
-	if err := ValidateKind("kind", kind, ReplyKinds); err != nil {
+	if err := ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
 		return nil, err
 	}
 	return s.appendMessage("reply", tid, from, to, kind, c, nil)
 }
 
 func validateLeaseSeconds(secs int) error {
-	if secs <= 0 || secs > MaxLeaseSecs {
-		return invalidf("lease-seconds", "--lease-seconds %d is out of range: give 1 to %d", secs, MaxLeaseSecs)
+	if secs <= 0 || secs > inbox.MaxLeaseSecs {
+		return invalidf("lease-seconds", "--lease-seconds %d is out of range: give 1 to %d", secs, inbox.MaxLeaseSecs)
 	}
 	return nil
 }
@@ -461,7 +464,7 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 	}
 	var res *Result
 	err := s.mutate(tid, func(t *tx) error {
-		if IsTerminal(t.h.Status) {
+		if inbox.IsTerminal(t.h.Status) {
 			return stateErr("thread %s is %s; terminal threads cannot be claimed", tid, t.h.Status)
 		}
 		if t.h.Mail {
@@ -476,12 +479,12 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 		if cur != nil {
 			token = cur.LeaseToken + 1
 		}
-		l := Lease{AgentID: agent, LeaseToken: token, ClaimedAt: FormatTime(t.now),
-			ExpiresAt: FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))}
+		l := inbox.Lease{AgentID: agent, LeaseToken: token, ClaimedAt: inbox.FormatTime(t.now),
+			ExpiresAt: inbox.FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))}
 		t.setLease(l)
-		t.h.Status, t.h.AssignedTo = StatusClaimed, agent
-		payload := jsonFields{}.num("lease_token", token).str("expires_at", l.ExpiresAt).raw()
-		t.ev = Event{EventType: EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent, PayloadJSON: payload}
+		t.h.Status, t.h.AssignedTo = inbox.StatusClaimed, agent
+		payload := jsonrec.Fields{}.Num("lease_token", token).Str("expires_at", l.ExpiresAt).JSON()
+		t.ev = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent, PayloadJSON: payload}
 		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
 	})
@@ -530,17 +533,17 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*Result
 	}
 	var res *Result
 	err := s.mutate(tid, func(t *tx) error {
-		if IsTerminal(t.h.Status) {
+		if inbox.IsTerminal(t.h.Status) {
 			return stateErr("thread %s is %s; there is no lease to renew", tid, t.h.Status)
 		}
 		if err := checkHolder(t.h, agent, token, t.now); err != nil {
 			return err
 		}
 		l := *t.h.Lease
-		l.ExpiresAt = FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))
+		l.ExpiresAt = inbox.FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))
 		t.setLease(l)
-		payload := jsonFields{}.num("lease_token", l.LeaseToken).str("expires_at", l.ExpiresAt).raw()
-		t.ev = Event{EventType: EventLeaseRenewed, Agent: agent, Summary: "lease renewed by " + agent, PayloadJSON: payload}
+		payload := jsonrec.Fields{}.Num("lease_token", l.LeaseToken).Str("expires_at", l.ExpiresAt).JSON()
+		t.ev = inbox.Event{EventType: inbox.EventLeaseRenewed, Agent: agent, Summary: "lease renewed by " + agent, PayloadJSON: payload}
 		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
 	})
@@ -556,11 +559,11 @@ func (s *Store) Update(agent, tid, status string, token int64, c Content) (*Resu
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	kind := KindProgress
+	kind := inbox.KindProgress
 	switch status {
-	case StatusInProgress:
-	case StatusBlocked:
-		kind = KindQuestion
+	case inbox.StatusInProgress:
+	case inbox.StatusBlocked:
+		kind = inbox.KindQuestion
 		if strings.TrimSpace(c.Summary) == "" {
 			return nil, invalidf("summary", "--summary is required with --status blocked: say exactly what is missing")
 		}
@@ -569,8 +572,8 @@ func (s *Store) Update(agent, tid, status string, token int64, c Content) (*Resu
 	default:
 		return nil, invalidf("status", "--status %q is not one of in_progress|blocked", status)
 	}
-	def := map[string]string{StatusInProgress: "in progress"}[status]
-	return s.holderMessage("update", agent, tid, token, kind, status, EventThreadUpdated, c, def)
+	def := map[string]string{inbox.StatusInProgress: "in progress"}[status]
+	return s.holderMessage("update", agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
 }
 
 // Done completes the thread with its result; the lease is released.
@@ -581,7 +584,7 @@ func (s *Store) Done(agent, tid string, token int64, c Content) (*Result, error)
 	if strings.TrimSpace(c.Summary) == "" {
 		return nil, invalidf("summary", "--summary is required: say what the result is")
 	}
-	return s.holderMessage("done", agent, tid, token, KindResult, StatusDone, EventThreadDone, c, "")
+	return s.holderMessage("done", agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
 }
 
 // Fail marks the thread failed; the lease is released.
@@ -592,7 +595,7 @@ func (s *Store) Fail(agent, tid string, token int64, c Content) (*Result, error)
 	if strings.TrimSpace(c.Summary) == "" {
 		return nil, invalidf("summary", "--summary is required: say why it failed")
 	}
-	return s.holderMessage("fail", agent, tid, token, KindResult, StatusFailed, EventThreadFailed, c, "")
+	return s.holderMessage("fail", agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
 }
 
 func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status, evType string, c Content, def string) (*Result, error) {
@@ -609,7 +612,7 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 			res = r
 			return err
 		}
-		if IsTerminal(t.h.Status) {
+		if inbox.IsTerminal(t.h.Status) {
 			return stateErr("thread %s is already %s; it cannot move to %s", tid, t.h.Status, status)
 		}
 		if err := checkHolder(t.h, agent, token, t.now); err != nil {
@@ -618,15 +621,15 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 		m.ToAgent = t.h.CreatedBy
 		from := t.h.Status
 		t.h.Status = status
-		if IsTerminal(status) {
+		if inbox.IsTerminal(status) {
 			l := *t.h.Lease
-			l.ReleasedAt = FormatTime(t.now)
+			l.Release(inbox.FormatTime(t.now))
 			t.setLease(l)
 		}
-		payload := jsonFields{}.str("from", from).str("to", status).raw()
-		t.ev = Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
+		payload := jsonrec.Fields{}.Str("from", from).Str("to", status).JSON()
+		t.ev = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
 		t.addMessage(m)
-		res = &Result{Thread: &t.h.Thread, Message: m, Lease: t.h.Lease}
+		res = &Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
 		return nil
 	})
 	if err == nil {
@@ -642,33 +645,33 @@ func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
 		return nil, err
 	}
 	now := s.now()
-	m, err := s.message(now, agent, "", KindControl, c, "cancelled by "+agent)
+	m, err := s.message(now, agent, "", inbox.KindControl, c, "cancelled by "+agent)
 	if err != nil {
 		return nil, err
 	}
 	defer m.discardBlobs()
-	m.Status = StatusCancelled
+	m.Status = inbox.StatusCancelled
 	var res *Result
 	err = s.mutate(tid, func(t *tx) error {
 		if r, err := t.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
 			res = r
 			return err
 		}
-		if IsTerminal(t.h.Status) {
+		if inbox.IsTerminal(t.h.Status) {
 			return stateErr("thread %s is already %s; it cannot be cancelled", tid, t.h.Status)
 		}
 		m.ToAgent = t.h.AssignedTo
 		from := t.h.Status
-		t.h.Status = StatusCancelled
-		if t.h.Lease != nil && t.h.Lease.ReleasedAt == "" {
+		t.h.Status = inbox.StatusCancelled
+		if t.h.Lease != nil && !t.h.Lease.Released() {
 			l := *t.h.Lease
-			l.ReleasedAt = FormatTime(t.now)
+			l.Release(inbox.FormatTime(t.now))
 			t.setLease(l)
 		}
-		payload := jsonFields{}.str("from", from).str("to", StatusCancelled).raw()
-		t.ev = Event{EventType: EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
+		payload := jsonrec.Fields{}.Str("from", from).Str("to", inbox.StatusCancelled).JSON()
+		t.ev = inbox.Event{EventType: inbox.EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
 		t.addMessage(m)
-		res = &Result{Thread: &t.h.Thread, Message: m, Lease: t.h.Lease}
+		res = &Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
 		return nil
 	})
 	if err == nil {
@@ -679,7 +682,7 @@ func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
 
 // MarkRead advances agent's read cursor in a thread to message seq (0:
 // the latest). The cursor never moves backwards.
-func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
+func (s *Store) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
@@ -713,7 +716,7 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 		}
 		mid = m.MessageID
 	}
-	c := &Cursor{ThreadID: tid, AgentID: agent, LastReadMessageID: mid, LastReadSeq: seq, ReadAt: FormatTime(s.now())}
+	c := &inbox.Cursor{ThreadID: tid, AgentID: agent, LastReadMessageID: mid, LastReadSeq: seq, ReadAt: inbox.FormatTime(s.now())}
 	dir := s.threadDir(tid)
 	p := filepath.Join(dir, cursorName(agent))
 	created := !exists(p)
@@ -721,11 +724,11 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 	if err != nil {
 		return nil, err
 	}
-	payload := jsonFields{}.str("last_read_message_id", c.LastReadMessageID).num("last_read_seq", int64(c.LastReadSeq)).raw()
-	ev := Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: s.source, EventType: EventThreadRead,
+	payload := jsonrec.Fields{}.Str("last_read_message_id", c.LastReadMessageID).Num("last_read_seq", int64(c.LastReadSeq)).JSON()
+	ev := inbox.Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: s.source, EventType: inbox.EventThreadRead,
 		MessageID: c.LastReadMessageID, Summary: "read by " + agent, PayloadJSON: payload, CreatedAt: c.ReadAt,
 		Agent: agent, Status: h.Status}
-	if _, _, err := s.log.append(&ev); err != nil {
+	if _, _, err := s.log.append(&logEvent{Event: ev}); err != nil {
 		// A refused mark-read moves nothing: take the cursor line back.
 		switch {
 		case created:
@@ -744,7 +747,7 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*Cursor, error) {
 	return c, nil
 }
 
-func (s *Store) readCursor(tid, agent string) (*Cursor, error) {
+func (s *Store) readCursor(tid, agent string) (*inbox.Cursor, error) {
 	body, err := readLastLine(filepath.Join(s.threadDir(tid), cursorName(agent)))
 	if err != nil {
 		return nil, storageErr(err, "read cursor of %s in %s", agent, tid)
@@ -752,8 +755,8 @@ func (s *Store) readCursor(tid, agent string) (*Cursor, error) {
 	if body == nil {
 		return nil, nil
 	}
-	var c Cursor
-	if err := unmarshalCursor(body, &c); err != nil {
+	var c inbox.Cursor
+	if err := c.DecodeJSON(body); err != nil {
 		return nil, corrupt(err, "thread %s: read cursor of %s is not valid JSON", tid, agent)
 	}
 	return &c, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
 )
 
@@ -18,7 +19,7 @@ const (
 )
 
 // DefaultFetchStatuses are the statuses fetch looks at by default.
-var DefaultFetchStatuses = []string{StatusPending, StatusBlocked}
+var DefaultFetchStatuses = []string{inbox.StatusPending, inbox.StatusBlocked}
 
 func validateLimit(limit int) error {
 	if limit < 1 || limit > MaxLimit {
@@ -32,7 +33,7 @@ func validateLimit(limit int) error {
 // lease on, high priority first, then oldest. With unread, only threads
 // with a message from someone else past agent's read cursor are returned.
 // Fetch never writes.
-func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) ([]*Thread, error) {
+func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
 	if err := ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
@@ -46,10 +47,10 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 		return nil, err
 	}
 	look := statuses
-	if slices.Contains(statuses, StatusPending) {
+	if slices.Contains(statuses, inbox.StatusPending) {
 		// A claimed thread whose lease ran out is claimable, daemon or
 		// not: it is pending in all but its recorded status.
-		for _, st := range []string{StatusClaimed, StatusInProgress} {
+		for _, st := range []string{inbox.StatusClaimed, inbox.StatusInProgress} {
 			if !slices.Contains(look, st) {
 				look = append(slices.Clip(look), st)
 			}
@@ -61,7 +62,7 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 	}
 	index.SortForFetch(entries)
 	now := s.now()
-	out := []*Thread{}
+	out := []*inbox.Thread{}
 	for _, e := range entries {
 		if !slices.Contains(statuses, e.Status) && s.leaseSurelyLive(e.ThreadID, now) {
 			continue // claimed or in progress under a live lease
@@ -140,7 +141,7 @@ type ListFilter struct {
 }
 
 // List returns threads matching f, newest first.
-func (s *Store) List(f ListFilter) ([]*Thread, error) {
+func (s *Store) List(f ListFilter) ([]*inbox.Thread, error) {
 	for _, a := range []struct{ field, name string }{{"agent", f.Agent}, {"created-by", f.CreatedBy}, {"assigned-to", f.AssignedTo}} {
 		if a.name != "" {
 			if err := ValidateAgent(a.field, a.name); err != nil {
@@ -150,7 +151,7 @@ func (s *Store) List(f ListFilter) ([]*Thread, error) {
 	}
 	statuses := f.Statuses
 	if len(statuses) == 0 {
-		statuses = Statuses
+		statuses = inbox.Statuses
 	}
 	if err := ValidateStatuses("status", statuses); err != nil {
 		return nil, err
@@ -158,7 +159,7 @@ func (s *Store) List(f ListFilter) ([]*Thread, error) {
 	if err := validateLimit(f.Limit); err != nil {
 		return nil, err
 	}
-	out := []*Thread{}
+	out := []*inbox.Thread{}
 	var last string
 	var herr error
 	now := s.now()
@@ -196,15 +197,15 @@ func (s *Store) List(f ListFilter) ([]*Thread, error) {
 
 // ThreadView is one thread with its full history.
 type ThreadView struct {
-	Thread   *Thread
-	Messages []*Message
+	Thread   *inbox.Thread
+	Messages []*inbox.Message
 	// Lease is the thread's lease (live, expired or released), nil if the
 	// thread was never claimed.
-	Lease *Lease
+	Lease *inbox.Lease
 	// Archived is true for a thread moved out of the live tree by archive.
 	Archived bool
 	// Origin is the intake descriptor the thread came from, if any.
-	Origin *Origin
+	Origin *inbox.Origin
 }
 
 // viewDir finds a thread's directory for reading: the live tree, else the
@@ -237,8 +238,8 @@ func (s *Store) Show(tid string) (*ThreadView, error) {
 }
 
 // readMessages reads messages 1..n of a thread, several files at a time.
-func (s *Store) readMessages(dir, tid string, n int) ([]*Message, error) {
-	msgs := make([]*Message, n)
+func (s *Store) readMessages(dir, tid string, n int) ([]*inbox.Message, error) {
+	msgs := make([]*inbox.Message, n)
 	workers := min(4, n)
 	if n < 64 {
 		workers = 1
@@ -270,7 +271,7 @@ func (s *Store) readMessages(dir, tid string, n int) ([]*Message, error) {
 }
 
 // Thread returns one thread's header; archived threads too.
-func (s *Store) Thread(tid string) (*Thread, error) {
+func (s *Store) Thread(tid string) (*inbox.Thread, error) {
 	if err := ValidateID("thread", tid); err != nil {
 		return nil, err
 	}

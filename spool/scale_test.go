@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/benchstore"
 	"github.com/inbox-dev/inbox/spool"
 )
@@ -48,7 +49,7 @@ func BenchmarkScaleFetch(b *testing.B) {
 			want := 10
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				ts, err := s.Fetch("X", []string{spool.StatusPending}, 10, false)
+				ts, err := s.Fetch("X", []string{inbox.StatusPending}, 10, false)
 				if err != nil || len(ts) != want {
 					b.Fatalf("fetch: %d threads (want %d), %v", len(ts), want, err)
 				}
@@ -63,7 +64,7 @@ func BenchmarkScaleList(b *testing.B) {
 		b.Run(fmt.Sprintf("threads=%d", n), func(b *testing.B) {
 			s, _ := fillStore(b, n)
 			filters := map[string]spool.ListFilter{
-				"done":        {Statuses: []string{spool.StatusDone}, Limit: 20},
+				"done":        {Statuses: []string{inbox.StatusDone}, Limit: 20},
 				"assigned-to": {AssignedTo: "a7", Limit: 20},
 				"all":         {Limit: 20},
 			}
@@ -93,7 +94,7 @@ func BenchmarkScaleShow(b *testing.B) {
 	tid := r.Thread.ThreadID
 	body := strings.Repeat("x", 200)
 	for i := 1; i < 10000; i++ {
-		if _, err := gen.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: fmt.Sprint("step ", i), Body: body}); err != nil {
+		if _, err := gen.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: fmt.Sprint("step ", i), Body: body}); err != nil {
 			b.Fatal(err)
 		}
 	}

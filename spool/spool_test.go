@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -33,10 +34,10 @@ func send(t *testing.T, s *spool.Store, to string) *spool.Result {
 	return r
 }
 
-func events(t *testing.T, s *spool.Store) []*spool.Event {
+func events(t *testing.T, s *spool.Store) []*inbox.Event {
 	t.Helper()
-	var out []*spool.Event
-	if err := s.Events(0, func(ev *spool.Event) bool { out = append(out, ev); return true }); err != nil {
+	var out []*inbox.Event
+	if err := s.Events(0, func(ev *inbox.Event) bool { out = append(out, ev); return true }); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -82,28 +83,25 @@ func TestLifecycleAndEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Lease.LeaseToken != 1 || c.Thread.Status != spool.StatusClaimed {
+	if c.Lease.LeaseToken != 1 || c.Thread.Status != inbox.StatusClaimed {
 		t.Fatalf("claim: %+v %+v", c.Thread, c.Lease)
 	}
-	if _, err := s.Update("X", tid, spool.StatusBlocked, 1, spool.Content{Summary: "need input"}); err != nil {
+	if _, err := s.Update("X", tid, inbox.StatusBlocked, 1, spool.Content{Summary: "need input"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: "here"}); err != nil {
+	if _, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "here"}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := s.Done("X", tid, 1, spool.Content{Summary: "finished"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Thread.Status != spool.StatusDone || d.Lease.ReleasedAt == "" {
+	if d.Thread.Status != inbox.StatusDone || !d.Lease.Released() {
 		t.Fatalf("done: %+v %+v", d.Thread, d.Lease)
 	}
 	types := []string{}
 	for _, ev := range events(t, s) {
 		types = append(types, ev.EventType)
-		if ev.State != nil {
-			t.Errorf("event %d leaks its state snapshot", ev.EventID)
-		}
 	}
 	want := "thread_created thread_claimed thread_updated message_added thread_done"
 	if got := strings.Join(types, " "); got != want {
@@ -123,33 +121,33 @@ func TestTransitions(t *testing.T) {
 		want error
 	}{
 		{"update before claim", func() error {
-			_, err := s.Update("X", tid, spool.StatusInProgress, 0, spool.Content{})
+			_, err := s.Update("X", tid, inbox.StatusInProgress, 0, spool.Content{})
 			return err
 		}, spool.ErrInvalidState},
 		{"done before claim", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, spool.ErrInvalidState},
 		{"claim", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
 		{"claim by another", func() error { _, err := s.Claim("Y", tid, 60); return err }, spool.ErrLeaseConflict},
 		{"update by another", func() error {
-			_, err := s.Update("Y", tid, spool.StatusInProgress, 0, spool.Content{})
+			_, err := s.Update("Y", tid, inbox.StatusInProgress, 0, spool.Content{})
 			return err
 		}, spool.ErrLeaseConflict},
 		{"reclaim by holder", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
 		{"stale token", func() error {
-			_, err := s.Update("X", tid, spool.StatusInProgress, 1, spool.Content{})
+			_, err := s.Update("X", tid, inbox.StatusInProgress, 1, spool.Content{})
 			return err
 		}, spool.ErrStaleToken},
 		{"current token", func() error {
-			_, err := s.Update("X", tid, spool.StatusInProgress, 2, spool.Content{})
+			_, err := s.Update("X", tid, inbox.StatusInProgress, 2, spool.Content{})
 			return err
 		}, nil},
 		{"blocked without summary", func() error {
-			_, err := s.Update("X", tid, spool.StatusBlocked, 0, spool.Content{})
+			_, err := s.Update("X", tid, inbox.StatusBlocked, 0, spool.Content{})
 			return err
 		}, spool.ErrInvalidInput},
 		{"cancel by leader", func() error { _, err := s.Cancel("leader", tid, spool.Content{Summary: "stop"}); return err }, nil},
 		{"done after cancel", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, spool.ErrInvalidState},
 		{"reply after cancel", func() error {
-			_, err := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: "x"})
+			_, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "x"})
 			return err
 		}, spool.ErrInvalidState},
 		{"claim after cancel", func() error { _, err := s.Claim("X", tid, 60); return err }, spool.ErrInvalidState},
@@ -182,7 +180,7 @@ func TestLeaseExpiry(t *testing.T) {
 		t.Fatalf("old holder's done: %v, want ErrLeaseConflict", err)
 	}
 	now = now.Add(20 * time.Second)
-	if _, err := s.Update("X", tid, spool.StatusInProgress, 0, spool.Content{}); !errors.Is(err, spool.ErrNotLeaseHolder) {
+	if _, err := s.Update("X", tid, inbox.StatusInProgress, 0, spool.Content{}); !errors.Is(err, spool.ErrNotLeaseHolder) {
 		t.Fatalf("update by a non-holder after Y's lease lapsed: %v, want ErrNotLeaseHolder", err)
 	}
 }
@@ -203,7 +201,7 @@ func TestValidation(t *testing.T) {
 		{"bad priority", spool.SendInput{From: "boss", To: "X", Subject: "s", Priority: "urgent"}, "priority"},
 		{"bad payload", spool.SendInput{From: "boss", To: "X", Subject: "s", Content: spool.Content{PayloadJSON: "{nope"}}, "payload-json"},
 		{"thread path", spool.SendInput{From: "boss", ThreadID: "../../etc", Content: spool.Content{Body: "x"}}, "thread"},
-		{"subject too long with --thread", spool.SendInput{From: "boss", ThreadID: "thr_x", Subject: strings.Repeat("s", spool.MaxSubjectLen+1), Content: spool.Content{Body: "x"}}, "subject"},
+		{"subject too long with --thread", spool.SendInput{From: "boss", ThreadID: "thr_x", Subject: strings.Repeat("s", inbox.MaxSubjectLen+1), Content: spool.Content{Body: "x"}}, "subject"},
 	}
 	for _, c := range bad {
 		_, err := s.Send(c.in)
@@ -244,7 +242,7 @@ func TestIdempotency(t *testing.T) {
 	}
 	tid := a.Thread.ThreadID
 	rep := func() (*spool.Result, error) {
-		return s.Reply("boss", "", tid, spool.KindQuestion, spool.Content{Summary: "status?", IdempotencyKey: "k1"})
+		return s.Reply("boss", "", tid, inbox.KindQuestion, spool.Content{Summary: "status?", IdempotencyKey: "k1"})
 	}
 	r1, err := rep()
 	if err != nil {
@@ -288,21 +286,21 @@ func TestFetchOrderLeasesAndUnread(t *testing.T) {
 	// A blocked thread whose lease another agent took is hidden from X.
 	tid := norm1.Thread.ThreadID
 	s.Claim("X", tid, 60)
-	s.Update("X", tid, spool.StatusBlocked, 0, spool.Content{Summary: "q"})
-	if ts, _ := s.Fetch("X", []string{spool.StatusBlocked}, 10, false); len(ts) != 1 {
+	s.Update("X", tid, inbox.StatusBlocked, 0, spool.Content{Summary: "q"})
+	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, false); len(ts) != 1 {
 		t.Fatalf("X's own blocked thread: fetch gave %d, want 1", len(ts))
 	}
 	// Unread: X's own question does not make the thread unread for X.
 	s.MarkRead("X", tid, 0)
-	if ts, _ := s.Fetch("X", []string{spool.StatusBlocked}, 10, true); len(ts) != 0 {
+	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 0 {
 		t.Fatalf("after mark-read: %d unread", len(ts))
 	}
-	s.Update("X", tid, spool.StatusBlocked, 0, spool.Content{Summary: "still waiting"})
-	if ts, _ := s.Fetch("X", []string{spool.StatusBlocked}, 10, true); len(ts) != 0 {
+	s.Update("X", tid, inbox.StatusBlocked, 0, spool.Content{Summary: "still waiting"})
+	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 0 {
 		t.Fatalf("X's own message made the thread unread")
 	}
-	s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: "answer"})
-	if ts, _ := s.Fetch("X", []string{spool.StatusBlocked}, 10, true); len(ts) != 1 {
+	s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "answer"})
+	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 1 {
 		t.Fatalf("after an answer: %d unread, want 1", len(ts))
 	}
 	// list sees everything, newest first.
@@ -353,7 +351,7 @@ func TestGarbageLineInEventLogIsSkipped(t *testing.T) {
 	f.Close()
 	send(t, s, "X")
 	evs := events(t, s)
-	if len(evs) != 2 || evs[1].EventID != 2 || evs[1].EventType != spool.EventThreadCreated {
+	if len(evs) != 2 || evs[1].EventID != 2 || evs[1].EventType != inbox.EventThreadCreated {
 		t.Fatalf("events after garbage: %+v", evs)
 	}
 }
@@ -367,7 +365,7 @@ func TestOrphanMessageIsDiscarded(t *testing.T) {
 	if v, _ := s.Show(tid); len(v.Messages) != 1 {
 		t.Fatalf("show counted an uncommitted message: %d", len(v.Messages))
 	}
-	r, err := s.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: "real"})
+	r, err := s.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: "real"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +380,7 @@ func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
 	tid := send(t, s, "X").Thread.ThreadID
 	seg := lastSegment(t, db)
 	before, _ := os.ReadFile(seg)
-	if _, err := s.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: "p"}); err != nil {
+	if _, err := s.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	// A writer died after committing the header, before appending the event.
@@ -435,7 +433,7 @@ func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
 		t.Fatalf("retry: replayed=%v thread %s, want a replay of %s", again.Replayed, again.Thread.ThreadID, first.Thread.ThreadID)
 	}
 	evs := events(t, s)
-	if len(evs) != 2 || evs[1].ThreadID != first.Thread.ThreadID || evs[1].EventType != spool.EventThreadCreated {
+	if len(evs) != 2 || evs[1].ThreadID != first.Thread.ThreadID || evs[1].EventType != inbox.EventThreadCreated {
 		t.Fatalf("events after the retry: %+v", evs)
 	}
 	if again.Thread.LastEventID != evs[1].EventID {
@@ -460,14 +458,14 @@ func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
 	f.Close()
 	os.WriteFile(filepath.Join(dir, "lease.json"), []byte("{garbage"), 0o600)
 	v, err := s.Show(tid)
-	if err != nil || v.Thread.Status != spool.StatusClaimed {
+	if err != nil || v.Thread.Status != inbox.StatusClaimed {
 		t.Fatalf("reader with torn header: %v %+v", err, v)
 	}
 	if _, err := s.Done("X", tid, 1, spool.Content{Summary: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	v, _ = s.Show(tid)
-	if v.Thread.Status != spool.StatusDone || v.Lease.ReleasedAt == "" {
+	if v.Thread.Status != inbox.StatusDone || !v.Lease.Released() {
 		t.Fatalf("after done: %+v %+v", v.Thread, v.Lease)
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, "lease.json"))
@@ -491,7 +489,7 @@ func TestSegmentRotation(t *testing.T) {
 		t.Fatalf("%d events across segments", len(evs))
 	}
 	var after []int64
-	s.Events(6, func(ev *spool.Event) bool { after = append(after, ev.EventID); return true })
+	s.Events(6, func(ev *inbox.Event) bool { after = append(after, ev.EventID); return true })
 	if len(after) != 4 || after[0] != 7 {
 		t.Fatalf("Events(6) gave %v", after)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
 )
 
@@ -61,17 +62,13 @@ type formatFields struct {
 	CreatedAt string          `json:"created_at"`
 }
 
-// formatFieldsRecord reads inbox.json's members; formatProbeRecord only
-// format and version (the others are skipped whatever they hold).
-var (
-	formatFieldsRecord = record[formatFields]{
-		{name: "format", str: func(f *formatFields) *string { return &f.Format }},
-		{name: "version", raw: func(f *formatFields) *json.RawMessage { return &f.Version }},
-		{name: "shared", read: func(d *decoder, f *formatFields) { d.bool(&f.Shared) }},
-		{name: "created_at", str: func(f *formatFields) *string { return &f.CreatedAt }},
-	}
-	formatProbeRecord = formatFieldsRecord[:2]
-)
+// formatProbe is the part of inbox.json read first: format and version
+// only, so that a store whose other members are damaged is still named
+// as a store.
+type formatProbe struct {
+	Format  string          `json:"format"`
+	Version json.RawMessage `json:"version"`
+}
 
 // Options tune a Store. The zero value is what the CLI uses.
 type Options struct {
@@ -166,7 +163,7 @@ func Init(dir string, shared bool) (created bool, err error) {
 			return false, err
 		}
 	}
-	info := formatInfo{Format: formatName, Version: FormatVersion, Shared: shared, CreatedAt: FormatTime(time.Now())}
+	info := formatInfo{Format: formatName, Version: FormatVersion, Shared: shared, CreatedAt: inbox.FormatTime(time.Now())}
 	// inbox.json goes last: its presence means the store is complete.
 	if err := publishFile(filepath.Join(dir, formatFile), filepath.Join(dir, tmpDirName), fileMode, info.appendJSON(nil)); err != nil {
 		return false, err
@@ -196,14 +193,14 @@ func readFormat(dir string) (*formatInfo, error) {
 	}
 	// The probe looks at format and version only, so that a store whose
 	// other members are damaged is still named as a store.
-	var probe formatFields
-	if err := formatProbeRecord.unmarshal(data, &probe); err != nil || probe.Format != formatName {
+	var probe formatProbe
+	if err := probe.decodeJSON(data); err != nil || probe.Format != formatName {
 		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
 			Message: fmt.Sprintf("%s is not an inbox store format file", filepath.Join(dir, formatFile))}
 	}
 	version := strings.TrimSpace(string(probe.Version))
 	var f formatFields
-	err = formatFieldsRecord.unmarshal(data, &f)
+	err = f.decodeJSON(data)
 	// version is a valid JSON value: ParseInt accepts exactly its integers.
 	n, verr := strconv.ParseInt(version, 10, 0)
 	if err != nil || verr != nil {
@@ -257,8 +254,8 @@ func Open(dir string, opts Options) (*Store, error) {
 // ones everywhere, and pending (a backlog can be large) in the status
 // tree only, since fetch reads an agent's pending markers in full.
 var indexLayout = index.Layout{
-	Sharded:         []string{StatusPending},
-	ShardedAssigned: []string{StatusDone, StatusFailed, StatusCancelled},
+	Sharded:         []string{inbox.StatusPending},
+	ShardedAssigned: []string{inbox.StatusDone, inbox.StatusFailed, inbox.StatusCancelled},
 }
 
 func (s *Store) tmpDir() string              { return filepath.Join(s.dir, tmpDirName) }

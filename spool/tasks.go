@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
 // The task queue (SPEC §7). A queued task is a thread from its parent to
@@ -52,9 +55,9 @@ type Task struct {
 // State is the task's place in the queue: queued, running or finished.
 func (t *Task) State() string {
 	switch {
-	case t.Status == StatusPending:
+	case t.Status == inbox.StatusPending:
 		return "queued"
-	case IsTerminal(t.Status):
+	case inbox.IsTerminal(t.Status):
 		return "finished"
 	}
 	return "running"
@@ -110,8 +113,8 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 	if err := validateLabel("model", spec.Model); err != nil {
 		return nil, err
 	}
-	if spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > MaxLeaseSecs {
-		return nil, invalidf("timeout-seconds", "--timeout-seconds %d is out of range: give 0 (no limit) to %d", spec.TimeoutSeconds, MaxLeaseSecs)
+	if spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > inbox.MaxLeaseSecs {
+		return nil, invalidf("timeout-seconds", "--timeout-seconds %d is out of range: give 0 (no limit) to %d", spec.TimeoutSeconds, inbox.MaxLeaseSecs)
 	}
 	if strings.TrimSpace(prompt) == "" {
 		return nil, invalidf("prompt", "the task needs a prompt: inbox push [flags] PROMPT")
@@ -129,7 +132,7 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 			spec.Name = "task-" + string(b)
 		}
 		payload, _ := json.Marshal(map[string]any{"task": spec})
-		in := SendInput{From: spec.Parent, To: spec.Name, Subject: firstLine(prompt, 80), Kind: KindTask,
+		in := SendInput{From: spec.Parent, To: spec.Name, Subject: firstLine(prompt, 80), Kind: inbox.KindTask,
 			Content: Content{Body: prompt, PayloadJSON: string(payload)}}
 		if err := validateSendBasics(&in); err != nil {
 			return nil, err
@@ -139,7 +142,7 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 			return nil, err
 		}
 		t.taskName = spec.Name
-		t.ev.EventType = EventThreadCreated
+		t.ev.EventType = inbox.EventThreadCreated
 		err = t.commit()
 		t.msg.discardBlobs()
 		if err == nil {
@@ -177,7 +180,7 @@ func (s *Store) TaskByName(name string) (*Task, error) {
 		return nil, storageErr(err, "read task %s", name)
 	}
 	var m msgFile
-	if err := unmarshalMsgFile(data, &m); err != nil || m.ThreadID == "" {
+	if err := m.decodeJSON(data); err != nil || m.ThreadID == "" {
 		return nil, notFound("task %s not found", name)
 	}
 	dir, _ := s.viewDir(m.ThreadID)
@@ -276,7 +279,7 @@ func (s *Store) TaskByThread(tid string) (*Task, error) {
 	var p struct {
 		Task TaskSpec `json:"task"`
 	}
-	if m.Kind != KindTask || json.Unmarshal(m.PayloadJSON, &p) != nil || p.Task.Name == "" {
+	if m.Kind != inbox.KindTask || json.Unmarshal(m.PayloadJSON, &p) != nil || p.Task.Name == "" {
 		return nil, notFound("thread %s is not a task", tid)
 	}
 	t, err := s.TaskByName(p.Task.Name)
@@ -296,32 +299,32 @@ func (s *Store) CancelTask(agent string, t *Task, c Content) (*Result, error) {
 		return nil, err
 	}
 	now := s.now()
-	m, err := s.message(now, t.Name, t.Parent, KindResult, c, "task "+t.Name+" cancelled by "+agent)
+	m, err := s.message(now, t.Name, t.Parent, inbox.KindResult, c, "task "+t.Name+" cancelled by "+agent)
 	if err != nil {
 		return nil, err
 	}
 	defer m.discardBlobs()
-	m.Status = StatusCancelled
+	m.Status = inbox.StatusCancelled
 	var res *Result
 	err = s.mutate(t.ThreadID, func(tx *tx) error {
 		if r, err := tx.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
 			res = r
 			return err
 		}
-		if IsTerminal(tx.h.Status) {
+		if inbox.IsTerminal(tx.h.Status) {
 			return stateErr("task %s already finished (%s); there is nothing to cancel", t.Name, tx.h.Status)
 		}
 		from := tx.h.Status
-		tx.h.Status = StatusCancelled
-		if tx.h.Lease != nil && tx.h.Lease.ReleasedAt == "" {
+		tx.h.Status = inbox.StatusCancelled
+		if tx.h.Lease != nil && !tx.h.Lease.Released() {
 			l := *tx.h.Lease
-			l.ReleasedAt = FormatTime(tx.now)
+			l.Release(inbox.FormatTime(tx.now))
 			tx.setLease(l)
 		}
-		payload := jsonFields{}.str("from", from).str("to", StatusCancelled).str("cancelled_by", agent).raw()
-		tx.ev = Event{EventType: EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
+		payload := jsonrec.Fields{}.Str("from", from).Str("to", inbox.StatusCancelled).Str("cancelled_by", agent).JSON()
+		tx.ev = inbox.Event{EventType: inbox.EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
 		tx.addMessage(m)
-		res = &Result{Thread: &tx.h.Thread, Message: m, Lease: tx.h.Lease}
+		res = &Result{Thread: &tx.h.Thread, Message: &m.Message, Lease: tx.h.Lease}
 		return nil
 	})
 	if err == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/gofrs/flock"
 	"github.com/google/renameio/v2"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
 )
 
@@ -61,11 +62,11 @@ type tx struct {
 	now time.Time
 	old *header // committed header before the operation; nil for a new thread
 	h   *header // the header being built
-	msg *Message
+	msg *draft
 	// lease, when set, is written to lease.json with the next rev.
-	lease *Lease
+	lease *inbox.Lease
 	idem  *idemRecord
-	ev    Event
+	ev    inbox.Event
 	// skip is set when an idempotency key replayed an earlier call:
 	// there is nothing to commit.
 	skip bool
@@ -88,8 +89,8 @@ func isDamaged(err error) bool { return errors.Is(err, errDamaged) }
 
 // standIn is what readers get for a damaged message: a marker, not an
 // error, so that the intact messages beside it stay readable.
-func standIn(tid string, seq int) *Message {
-	return &Message{ThreadID: tid, Seq: seq, Kind: KindEvent, PayloadJSON: json.RawMessage("{}"), Damaged: true,
+func standIn(tid string, seq int) *inbox.Message {
+	return &inbox.Message{ThreadID: tid, Seq: seq, Kind: inbox.KindEvent, PayloadJSON: json.RawMessage("{}"), Damaged: true,
 		Summary: fmt.Sprintf("message #%d is damaged (its file is not valid JSON); inbox fsck --repair sets it aside", seq)}
 }
 
@@ -98,7 +99,7 @@ func standIn(tid string, seq int) *Message {
 // the first change creates thread.log. A new thread thus costs two inodes
 // (its directory and its first message), not three.
 type msgFile struct {
-	Message
+	inbox.Message
 	InitialHeader *header `json:"thread_header,omitempty"`
 	// IdempotencyKey and IdempotencyCommand record the key of the
 	// thread-creating send that wrote this first message (see idem.go).
@@ -130,7 +131,7 @@ func (s *Store) readHeaderAt(dir, tid string) (*header, error) {
 		return h, err
 	}
 	var h header
-	if err := unmarshalHeader(body, &h); err != nil {
+	if err := h.decodeJSON(body); err != nil {
 		return nil, corrupt(err, "thread %s: header is not valid JSON", tid)
 	}
 	return &h, nil
@@ -141,11 +142,10 @@ func (s *Store) readHeaderAt(dir, tid string) (*header, error) {
 // message, was damaged. It reads the whole log; damage is rare.
 func (s *Store) headerFromLog(tid string) (*header, error) {
 	var newest *header
-	err := s.log.scan(Pos{}, func(ev *Event, end Pos) bool {
+	err := s.log.scan(Pos{}, func(ev *logEvent, end Pos) bool {
 		if ev.ThreadID == tid && ev.State != nil && (newest == nil || ev.EventID > newest.LastEventID) {
 			st := ev.State
-			last := *ev
-			last.State = nil
+			last := ev.Event
 			st.LastEventID, st.LogPos, st.LastEvent = ev.EventID, end, &last
 			newest = st
 		}
@@ -166,7 +166,7 @@ func initialHeader(dir, tid string) (*header, error) {
 		return nil, storageErr(err, "read thread %s", tid)
 	}
 	var m msgFile
-	if err := unmarshalMsgFile(data, &m); err != nil {
+	if err := m.decodeJSON(data); err != nil {
 		return nil, corrupt(errors.Join(errDamaged, err), "thread %s: first message is not valid JSON", tid)
 	}
 	if m.InitialHeader == nil {
@@ -177,7 +177,7 @@ func initialHeader(dir, tid string) (*header, error) {
 
 // readLeaseFile reads lease.json; a missing or torn file gives nil (the
 // header holds the committed copy).
-func (s *Store) readLeaseFile(tid string) (*Lease, error) {
+func (s *Store) readLeaseFile(tid string) (*leaseRecord, error) {
 	data, err := os.ReadFile(filepath.Join(s.threadDir(tid), leaseFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -188,11 +188,11 @@ func (s *Store) readLeaseFile(tid string) (*Lease, error) {
 	line, _, _ := bytes.Cut(data, []byte("\n"))
 	body, ok := checkLine(line)
 	if !ok {
-		return &Lease{Rev: -1}, nil // torn: never equal to a committed rev
+		return &leaseRecord{Rev: -1}, nil // torn: never equal to a committed rev
 	}
-	var l Lease
-	if err := unmarshalLease(body, &l); err != nil {
-		return &Lease{Rev: -1}, nil
+	var l leaseRecord
+	if err := l.decodeJSON(body); err != nil {
+		return &leaseRecord{Rev: -1}, nil
 	}
 	return &l, nil
 }
@@ -201,7 +201,7 @@ func (s *Store) readLeaseFile(tid string) (*Lease, error) {
 // not fsynced on its own: the header line that commits the change carries
 // the lease, and a lease file that disagrees with the header after a crash
 // is rewritten from it (loadForWrite).
-func (s *Store) writeLeaseFile(dir string, l *Lease) (created bool, err error) {
+func (s *Store) writeLeaseFile(dir string, l *leaseRecord) (created bool, err error) {
 	p := filepath.Join(dir, leaseFile)
 	f, err := os.OpenFile(p, os.O_RDWR, s.fileMode)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -212,7 +212,7 @@ func (s *Store) writeLeaseFile(dir string, l *Lease) (created bool, err error) {
 		return false, storageErr(err, "write lease")
 	}
 	defer f.Close()
-	line := encodeLine(l.AppendJSON(nil))
+	line := encodeLine(l.appendJSON(nil))
 	if _, err := f.WriteAt(line, 0); err != nil {
 		return false, storageErr(err, "write lease")
 	}
@@ -222,11 +222,11 @@ func (s *Store) writeLeaseFile(dir string, l *Lease) (created bool, err error) {
 	return created, nil
 }
 
-func (s *Store) readMessage(tid string, seq int) (*Message, error) {
+func (s *Store) readMessage(tid string, seq int) (*inbox.Message, error) {
 	return s.readMessageAt(s.threadDir(tid), tid, seq)
 }
 
-func (s *Store) readMessageAt(dir, tid string, seq int) (*Message, error) {
+func (s *Store) readMessageAt(dir, tid string, seq int) (*inbox.Message, error) {
 	data, err := os.ReadFile(filepath.Join(dir, msgName(seq)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, notFound("thread %s: message #%d not found", tid, seq)
@@ -234,8 +234,8 @@ func (s *Store) readMessageAt(dir, tid string, seq int) (*Message, error) {
 	if err != nil {
 		return nil, storageErr(err, "read message %d of %s", seq, tid)
 	}
-	var m Message
-	if err := unmarshalMessage(data, &m); err != nil {
+	var m inbox.Message
+	if err := m.DecodeJSON(data); err != nil {
 		return nil, corrupt(errors.Join(errDamaged, err), "thread %s: message #%d is not valid JSON", tid, seq)
 	}
 	return &m, nil
@@ -393,11 +393,10 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 	var ap *appender
 	var line []byte
 	if logged {
-		err := s.log.scan(h.LogPos, func(ev *Event, end Pos) bool {
+		err := s.log.scan(h.LogPos, func(ev *logEvent, end Pos) bool {
 			if ev.ThreadID == tid && ev.State != nil && ev.EventID > newest.LastEventID {
 				st := ev.State
-				last := *ev
-				last.State = nil
+				last := ev.Event
 				st.LastEventID, st.LogPos, st.LastEvent = ev.EventID, end, &last
 				newest = st
 			}
@@ -412,15 +411,13 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 			return nil, err
 		}
 		defer ap.release()
-		ev := Event{EventType: EventThreadUpdated, ThreadID: tid}
+		ev := inbox.Event{EventType: inbox.EventThreadUpdated, ThreadID: tid}
 		if h.LastEvent != nil {
 			ev = *h.LastEvent
 		}
 		n := h.clone()
 		ev.EventID = ap.next
-		ev.State = snapshot(n)
-		line = encodeEvent(&ev)
-		ev.State = nil
+		line = encodeEvent(&logEvent{Event: ev, State: snapshot(n)})
 		n.LastEventID, n.LogPos, n.LastEvent = ev.EventID, Pos{Segment: ap.first, Offset: ap.end + int64(len(line))}, &ev
 		newest = n
 	}
@@ -437,9 +434,7 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 		}
 	}
 	if newest.Lease != nil {
-		rec := *newest.Lease
-		rec.Rev = newest.LeaseRev
-		if _, err := s.writeLeaseFile(dir, &rec); err != nil {
+		if _, err := s.writeLeaseFile(dir, &leaseRecord{Lease: *newest.Lease, Rev: newest.LeaseRev}); err != nil {
 			return nil, err
 		}
 	} else if err := os.Remove(filepath.Join(dir, leaseFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -529,15 +524,15 @@ func snapshot(h *header) *header {
 }
 
 // setLease stages a lease write; the header's copy is updated at once.
-func (t *tx) setLease(l Lease) {
-	l.ThreadID, l.Rev = t.tid, 0
+func (t *tx) setLease(l inbox.Lease) {
+	l.ThreadID = t.tid
 	t.lease = &l
 	c := l
 	t.h.Lease = &c
 }
 
 // addMessage stages m as the thread's next message.
-func (t *tx) addMessage(m *Message) {
+func (t *tx) addMessage(m *draft) {
 	t.h.MessageCount++
 	m.Seq = t.h.MessageCount
 	m.ThreadID = t.tid
@@ -586,9 +581,7 @@ func (t *tx) event(id int64, segment, start int64) []byte {
 	if ev.PayloadJSON == nil {
 		ev.PayloadJSON = json.RawMessage("{}")
 	}
-	ev.State = snapshot(t.h)
-	line := encodeEvent(&ev)
-	ev.State = nil
+	line := encodeEvent(&logEvent{Event: ev, State: snapshot(t.h)})
 	t.h.LastEventID = id
 	t.h.LogPos = Pos{Segment: segment, Offset: start + int64(len(line))}
 	t.h.LastEvent = &ev
@@ -661,7 +654,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 		if t.msg != nil || t.idem != nil {
 			ss.add(t.dir) // a file is renamed into the thread directory
 		}
-		t.h.UpdatedAt = FormatTime(t.now)
+		t.h.UpdatedAt = inbox.FormatTime(t.now)
 		if t.idem != nil {
 			if _, err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem.appendJSON(nil)); err != nil {
 				return err
@@ -679,7 +672,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 		var first, msgPF *renameio.PendingFile
 		if t.msg != nil {
 			t.msg.EventID = t.h.LastEventID
-			mf := msgFile{Message: *t.msg}
+			mf := msgFile{Message: t.msg.Message}
 			if fresh {
 				mf.InitialHeader = t.h
 				if t.newKey != "" {
@@ -743,12 +736,12 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			// its first receive returns real mail.)
 			// The recipient's mailbox: a link to the message, made before
 			// the commit point; readers check it against the thread.
-			dirs, err := s.deliver(t.msg, msgPF.Name())
+			dirs, err := s.deliver(&t.msg.Message, msgPF.Name())
 			if err != nil {
 				return err
 			}
 			m := t.msg
-			undo = append(undo, func() { os.Remove(filepath.Join(s.mailboxPath(m.ToAgent), markerName(m))) })
+			undo = append(undo, func() { os.Remove(filepath.Join(s.mailboxPath(m.ToAgent), markerName(&m.Message))) })
 			ss.add(dirs...)
 		}
 		if first != nil && t.taskName != "" {
@@ -782,8 +775,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 	}
 	for _, t := range txs {
 		if t.lease != nil {
-			rec := *t.lease
-			rec.Rev = t.h.LeaseRev
+			rec := leaseRecord{Lease: *t.lease, Rev: t.h.LeaseRev}
 			dir, old := t.dir, t.old
 			undo = append(undo, func() {
 				// Back to the committed lease (or none).
@@ -791,9 +783,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 					os.Remove(filepath.Join(dir, leaseFile))
 					return
 				}
-				prev := *old.Lease
-				prev.Rev = old.LeaseRev
-				s.writeLeaseFile(dir, &prev)
+				s.writeLeaseFile(dir, &leaseRecord{Lease: *old.Lease, Rev: old.LeaseRev})
 			})
 			created, err := s.writeLeaseFile(t.dir, &rec)
 			if err != nil {
@@ -838,13 +828,13 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 	}
 	ap.release()
 	for _, t := range txs {
-		if t.lease != nil && t.lease.ReleasedAt == "" {
+		if t.lease != nil && !t.lease.Released() {
 			// A hint for fetch, set only once the lease is committed:
 			// lease.json's modification time is when the lease ends
 			// (see leaseSurelyLive). Any other time it may have (a
 			// crash before this, a later rewrite) is earlier, which
 			// only makes fetch look closer.
-			if exp, err := parseTime(t.lease.ExpiresAt); err == nil {
+			if exp, err := inbox.ParseTime(t.lease.ExpiresAt); err == nil {
 				os.Chtimes(filepath.Join(t.dir, leaseFile), time.Time{}, exp)
 			}
 		}

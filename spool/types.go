@@ -1,134 +1,21 @@
 package spool
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/inbox-dev/inbox"
 )
 
-// Thread statuses (SPEC §3). Done, failed and cancelled are terminal.
-const (
-	StatusPending    = "pending"
-	StatusClaimed    = "claimed"
-	StatusInProgress = "in_progress"
-	StatusBlocked    = "blocked"
-	StatusDone       = "done"
-	StatusFailed     = "failed"
-	StatusCancelled  = "cancelled"
-)
-
-// Statuses lists every thread status in lifecycle order.
-var Statuses = []string{StatusPending, StatusClaimed, StatusInProgress, StatusBlocked,
-	StatusDone, StatusFailed, StatusCancelled}
-
-// Message kinds (SPEC §3).
-const (
-	KindTask     = "task"
-	KindProgress = "progress"
-	KindQuestion = "question"
-	KindAnswer   = "answer"
-	KindResult   = "result"
-	KindControl  = "control"
-	KindEvent    = "event"
-)
-
-// Kinds lists every message kind.
-var Kinds = []string{KindTask, KindProgress, KindQuestion, KindAnswer, KindResult, KindControl, KindEvent}
-
-// ReplyKinds are the kinds `reply` may append.
-var ReplyKinds = []string{KindAnswer, KindQuestion, KindProgress, KindControl}
-
-// Priorities, highest first.
-var Priorities = []string{"high", "normal", "low"}
-
-// Event types appended to the event log.
-const (
-	EventThreadCreated   = "thread_created"
-	EventMessageAdded    = "message_added"
-	EventThreadClaimed   = "thread_claimed"
-	EventLeaseRenewed    = "lease_renewed"
-	EventThreadUpdated   = "thread_updated"
-	EventThreadDone      = "thread_done"
-	EventThreadFailed    = "thread_failed"
-	EventThreadCancelled = "thread_cancelled"
-	EventLeaseExpired    = "lease_expired"
-	EventThreadRead      = "thread_read"
-	// EventLost stands, after fsck --repair, for an event that was
-	// damaged in the log and that nothing else records.
-	EventLost = "event_lost"
-)
-
-// IsTerminal reports whether status admits no further transitions.
-func IsTerminal(status string) bool {
-	return status == StatusDone || status == StatusFailed || status == StatusCancelled
-}
-
-// Thread is the durable container for one work conversation.
-type Thread struct {
-	ThreadID        string `json:"thread_id"`
-	RunID           string `json:"run_id"`
-	TaskID          string `json:"task_id"`
-	Subject         string `json:"subject"`
-	CreatedBy       string `json:"created_by"`
-	AssignedTo      string `json:"assigned_to"`
-	Status          string `json:"status"`
-	Priority        string `json:"priority"`
-	LatestMessageID string `json:"latest_message_id"`
-	CreatedAt       string `json:"created_at"`
-	UpdatedAt       string `json:"updated_at"`
-	MessageCount    int    `json:"message_count"`
-	LastEventID     int64  `json:"last_event_id"`
-	// Mail marks a thread that is not work: a message whose kind is not
-	// task, sent to an agent's mailbox (SPEC 7 "Mail is not work"). It
-	// shows in no one's fetch and cannot be claimed.
-	Mail bool `json:"mail,omitempty"`
-	// LeaseExpired is set, when a thread is read, on a thread whose lease
-	// ran out without being released: it is claimable again, whatever its
-	// status still says (SPEC 4). It is never stored.
-	LeaseExpired bool `json:"lease_expired,omitempty"`
-}
-
-// Artifact is a reference to a file attached to a message. The path is
-// stored as given; the file is never opened or copied.
-type Artifact struct {
-	ArtifactID   string          `json:"artifact_id"`
-	MessageID    string          `json:"message_id"`
-	Path         string          `json:"path"`
-	Kind         string          `json:"kind"`
-	MetadataJSON json.RawMessage `json:"metadata_json"`
-	CreatedAt    string          `json:"created_at"`
-}
-
-// Message is one immutable entry of a thread.
-type Message struct {
-	MessageID   string          `json:"message_id"`
-	ThreadID    string          `json:"thread_id"`
-	Seq         int             `json:"seq"`
-	FromAgent   string          `json:"from_agent"`
-	ToAgent     string          `json:"to_agent"`
-	Kind        string          `json:"kind"`
-	Summary     string          `json:"summary"`
-	Body        string          `json:"body"`
-	PayloadJSON json.RawMessage `json:"payload_json"`
-	CreatedAt   string          `json:"created_at"`
-	// EventID is the id of the event that added the message: the cursor
-	// to pass as --after-event to wait for what comes after it.
-	EventID   int64      `json:"event_id"`
-	Artifacts []Artifact `json:"artifacts,omitempty"`
-	// Status is the thread status this message moved the thread to, when
-	// it was written by update, done, fail or cancel.
-	Status string `json:"status,omitempty"`
-	// Damaged marks what stands in for a message whose file was damaged:
-	// what the event log still knows of it (id, sender, kind, summary),
-	// without its body. Readers get one while the file is damaged; fsck
-	// --repair sets the file aside (.bad) and writes one in its place.
-	Damaged bool `json:"damaged,omitempty"`
-	// blobs are linked into the store when the message commits.
+// draft is a message being written, with the blobs it carries, which are
+// linked into the store when the message commits.
+type draft struct {
+	inbox.Message
 	blobs []*Blob
 }
 
 // discardBlobs removes the staged temp files of a message's blobs (the
 // committed blobs are other links to them).
-func (m *Message) discardBlobs() {
+func (m *draft) discardBlobs() {
 	if m == nil {
 		return
 	}
@@ -137,88 +24,38 @@ func (m *Message) discardBlobs() {
 	}
 }
 
-// Lease is an exclusive, expiring claim on a thread. LeaseToken increases
-// with every grant on the thread and fences out earlier holders.
-type Lease struct {
-	ThreadID   string `json:"thread_id"`
-	AgentID    string `json:"agent_id"`
-	LeaseToken int64  `json:"lease_token"`
-	ClaimedAt  string `json:"claimed_at"`
-	ExpiresAt  string `json:"expires_at"`
-	ReleasedAt string `json:"released_at"`
-	// Rev counts writes of the lease file; the thread header records the
-	// last committed one. It is zero (and omitted) outside lease.json.
+// leaseRecord is lease.json: the lease and the count of the file's
+// writes, Rev, which the thread header records as the last committed one
+// (lease_rev).
+type leaseRecord struct {
+	inbox.Lease
 	Rev int64 `json:"rev,omitempty"`
 }
 
-// MarshalJSON renders an unreleased lease's released_at as null.
-func (l Lease) MarshalJSON() ([]byte, error) {
-	return l.AppendJSON(nil), nil
-}
-
-// Live reports whether the lease is held at time now.
-func (l *Lease) Live(now time.Time) bool {
-	if l == nil || l.AgentID == "" || l.ReleasedAt != "" {
-		return false
-	}
-	exp, err := parseTime(l.ExpiresAt)
-	return err == nil && now.Before(exp)
-}
-
-// Cursor is an agent's read position in a thread.
-type Cursor struct {
-	ThreadID          string `json:"thread_id"`
-	AgentID           string `json:"agent_id"`
-	LastReadMessageID string `json:"last_read_message_id"`
-	LastReadSeq       int    `json:"last_read_seq"`
-	ReadAt            string `json:"read_at"`
-}
-
-// Event is one line of the append-only event log.
-type Event struct {
-	EventID     int64           `json:"event_id"`
-	RunID       string          `json:"run_id"`
-	TaskID      string          `json:"task_id"`
-	ThreadID    string          `json:"thread_id"`
-	Source      string          `json:"source"`
-	EventType   string          `json:"event_type"`
-	MessageID   string          `json:"message_id"`
-	Summary     string          `json:"summary"`
-	PayloadJSON json.RawMessage `json:"payload_json"`
-	CreatedAt   string          `json:"created_at"`
-	// Agent is who caused the event; Kind the kind of the message it adds
-	// (if any); Status the thread's status after it.
-	Agent  string `json:"agent,omitempty"`
-	Kind   string `json:"kind,omitempty"`
-	Status string `json:"status,omitempty"`
-	// State is the thread header after the event, used to roll a thread
-	// forward after a crash. It is not part of the public event shape.
+// logEvent is one line of the event log: the event and, for a change of a
+// thread, the thread's header after it, used to roll the thread forward
+// after a crash.
+type logEvent struct {
+	inbox.Event
 	State *header `json:"state,omitempty"`
 }
 
 // header is thread.json: the public thread plus bookkeeping.
 type header struct {
-	Thread
+	inbox.Thread
 	// Lease is the committed lease (a copy of lease.json at LeaseRev).
-	Lease    *Lease `json:"lease,omitempty"`
-	LeaseRev int64  `json:"lease_rev"`
+	Lease    *inbox.Lease `json:"lease,omitempty"`
+	LeaseRev int64        `json:"lease_rev"`
 	// LastFrom maps each sender to the seq of its latest message, so that
 	// "unread for A" is a lookup, not a scan.
 	LastFrom map[string]int `json:"last_from,omitempty"`
 	// LogPos is where the thread's last event ends in the log, and
 	// LastEvent that event (without its state); a writer that finds the
 	// event missing after a crash appends it again.
-	LogPos    Pos    `json:"log_pos"`
-	LastEvent *Event `json:"last_event,omitempty"`
+	LogPos    Pos          `json:"log_pos"`
+	LastEvent *inbox.Event `json:"last_event,omitempty"`
 	// Origin is the intake descriptor the thread came from, if any.
-	Origin *Origin `json:"origin,omitempty"`
-}
-
-// Origin identifies the intake descriptor a thread was created from: its
-// file name and the SHA-256 of its content.
-type Origin struct {
-	Descriptor string `json:"descriptor"`
-	SHA256     string `json:"sha256"`
+	Origin *inbox.Origin `json:"origin,omitempty"`
 }
 
 // Pos is a position in the event log: the segment (named by its first
@@ -230,10 +67,10 @@ type Pos struct {
 
 // view is the thread as readers see it at time now: the stored thread
 // with LeaseExpired worked out.
-func (h *header) view(now time.Time) *Thread {
+func (h *header) view(now time.Time) *inbox.Thread {
 	t := h.Thread
 	l := h.Lease
-	t.LeaseExpired = l != nil && l.AgentID != "" && l.ReleasedAt == "" && !IsTerminal(h.Status) && !l.Live(now)
+	t.LeaseExpired = l != nil && l.AgentID != "" && !l.Released() && !inbox.IsTerminal(h.Status) && !l.Live(now)
 	return &t
 }
 

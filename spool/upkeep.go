@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
 )
 
@@ -87,13 +88,13 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveRes
 		return nil, invalidf("older-than", "--older-than must not be negative")
 	}
 	if len(statuses) == 0 {
-		statuses = []string{StatusDone, StatusFailed, StatusCancelled}
+		statuses = []string{inbox.StatusDone, inbox.StatusFailed, inbox.StatusCancelled}
 	}
 	if err := ValidateStatuses("status", statuses); err != nil {
 		return nil, err
 	}
 	for _, st := range statuses {
-		if !IsTerminal(st) {
+		if !inbox.IsTerminal(st) {
 			return nil, invalidf("status", "--status %s: only terminal threads (done, failed, cancelled) can be archived", st)
 		}
 	}
@@ -103,7 +104,7 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveRes
 	}
 	defer unlock()
 	cutoff := s.now().Add(-olderThan)
-	res := &ArchiveResult{Cutoff: FormatTime(cutoff), Threads: []string{}, Segments: []string{}}
+	res := &ArchiveResult{Cutoff: inbox.FormatTime(cutoff), Threads: []string{}, Segments: []string{}}
 	archThreads := filepath.Join(s.dir, archiveDir, threadsDir)
 	archEvents := filepath.Join(s.dir, archiveDir, eventsDir)
 	for _, d := range []string{filepath.Join(s.dir, archiveDir), archThreads, archEvents} {
@@ -123,7 +124,7 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveRes
 		if err != nil {
 			return nil, err
 		}
-		updated, err := parseTime(h.UpdatedAt)
+		updated, err := inbox.ParseTime(h.UpdatedAt)
 		if err != nil || !slices.Contains(statuses, h.Status) || !updated.Before(cutoff) {
 			continue
 		}
@@ -254,7 +255,7 @@ func (l *eventLog) lastTime(first int64) (time.Time, bool, error) {
 	if end < 0 {
 		return time.Time{}, false, nil
 	}
-	t, err := parseTime(rest[:end])
+	t, err := inbox.ParseTime(rest[:end])
 	return t, err == nil, nil
 }
 
@@ -268,7 +269,7 @@ type Stats struct {
 	EventLogBytes   int64                     `json:"event_log_bytes"`
 	EventSegments   int                       `json:"event_log_segments"`
 	LastEventID     int64                     `json:"last_event_id"`
-	OldestPending   *Thread                   `json:"oldest_pending"`
+	OldestPending   *inbox.Thread             `json:"oldest_pending"`
 }
 
 // Stats counts threads by status and assignee (from the index), measures
@@ -277,7 +278,7 @@ func (s *Store) Stats() (*Stats, error) {
 	st := &Stats{ByStatus: map[string]int{}, ByAgent: map[string]map[string]int{}}
 	// The status tree lists every thread (a superset); each hit is checked
 	// against its header, as every reader of the index must.
-	entries, err := s.idx.ByStatus(Statuses)
+	entries, err := s.idx.ByStatus(inbox.Statuses)
 	if err != nil {
 		return nil, s.indexErr(err)
 	}
@@ -297,7 +298,7 @@ func (s *Store) Stats() (*Stats, error) {
 			st.ByAgent[h.AssignedTo] = map[string]int{}
 		}
 		st.ByAgent[h.AssignedTo][h.Status]++
-		if h.Status == StatusPending {
+		if h.Status == inbox.StatusPending {
 			st.OldestPending = &h.Thread // newest first: the last one wins
 		}
 	}

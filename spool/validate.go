@@ -5,36 +5,14 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsontext"
 )
 
-// Limits on what the store accepts. They keep every file and every event
-// line bounded; see docs/FORMAT.md.
-const (
-	MaxNameLen     = 64        // agent names
-	MaxIDLen       = 100       // thread, message, run and task ids
-	MaxSubjectLen  = 1000      // bytes
-	MaxSummaryLen  = 2000      // bytes
-	MaxBodyLen     = MaxInline // bytes inline; a larger body becomes a blob
-	MaxPayloadLen  = MaxInline // bytes inline; a larger payload becomes a blob
-	MaxMetadataLen = 256 << 10 // an artifact's metadata
-	MaxArtifacts   = 100
-	MaxPathLen     = 4096
-	MaxLeaseSecs   = 7 * 24 * 3600
-	MaxIdemKeyLen  = 200
-	maxEventSumLen = 300 // summaries are cut to this in event lines
-)
-
-const timeLayout = "2006-01-02T15:04:05.000000Z"
-
-// FormatTime renders t as fixed-width UTC RFC 3339 with microseconds, so
-// that string order is time order.
-func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func parseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
+// maxEventSumLen is the length summaries are cut to in event lines.
+const maxEventSumLen = 300
 
 // ValidateAgent checks an agent name: 1–64 characters from letters, digits
 // and . _ - : @ +, starting with a letter or digit. Agent names become file
@@ -43,8 +21,8 @@ func ValidateAgent(field, name string) error {
 	if name == "" {
 		return invalidf(field, "--%s is required (an agent name)", field)
 	}
-	if len(name) > MaxNameLen {
-		return invalidf(field, "--%s: agent name is %d bytes long; the limit is %d", field, len(name), MaxNameLen)
+	if len(name) > inbox.MaxNameLen {
+		return invalidf(field, "--%s: agent name is %d bytes long; the limit is %d", field, len(name), inbox.MaxNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -69,8 +47,8 @@ func ValidateID(field, id string) error {
 	if id == "" {
 		return invalidf(field, "--%s is required", field)
 	}
-	if len(id) > MaxIDLen {
-		return invalidf(field, "--%s: id is %d bytes long; the limit is %d", field, len(id), MaxIDLen)
+	if len(id) > inbox.MaxIDLen {
+		return invalidf(field, "--%s: id is %d bytes long; the limit is %d", field, len(id), inbox.MaxIDLen)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
@@ -97,7 +75,7 @@ func validateText(field, s string, max int) error {
 
 // validateLabel checks a short single-line value such as a run or task id.
 func validateLabel(field, s string) error {
-	if err := validateText(field, s, MaxIDLen); err != nil {
+	if err := validateText(field, s, inbox.MaxIDLen); err != nil {
 		return err
 	}
 	for _, r := range s {
@@ -119,8 +97,8 @@ func ValidateKind(field, kind string, allowed []string) error {
 // ValidateStatuses checks a list of statuses.
 func ValidateStatuses(field string, statuses []string) error {
 	for _, st := range statuses {
-		if !slices.Contains(Statuses, st) {
-			return invalidf(field, "--%s %q is not one of %s", field, st, strings.Join(Statuses, ","))
+		if !slices.Contains(inbox.Statuses, st) {
+			return invalidf(field, "--%s %q is not one of %s", field, st, strings.Join(inbox.Statuses, ","))
 		}
 	}
 	return nil

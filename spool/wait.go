@@ -9,11 +9,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/watcher"
 )
 
 // DefaultWaitKinds are the message kinds wait-reply wakes for by default.
-var DefaultWaitKinds = []string{KindAnswer, KindControl, KindResult}
+var DefaultWaitKinds = []string{inbox.KindAnswer, inbox.KindControl, inbox.KindResult}
 
 // WaitOptions tune a blocking call.
 type WaitOptions struct {
@@ -63,9 +64,9 @@ type WaitResult struct {
 	// the call or, after a timeout, the furthest point it has verified
 	// holds nothing that matches.
 	NextEventID int64
-	Message     *Message // wait-reply
-	Event       *Event   // watch
-	Thread      *Thread  // watch: the thread the event is about
+	Message     *inbox.Message // wait-reply
+	Event       *inbox.Event   // watch
+	Thread      *inbox.Thread  // watch: the thread the event is about
 }
 
 // waiter arms a watcher on the event log before the caller scans, so that
@@ -151,7 +152,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 		opt.Agent = cur.Agent
 	}
 	for _, k := range kinds {
-		if err := ValidateKind("kinds", k, Kinds); err != nil {
+		if err := ValidateKind("kinds", k, inbox.Kinds); err != nil {
 			return nil, err
 		}
 	}
@@ -205,7 +206,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 	}
 	// found answers the wait; by cursor, it also moves the agent's read
 	// cursor to the message it returns.
-	found := func(m *Message) (*WaitResult, error) {
+	found := func(m *inbox.Message) (*WaitResult, error) {
 		if byCursor {
 			if _, err := s.MarkRead(cur.Agent, tid, m.Seq); err != nil {
 				return nil, err
@@ -219,18 +220,18 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 	// gets a larger event id). A timeout returns it, so the next wait does
 	// not look at the same messages again.
 	verified := afterEvent
-	check := func() (*Message, error) {
+	check := func() (*inbox.Message, error) {
 		h, err := s.readHeader(tid)
 		if err != nil {
 			return nil, err
 		}
 		verified = max(verified, h.LastEventID)
-		if IsTerminal(h.Status) {
+		if inbox.IsTerminal(h.Status) {
 			// Nothing more will come: answer with the message that ended
 			// the thread, whatever the cursor and kinds.
 			return s.terminalMessage(tid, h)
 		}
-		var found *Message
+		var found *inbox.Message
 		for seq := h.MessageCount; seq > checked; seq-- {
 			m, err := s.readMessage(tid, seq)
 			if isDamaged(err) {
@@ -293,8 +294,8 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 // terminalMessage returns the message that moved a terminal thread to its
 // status: the newest message carrying that status (the newest message of
 // all, for a thread whose status no message records).
-func (s *Store) terminalMessage(tid string, h *header) (*Message, error) {
-	var newest *Message
+func (s *Store) terminalMessage(tid string, h *header) (*inbox.Message, error) {
+	var newest *inbox.Message
 	for seq := h.MessageCount; seq >= 1; seq-- {
 		m, err := s.readMessage(tid, seq)
 		if isDamaged(err) {
@@ -314,7 +315,7 @@ func (s *Store) terminalMessage(tid string, h *header) (*Message, error) {
 }
 
 // findMessage looks a message up by id, newest first.
-func (s *Store) findMessage(tid string, count int, id string) (*Message, error) {
+func (s *Store) findMessage(tid string, count int, id string) (*inbox.Message, error) {
 	for seq := count; seq >= 1; seq-- {
 		m, err := s.readMessage(tid, seq)
 		if isDamaged(err) {
@@ -331,8 +332,8 @@ func (s *Store) findMessage(tid string, count int, id string) (*Message, error) 
 }
 
 // statusEvents are the event types that set a thread's status.
-var statusEvents = []string{EventThreadCreated, EventThreadClaimed, EventThreadUpdated, EventThreadDone,
-	EventThreadFailed, EventThreadCancelled, EventLeaseExpired}
+var statusEvents = []string{inbox.EventThreadCreated, inbox.EventThreadClaimed, inbox.EventThreadUpdated, inbox.EventThreadDone,
+	inbox.EventThreadFailed, inbox.EventThreadCancelled, inbox.EventLeaseExpired}
 
 // Watch blocks until a new thread is assigned to agent, or a thread the
 // agent is assigned to or created changes to one of statuses (any status
@@ -360,7 +361,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 	} else if cursor, pos, err = s.log.lastID(); err != nil {
 		return nil, err
 	}
-	match := func(ev *Event) bool {
+	match := func(ev *logEvent) bool {
 		st := ev.State
 		if st == nil || st.Mail || ev.EventID <= cursor || !slices.Contains(statusEvents, ev.EventType) {
 			return false // mail is not work: watch is about work
@@ -368,7 +369,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 		if len(statuses) > 0 && !slices.Contains(statuses, ev.Status) {
 			return false
 		}
-		if ev.EventType == EventThreadCreated {
+		if ev.EventType == inbox.EventThreadCreated {
 			return st.AssignedTo == agent
 		}
 		return st.AssignedTo == agent || st.CreatedBy == agent
@@ -381,8 +382,8 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 		}
 	}()
 	for {
-		var found *Event
-		err := s.log.scan(pos, func(ev *Event, end Pos) bool {
+		var found *logEvent
+		err := s.log.scan(pos, func(ev *logEvent, end Pos) bool {
 			pos = end
 			scanned = max(scanned, ev.EventID)
 			if match(ev) {
@@ -397,8 +398,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 		if found != nil {
 			th := found.State.Thread
 			th.LastEventID = found.EventID
-			found.State = nil
-			return &WaitResult{Woke: true, NextEventID: found.EventID, Event: found, Thread: &th}, nil
+			return &WaitResult{Woke: true, NextEventID: found.EventID, Event: &found.Event, Thread: &th}, nil
 		}
 		if opt.afterCheck != nil {
 			opt.afterCheck()
@@ -425,7 +425,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 // Follow calls fn for every event after the cursor (filtered to one thread
 // when tid is set), then keeps waiting for new ones until ctx is done or fn
 // returns false. Timeout 0 in opt means no limit here.
-func (s *Store) Follow(ctx context.Context, after int64, tid string, opt WaitOptions, fn func(ev *Event) bool) error {
+func (s *Store) Follow(ctx context.Context, after int64, tid string, opt WaitOptions, fn func(ev *inbox.Event) bool) error {
 	if tid != "" {
 		if err := ValidateID("thread", tid); err != nil {
 			return err
@@ -442,14 +442,13 @@ func (s *Store) Follow(ctx context.Context, after int64, tid string, opt WaitOpt
 	}
 	for {
 		stop := false
-		err := s.log.scan(pos, func(ev *Event, end Pos) bool {
+		err := s.log.scan(pos, func(ev *logEvent, end Pos) bool {
 			pos = end
 			if ev.EventID <= after || tid != "" && ev.ThreadID != tid {
 				return true
 			}
 			after = ev.EventID
-			ev.State = nil
-			if !fn(ev) {
+			if !fn(&ev.Event) {
 				stop = true
 				return false
 			}

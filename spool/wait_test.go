@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -38,7 +39,7 @@ func TestNoLostWakeup(t *testing.T) {
 						return
 					}
 					once.Do(func() {
-						r, err := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: fmt.Sprint("answer ", i)})
+						r, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: fmt.Sprint("answer ", i)})
 						if err != nil {
 							t.Error(err)
 							return
@@ -71,9 +72,9 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 	if w, err := s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, nil, now); err != nil || w.Woke {
 		t.Fatalf("empty thread: %+v %v", w, err)
 	}
-	p, _ := s.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: "fyi"})
-	a, _ := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: "a1"})
-	c, _ := s.Reply("boss", "", tid, spool.KindControl, spool.Content{Summary: "c1"})
+	p, _ := s.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: "fyi"})
+	a, _ := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "a1"})
+	c, _ := s.Reply("boss", "", tid, inbox.KindControl, spool.Content{Summary: "c1"})
 	w, err := s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, nil, now)
 	if err != nil || !w.Woke || w.Message.MessageID != a.Message.MessageID || w.NextEventID != a.Message.EventID {
 		t.Fatalf("after event 0: %+v %v, want the answer", w, err)
@@ -88,12 +89,12 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 	}
 	// A timeout moves the cursor past what it verified (the progress
 	// message does not match), so the next wait starts there.
-	p2, _ := s.Reply("boss", "", tid, spool.KindProgress, spool.Content{Summary: "more"})
+	p2, _ := s.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: "more"})
 	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true, AfterEvent: c.Message.EventID}, nil, now)
 	if w.Woke || w.NextEventID != p2.Message.EventID {
 		t.Fatalf("timeout cursor %d, want %d", w.NextEventID, p2.Message.EventID)
 	}
-	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, []string{spool.KindProgress}, now)
+	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, []string{inbox.KindProgress}, now)
 	if !w.Woke || w.Message.MessageID != p.Message.MessageID {
 		t.Fatalf("kinds=progress: %+v", w)
 	}
@@ -119,24 +120,24 @@ func TestWatch(t *testing.T) {
 	var err error
 	done := make(chan struct{})
 	go func() {
-		got, err = s.Watch(ctx, "X", []string{spool.StatusPending}, nil, opt)
+		got, err = s.Watch(ctx, "X", []string{inbox.StatusPending}, nil, opt)
 		close(done)
 	}()
 	time.Sleep(100 * time.Millisecond)
 	send(t, s, "Y") // another agent's thread does not count
 	r := send(t, s, "X")
 	<-done
-	if err != nil || !got.Woke || got.Thread.ThreadID != r.Thread.ThreadID || got.Event.EventType != spool.EventThreadCreated {
+	if err != nil || !got.Woke || got.Thread.ThreadID != r.Thread.ThreadID || got.Event.EventType != inbox.EventThreadCreated {
 		t.Fatalf("watch for a new thread: %+v %v", got, err)
 	}
 	after := got.NextEventID
 	s.Claim("X", r.Thread.ThreadID, 60)
 	s.Done("X", r.Thread.ThreadID, 0, spool.Content{Summary: "ok"})
-	got, err = s.Watch(ctx, "boss", []string{spool.StatusDone}, &after, opt)
-	if err != nil || !got.Woke || got.Event.EventType != spool.EventThreadDone || got.Thread.Status != spool.StatusDone {
+	got, err = s.Watch(ctx, "boss", []string{inbox.StatusDone}, &after, opt)
+	if err != nil || !got.Woke || got.Event.EventType != inbox.EventThreadDone || got.Thread.Status != inbox.StatusDone {
 		t.Fatalf("leader watching for done: %+v %v", got, err)
 	}
-	got, _ = s.Watch(ctx, "boss", []string{spool.StatusFailed}, &after, spool.WaitOptions{})
+	got, _ = s.Watch(ctx, "boss", []string{inbox.StatusFailed}, &after, spool.WaitOptions{})
 	if got.Woke {
 		t.Fatalf("status filter ignored: %+v", got)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/queue"
 	"github.com/inbox-dev/inbox/spool"
 )
@@ -43,7 +44,7 @@ func running(s *spool.Store, agent string) bool {
 	return false
 }
 
-func mailLine(w io.Writer, m *spool.Message) {
+func mailLine(w io.Writer, m *inbox.Message) {
 	fmt.Fprintf(w, "%s → %s [%s] %s  (%s, %s)\n", m.FromAgent, m.ToAgent, m.Kind, m.Summary, m.ThreadID, shortTime(m.CreatedAt))
 	if m.Body != "" && m.Body != m.Summary {
 		for _, l := range strings.Split(strings.TrimRight(m.Body, "\n"), "\n") {
@@ -101,7 +102,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs := make([]*spool.Message, len(items))
+		msgs := make([]*inbox.Message, len(items))
 		for i, it := range items {
 			msgs[i] = it.Message
 		}

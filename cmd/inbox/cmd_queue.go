@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/queue"
 	"github.com/inbox-dev/inbox/spool"
 )
@@ -34,7 +35,7 @@ func (r *pushCmd) flags(fs *pflag.FlagSet, c *call) {
 func (r *pushCmd) run(c *call) (*result, error) {
 	prompt := strings.Join(c.args, " ")
 	if prompt == "-" {
-		data, err := io.ReadAll(io.LimitReader(c.env.stdin, spool.MaxBodyLen+1))
+		data, err := io.ReadAll(io.LimitReader(c.env.stdin, inbox.MaxBodyLen+1))
 		if err != nil {
 			return nil, usagef("prompt", "reading the prompt from stdin: %v", err)
 		}
@@ -80,7 +81,7 @@ func taskView(t *spool.Task, now time.Time) map[string]any {
 		}
 	}
 	if t.State() == "finished" {
-		v["success"] = t.Status == spool.StatusDone
+		v["success"] = t.Status == inbox.StatusDone
 		v["finished_at"] = t.UpdatedAt
 	}
 	return v
@@ -116,8 +117,8 @@ func (r *runCmd) run(c *call) (*result, error) {
 	if strings.TrimSpace(command) == "" {
 		return nil, usagef("exec", "--exec is required (or set INBOX_EXEC): the command that runs a task")
 	}
-	if r.timeout < 0 || r.timeout > spool.MaxLeaseSecs {
-		return nil, usagef("timeout-seconds", "--timeout-seconds %d is out of range: give 0 (no limit) to %d", r.timeout, spool.MaxLeaseSecs)
+	if r.timeout < 0 || r.timeout > inbox.MaxLeaseSecs {
+		return nil, usagef("timeout-seconds", "--timeout-seconds %d is out of range: give 0 (no limit) to %d", r.timeout, inbox.MaxLeaseSecs)
 	}
 	owner, tasks, err := c.queueTasks(false)
 	if err != nil {

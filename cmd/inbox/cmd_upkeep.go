@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox"
 )
 
 type fsckCmd struct{ repair bool }
@@ -178,10 +178,10 @@ func (r *statsCmd) run(c *call) (*result, error) {
 				shortTime(st.OldestPending.CreatedAt), oneLine(st.OldestPending.Subject, 50))
 		}
 		fmt.Fprintln(w)
-		header := append([]string{"AGENT"}, spool.Statuses...)
+		header := append([]string{"AGENT"}, inbox.Statuses...)
 		var rows [][]string
 		total := []string{"(all)"}
-		for _, stat := range spool.Statuses {
+		for _, stat := range inbox.Statuses {
 			total = append(total, strconv.Itoa(st.ByStatus[stat]))
 		}
 		rows = append(rows, total)
@@ -192,7 +192,7 @@ func (r *statsCmd) run(c *call) (*result, error) {
 		sort.Strings(agents)
 		for _, a := range agents {
 			row := []string{a}
-			for _, stat := range spool.Statuses {
+			for _, stat := range inbox.Statuses {
 				row = append(row, strconv.Itoa(st.ByAgent[a][stat]))
 			}
 			rows = append(rows, row)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -199,9 +200,9 @@ func (r *eventsCmd) run(c *call) (*result, error) {
 	if r.follow {
 		return nil, r.stream(c, s) // a nil result: the stream was the output
 	}
-	evs := []*spool.Event{}
+	evs := []*inbox.Event{}
 	next := r.afterEvent
-	err = s.Events(r.afterEvent, func(ev *spool.Event) bool {
+	err = s.Events(r.afterEvent, func(ev *inbox.Event) bool {
 		next = ev.EventID
 		if r.thread == "" || ev.ThreadID == r.thread {
 			evs = append(evs, ev)
@@ -227,7 +228,7 @@ func (r *eventsCmd) stream(c *call, s *spool.Store) error {
 	defer stop()
 	n := 0
 	opt := spool.WaitOptions{ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
-	return s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *spool.Event) bool {
+	return s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *inbox.Event) bool {
 		if c.g.json {
 			b, _ := encodeJSON(ev)
 			c.env.stdout.Write(append(b, '\n'))
@@ -239,7 +240,7 @@ func (r *eventsCmd) stream(c *call, s *spool.Store) error {
 	})
 }
 
-func eventLine(ev *spool.Event) string {
+func eventLine(ev *inbox.Event) string {
 	kind := ""
 	if ev.Kind != "" {
 		kind = " [" + ev.Kind + "]"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -90,11 +91,11 @@ func (f *contentFlags) readBody(c *call, s *spool.Store) (string, []*spool.Blob,
 		return "", blobs(b), err
 	}
 	// Read up to the inline limit; past it, the rest streams into a blob.
-	data, err := io.ReadAll(io.LimitReader(r, spool.MaxInline+1))
+	data, err := io.ReadAll(io.LimitReader(r, inbox.MaxInline+1))
 	if err != nil {
 		return "", nil, usagef("body-file", "--body-file %s: %v", f.bodyFile, errText(err))
 	}
-	if len(data) <= spool.MaxInline && utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
+	if len(data) <= inbox.MaxInline && utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
 		return string(data), nil, nil
 	}
 	b, err := s.StageBlob("body", io.MultiReader(bytes.NewReader(data), r))

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -446,7 +447,7 @@ func TestCrashSuite(t *testing.T) {
 			}
 			lastToken[a.thread] = a.token
 		}
-		if a.op == "done" && status[a.thread] != spool.StatusDone {
+		if a.op == "done" && status[a.thread] != inbox.StatusDone {
 			t.Errorf("acknowledged done of %s, but the thread is %s", a.thread, status[a.thread])
 		}
 	}
@@ -458,12 +459,12 @@ func TestCrashSuite(t *testing.T) {
 	// Event ids unique and increasing; each message has exactly one event.
 	var last int64
 	evPerMsg := map[string]int{}
-	err = s.Events(0, func(ev *spool.Event) bool {
+	err = s.Events(0, func(ev *inbox.Event) bool {
 		if ev.EventID <= last {
 			t.Errorf("event %d after %d", ev.EventID, last)
 		}
 		last = ev.EventID
-		if ev.MessageID != "" && ev.EventType != spool.EventThreadRead {
+		if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
 			evPerMsg[ev.MessageID]++
 		}
 		return true

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonrec"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -41,7 +43,7 @@ func (o *obj) appendJSON(b []byte) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = spool.AppendJSONString(b, k)
+		b = jsonrec.AppendString(b, k)
 		b = append(b, ':')
 		var err error
 		if b, err = appendValue(b, o.vals[k]); err != nil {
@@ -61,7 +63,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 	case nil:
 		return append(b, "null"...), nil
 	case string:
-		return spool.AppendJSONString(b, v), nil
+		return jsonrec.AppendString(b, v), nil
 	case bool:
 		return strconv.AppendBool(b, v), nil
 	case int:
@@ -77,7 +79,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = spool.AppendJSONString(b, s)
+			b = jsonrec.AppendString(b, s)
 		}
 		return append(b, ']'), nil
 	case map[string]string:
@@ -90,27 +92,27 @@ func appendValue(b []byte, v any) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = spool.AppendJSONString(b, k)
-			b = spool.AppendJSONString(append(b, ':'), v[k])
+			b = jsonrec.AppendString(b, k)
+			b = jsonrec.AppendString(append(b, ':'), v[k])
 		}
 		return append(b, '}'), nil
 	case *obj:
 		return v.appendJSON(b)
-	case *spool.Thread:
+	case *inbox.Thread:
 		return appendRecord(b, v), nil
-	case *spool.Message:
+	case *inbox.Message:
 		return appendRecord(b, v), nil
-	case *spool.Lease:
+	case *inbox.Lease:
 		return appendRecord(b, v), nil
-	case *spool.Event:
+	case *inbox.Event:
 		return appendRecord(b, v), nil
-	case *spool.Cursor:
+	case *inbox.Cursor:
 		return appendRecord(b, v), nil
-	case []*spool.Thread:
+	case []*inbox.Thread:
 		return appendRecords(b, v), nil
-	case []*spool.Message:
+	case []*inbox.Message:
 		return appendRecords(b, v), nil
-	case []*spool.Event:
+	case []*inbox.Event:
 		return appendRecords(b, v), nil
 	}
 	vb, err := encodeJSON(v)
@@ -197,7 +199,7 @@ func table(w io.Writer, header []string, rows [][]string) {
 	tw.Flush()
 }
 
-func threadRows(ts []*spool.Thread) [][]string {
+func threadRows(ts []*inbox.Thread) [][]string {
 	rows := make([][]string, 0, len(ts))
 	for _, t := range ts {
 		rows = append(rows, []string{t.ThreadID, t.Status, t.Priority, t.AssignedTo, t.CreatedBy,
@@ -225,13 +227,13 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-func leaseLine(l *spool.Lease, now time.Time) string {
+func leaseLine(l *inbox.Lease, now time.Time) string {
 	if l == nil {
 		return "none"
 	}
 	switch {
-	case l.ReleasedAt != "":
-		return fmt.Sprintf("released by %s at %s (token %d)", l.AgentID, shortTime(l.ReleasedAt), l.LeaseToken)
+	case l.Released():
+		return fmt.Sprintf("released by %s at %s (token %d)", l.AgentID, shortTime(*l.ReleasedAt), l.LeaseToken)
 	case l.Live(now):
 		return fmt.Sprintf("held by %s until %s (token %d)", l.AgentID, shortTime(l.ExpiresAt), l.LeaseToken)
 	}

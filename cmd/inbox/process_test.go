@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -154,7 +155,7 @@ func TestClaimRaceProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Thread.Status != spool.StatusClaimed || v.Thread.AssignedTo != w[0] || v.Lease.AgentID != w[0] || v.Lease.LeaseToken != 1 {
+		if v.Thread.Status != inbox.StatusClaimed || v.Thread.AssignedTo != w[0] || v.Lease.AgentID != w[0] || v.Lease.LeaseToken != 1 {
 			t.Errorf("thread %s: status %s assigned %s lease %+v, want claimed by %s with token 1",
 				tid, v.Thread.Status, v.Thread.AssignedTo, v.Lease, w[0])
 		}
@@ -168,7 +169,7 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 	const procs, each = 8, 50
 	db, ids := newStore(t, 1)
 	tid := ids[0]
-	inbox := lookInbox(t, "inbox")
+	bin := lookInbox(t, "inbox")
 	var mu sync.Mutex
 	sent := map[string]int{}
 	var wg sync.WaitGroup
@@ -178,7 +179,7 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				out, err := exec.Command(inbox, "send", "--db", db, "--json", "--thread", tid,
+				out, err := exec.Command(bin, "send", "--db", db, "--json", "--thread", tid,
 					"--from", fmt.Sprintf("w%d", p), "--kind", "progress", "--body", fmt.Sprintf("w%d message %d", p, i)).Output()
 				if err != nil {
 					errs <- fmt.Errorf("send: %v: %s", err, out)
@@ -233,7 +234,7 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 	}
 	var last int64
 	events := map[string]int{}
-	err = s.Events(0, func(ev *spool.Event) bool {
+	err = s.Events(0, func(ev *inbox.Event) bool {
 		if ev.EventID <= last {
 			t.Errorf("event id %d after %d", ev.EventID, last)
 		}
@@ -261,9 +262,9 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 func TestLeaseExpiryFencesOldHolder(t *testing.T) {
 	db, ids := newStore(t, 1)
 	tid := ids[0]
-	inbox := lookInbox(t, "inbox")
+	bin := lookInbox(t, "inbox")
 	run := func(args ...string) (string, int) {
-		cmd := exec.Command(inbox, append([]string{"--db", db, "--json"}, args...)...)
+		cmd := exec.Command(bin, append([]string{"--db", db, "--json"}, args...)...)
 		out, err := cmd.Output()
 		if ee, ok := err.(*exec.ExitError); ok {
 			return string(out), ee.ExitCode()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -38,13 +39,13 @@ func BenchmarkQueue(b *testing.B) {
 	}
 	cmdCost := time.Since(t0) / 50
 
-	inbox, err := exec.LookPath("inbox")
+	bin, err := exec.LookPath("inbox")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	start := time.Now()
-	if out, err := exec.Command(inbox, "--db", db, "run", fmt.Sprint(slots), "--exec", "true").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "--db", db, "run", fmt.Sprint(slots), "--exec", "true").CombinedOutput(); err != nil {
 		b.Fatalf("run: %v %s", err, out)
 	}
 	got := 0
@@ -53,7 +54,7 @@ func BenchmarkQueue(b *testing.B) {
 		if err != nil || m == nil {
 			b.Fatalf("receive after %d results: %v", got, err)
 		}
-		if m.Kind != spool.KindResult {
+		if m.Kind != inbox.KindResult {
 			b.Fatalf("unexpected %s message from %s", m.Kind, m.FromAgent)
 		}
 		got++

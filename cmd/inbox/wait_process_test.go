@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -39,7 +40,7 @@ func TestManyWaitersWake(t *testing.T) {
 	}
 	const n = 200
 	db, ids := newStore(t, n)
-	inbox := lookInbox(t, "inbox")
+	bin := lookInbox(t, "inbox")
 	type waiter struct {
 		cmd      *exec.Cmd
 		out, err *os.File
@@ -51,7 +52,7 @@ func TestManyWaitersWake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(inbox, "wait-reply", "--db", db, "--json", "--thread", tid, "--timeout-seconds", "60")
+		cmd := exec.Command(bin, "wait-reply", "--db", db, "--json", "--thread", tid, "--timeout-seconds", "60")
 		errf, err := os.Create(filepath.Join(dir, fmt.Sprint(i, ".err")))
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +134,7 @@ func TestManyWaitersWake(t *testing.T) {
 	}
 	want := make([]string, n)
 	for i, tid := range ids {
-		r, err := s.Reply("boss", "", tid, spool.KindAnswer, spool.Content{Summary: fmt.Sprint("answer ", i)})
+		r, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: fmt.Sprint("answer ", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +173,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	inbox, err := exec.LookPath("inbox")
+	bin, err := exec.LookPath("inbox")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 		tid := r.Thread.ThreadID
-		cmd := exec.Command(inbox, "wait-reply", "--db", db, "--json", "--thread", tid, "--timeout-seconds", "30")
+		cmd := exec.Command(bin, "wait-reply", "--db", db, "--json", "--thread", tid, "--timeout-seconds", "30")
 		pipe, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
@@ -196,7 +197,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 			printed <- time.Now()
 			io.Copy(io.Discard, br)
 		}()
-		if _, err := s.Reply("X", "", tid, spool.KindAnswer, spool.Content{Summary: "a"}); err != nil {
+		if _, err := s.Reply("X", "", tid, inbox.KindAnswer, spool.Content{Summary: "a"}); err != nil {
 			b.Fatal(err)
 		}
 		durable := time.Now()

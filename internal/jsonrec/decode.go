@@ -1,4 +1,4 @@
-package spool
+package jsonrec
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// A decoder reads the store's records (see jsonenc.go) without
+// A Decoder reads the store's records (see jsonenc.go) without
 // reflection, with json.Unmarshal's semantics: the whole input must be
 // one valid JSON value (whitespace around it allowed); unknown members
 // are skipped; member names match exactly, else case-insensitively;
@@ -17,14 +17,14 @@ import (
 // pointer, map or slice to nil; a later duplicate member overwrites (or,
 // for an object, merges into) an earlier one; a value of the wrong type
 // is an error. Nesting deeper than encoding/json's limit is an error.
-type decoder struct {
+type Decoder struct {
 	b     []byte
 	i     int
 	depth int
 	err   error
 }
 
-// errSyntax, errType and errDepth are the decoder's errors. Callers only
+// errSyntax, errType and errDepth are the Decoder's errors. Callers only
 // tell success from failure, as they did with json.Unmarshal.
 var (
 	errSyntax = errors.New("json: syntax error")
@@ -34,9 +34,10 @@ var (
 
 const maxJSONDepth = 10000 // encoding/json's nesting limit
 
-// decodeJSON decodes data into a record with fn, which reads one value.
-func decodeJSON(data []byte, fn func(d *decoder)) error {
-	d := &decoder{b: data}
+// Decode decodes data with fn, which reads one value: the whole of data
+// must be that value, with white space around it at most.
+func Decode(data []byte, fn func(d *Decoder)) error {
+	d := &Decoder{b: data}
 	d.ws()
 	fn(d)
 	if d.err != nil {
@@ -49,14 +50,14 @@ func decodeJSON(data []byte, fn func(d *decoder)) error {
 	return nil
 }
 
-func (d *decoder) fail(err error) {
+func (d *Decoder) fail(err error) {
 	if d.err == nil {
 		d.err = err
 	}
 	d.i = len(d.b) // stop
 }
 
-func (d *decoder) ws() {
+func (d *Decoder) ws() {
 	for d.i < len(d.b) {
 		switch d.b[d.i] {
 		case ' ', '\t', '\n', '\r':
@@ -68,7 +69,7 @@ func (d *decoder) ws() {
 }
 
 // peek returns the next non-space byte, or 0 at the end.
-func (d *decoder) peek() byte {
+func (d *Decoder) Peek() byte {
 	d.ws()
 	if d.i < len(d.b) {
 		return d.b[d.i]
@@ -76,16 +77,16 @@ func (d *decoder) peek() byte {
 	return 0
 }
 
-// null consumes a null literal if one is next.
-func (d *decoder) null() bool {
-	if d.peek() != 'n' {
+// Null consumes a null literal if one is next.
+func (d *Decoder) Null() bool {
+	if d.Peek() != 'n' {
 		return false
 	}
 	d.literal("null")
 	return d.err == nil
 }
 
-func (d *decoder) literal(lit string) {
+func (d *Decoder) literal(lit string) {
 	if !bytes.HasPrefix(d.b[d.i:], []byte(lit)) {
 		d.fail(errSyntax)
 		return
@@ -93,29 +94,29 @@ func (d *decoder) literal(lit string) {
 	d.i += len(lit)
 }
 
-// object reads an object, calling member for each name with the decoder
+// Object reads an object, calling member for each name with the Decoder
 // positioned at its value, which member must consume. A null leaves
 // everything as it was; another value is a type error.
-func (d *decoder) object(member func(name []byte)) {
-	switch d.peek() {
+func (d *Decoder) Object(member func(name []byte)) {
+	switch d.Peek() {
 	case '{':
 	case 'n':
-		d.null()
+		d.Null()
 		return
 	default:
-		d.typeMismatch()
+		d.TypeMismatch()
 		return
 	}
 	if !d.enter('}') {
 		return
 	}
 	for {
-		if d.peek() != '"' {
+		if d.Peek() != '"' {
 			d.fail(errSyntax)
 			return
 		}
 		name := d.stringBytes()
-		if d.peek() != ':' {
+		if d.Peek() != ':' {
 			d.fail(errSyntax)
 			return
 		}
@@ -130,13 +131,13 @@ func (d *decoder) object(member func(name []byte)) {
 
 // enter consumes the opening bracket of an object or an array and reports
 // whether members follow (false for {} and [], or past the depth limit).
-func (d *decoder) enter(close byte) bool {
+func (d *Decoder) enter(close byte) bool {
 	d.i++
 	if d.depth++; d.depth > maxJSONDepth {
 		d.fail(errDepth)
 		return false
 	}
-	if d.peek() == close {
+	if d.Peek() == close {
 		d.i++
 		d.depth--
 		return false
@@ -146,8 +147,8 @@ func (d *decoder) enter(close byte) bool {
 
 // more consumes what follows a member or an element: a comma, when more
 // follow, or the closing bracket.
-func (d *decoder) more(close byte) bool {
-	switch d.peek() {
+func (d *Decoder) more(close byte) bool {
+	switch d.Peek() {
 	case ',':
 		d.i++
 		return true
@@ -160,20 +161,20 @@ func (d *decoder) more(close byte) bool {
 	return false
 }
 
-// typeMismatch skips a well-formed value of the wrong type and records a
+// TypeMismatch skips a well-formed value of the wrong type and records a
 // type error (a syntax error, if the value is not well formed).
-func (d *decoder) typeMismatch() {
-	d.skip()
+func (d *Decoder) TypeMismatch() {
+	d.Skip()
 	d.fail(errType)
 }
 
-// skip consumes one value of any type, checking its syntax.
-func (d *decoder) skip() {
-	switch c := d.peek(); {
+// Skip consumes one value of any type, checking its syntax.
+func (d *Decoder) Skip() {
+	switch c := d.Peek(); {
 	case c == '{':
-		d.object(func([]byte) { d.skip() })
+		d.Object(func([]byte) { d.Skip() })
 	case c == '[':
-		d.array(d.skip)
+		d.Array(d.Skip)
 	case c == '"':
 		d.stringBytes()
 	case c == 't':
@@ -189,11 +190,11 @@ func (d *decoder) skip() {
 	}
 }
 
-// array reads an array, calling elem for each element with the decoder
+// Array reads an array, calling elem for each element with the Decoder
 // positioned at it.
-func (d *decoder) array(elem func()) {
-	if d.peek() != '[' {
-		d.typeMismatch()
+func (d *Decoder) Array(elem func()) {
+	if d.Peek() != '[' {
+		d.TypeMismatch()
 		return
 	}
 	if !d.enter(']') {
@@ -210,7 +211,7 @@ func (d *decoder) array(elem func()) {
 
 // number consumes a number and returns its text; it reports whether the
 // number is an integer (no fraction, no exponent).
-func (d *decoder) number() (text []byte, integer bool) {
+func (d *Decoder) number() (text []byte, integer bool) {
 	start := d.i
 	b := d.b
 	i := d.i
@@ -260,7 +261,7 @@ func digits(b []byte, i int) (int, bool) {
 
 // stringBytes consumes a string and returns its unquoted value, which may
 // alias the input.
-func (d *decoder) stringBytes() []byte {
+func (d *Decoder) stringBytes() []byte {
 	b := d.b
 	i := d.i + 1
 	start := i
@@ -375,21 +376,21 @@ func hex4(b []byte) rune {
 	return r
 }
 
-// str reads a string member into *p (null leaves it).
-func (d *decoder) str(p *string) {
-	switch d.peek() {
+// Str reads a string member into *p (null leaves it).
+func (d *Decoder) Str(p *string) {
+	switch d.Peek() {
 	case '"':
 		*p = string(d.stringBytes())
 	case 'n':
-		d.null()
+		d.Null()
 	default:
-		d.typeMismatch()
+		d.TypeMismatch()
 	}
 }
 
-// int64 reads an integer member into *p (null leaves it).
-func (d *decoder) int64(p *int64) {
-	switch c := d.peek(); {
+// Int64 reads an integer member into *p (null leaves it).
+func (d *Decoder) Int64(p *int64) {
+	switch c := d.Peek(); {
 	case c == '-' || c >= '0' && c <= '9':
 		text, integer := d.number()
 		if d.err != nil {
@@ -402,20 +403,20 @@ func (d *decoder) int64(p *int64) {
 		}
 		*p = n
 	case c == 'n':
-		d.null()
+		d.Null()
 	default:
-		d.typeMismatch()
+		d.TypeMismatch()
 	}
 }
 
-func (d *decoder) int(p *int) {
+func (d *Decoder) Int(p *int) {
 	n := int64(*p)
-	d.int64(&n)
+	d.Int64(&n)
 	*p = int(n)
 }
 
-func (d *decoder) bool(p *bool) {
-	switch d.peek() {
+func (d *Decoder) Bool(p *bool) {
+	switch d.Peek() {
 	case 't':
 		d.literal("true")
 		*p = true
@@ -423,18 +424,21 @@ func (d *decoder) bool(p *bool) {
 		d.literal("false")
 		*p = false
 	case 'n':
-		d.null()
+		d.Null()
 	default:
-		d.typeMismatch()
+		d.TypeMismatch()
 	}
 }
 
-// raw reads any value into *p, verbatim (null is the literal null).
-func (d *decoder) raw(p *json.RawMessage) {
+// Raw reads any value into *p, verbatim (null is the literal null).
+func (d *Decoder) Raw(p *json.RawMessage) {
 	d.ws()
 	start := d.i
-	d.skip()
+	d.Skip()
 	if d.err == nil {
 		*p = append((*p)[:0], d.b[start:d.i]...)
 	}
 }
+
+// Err is the first error the decoder met, if any.
+func (d *Decoder) Err() error { return d.err }

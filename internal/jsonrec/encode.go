@@ -1,4 +1,4 @@
-package spool
+package jsonrec
 
 import (
 	"bytes"
@@ -9,25 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// The store's own records (threads, headers, messages, leases, events,
-// cursors) are encoded and decoded by hand-written code rather than by
-// encoding/json's reflection: the primitives of writing in this file, of
-// reading in jsondec.go, and each record's members in records.go. Every command is
-// a process of its own, and the first use of reflection-based encoding
-// or decoding in a process costs several hundred microseconds of cold
-// code and type walking, more than the rest of a fetch. The output is
-// byte for byte what encoding/json produces with HTML escaping off (the
-// format of every file written before), and decoding yields what
-// json.Unmarshal yields; jsoncodec_test.go fuzzes both claims.
-
-// AppendJSONString appends s as a JSON string, as encoding/json writes it
-// with HTML escaping off.
-func AppendJSONString(b []byte, s string) []byte { return appendString(b, s) }
-
-// appendString appends s as a JSON string, escaped as encoding/json does
+// AppendString appends s as a JSON string, escaped as encoding/json does
 // with SetEscapeHTML(false): quote, backslash and control characters are
 // escaped, U+2028 and U+2029 too, invalid UTF-8 becomes U+FFFD.
-func appendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
@@ -80,11 +65,11 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// appendRaw appends a json.RawMessage as encoding/json does: null when it
+// AppendRaw appends a json.RawMessage as encoding/json does: null when it
 // is empty, else compacted. Raw values in the store come from validJSON or
 // from decoding, so they are valid and already compact; a value that is
 // neither is appended as it is.
-func appendRaw(b []byte, raw json.RawMessage) []byte {
+func AppendRaw(b []byte, raw json.RawMessage) []byte {
 	if len(raw) == 0 {
 		return append(b, "null"...)
 	}
@@ -109,31 +94,35 @@ func appendKey(b []byte, key string) []byte {
 }
 
 func appendStrField(b []byte, key, v string) []byte {
-	return appendString(appendKey(b, key), v)
+	return AppendString(appendKey(b, key), v)
 }
 
 func appendIntField(b []byte, key string, v int64) []byte {
 	return strconv.AppendInt(appendKey(b, key), v, 10)
 }
 
-// jsonFields builds a small event payload: keys are written in sorted
-// order, as encoding/json renders a map. Values are strings or integers.
-type jsonFields []jsonField
+// Fields builds a small JSON object, such as an event's payload: keys are
+// written in sorted order, as encoding/json renders a map. Values are
+// strings or integers.
+type Fields []field
 
-type jsonField struct {
+type field struct {
 	key, str string
 	num      int64
 	isNum    bool
 }
 
-func (p jsonFields) str(k, v string) jsonFields { return append(p, jsonField{key: k, str: v}) }
+// Str adds a string member.
+func (p Fields) Str(k, v string) Fields { return append(p, field{key: k, str: v}) }
 
-func (p jsonFields) num(k string, v int64) jsonFields {
-	return append(p, jsonField{key: k, num: v, isNum: true})
+// Num adds an integer member.
+func (p Fields) Num(k string, v int64) Fields {
+	return append(p, field{key: k, num: v, isNum: true})
 }
 
-func (p jsonFields) raw() json.RawMessage {
-	slices.SortFunc(p, func(a, b jsonField) int { return strings.Compare(a.key, b.key) })
+// JSON renders the object.
+func (p Fields) JSON() json.RawMessage {
+	slices.SortFunc(p, func(a, b field) int { return strings.Compare(a.key, b.key) })
 	b := []byte{'{'}
 	for _, m := range p {
 		if m.isNum {

@@ -1,0 +1,49 @@
+package jsonrec_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/inbox-dev/inbox/internal/jsonrec"
+	"github.com/inbox-dev/inbox/internal/jsonrec/jsonrectest"
+)
+
+func FuzzString(f *testing.F) {
+	for _, s := range jsonrectest.Pieces {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := jsonrectest.Marshal(t, s)
+		if got := jsonrec.AppendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+		var back, stdBack string
+		if err := jsonrec.Decode(want, func(d *jsonrec.Decoder) { d.Str(&back) }); err != nil {
+			t.Fatalf("decode %s: %v", want, err)
+		}
+		json.Unmarshal(want, &stdBack)
+		if back != stdBack {
+			t.Fatalf("decode %s = %q, encoding/json says %q", want, back, stdBack)
+		}
+	})
+}
+
+func TestFieldsSorted(t *testing.T) {
+	got := string(jsonrec.Fields{}.Num("lease_token", 3).Str("expires_at", "2026-11-23T05:00:00.000000Z").JSON())
+	if want := `{"expires_at":"2026-11-23T05:00:00.000000Z","lease_token":3}`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestMatchPrefersExactThenFold(t *testing.T) {
+	names := []string{"Thread", "thread", "id"}
+	for _, tc := range []struct {
+		got  string
+		want int
+	}{{"thread", 1}, {"Thread", 0}, {"THREAD", 0}, {"ID", 2}, {"other", -1}, {"ſd", -1}} {
+		if got := jsonrec.Match([]byte(tc.got), names); got != tc.want {
+			t.Errorf("Match(%q) = %d, want %d", tc.got, got, tc.want)
+		}
+	}
+}

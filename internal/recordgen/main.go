@@ -1,0 +1,45 @@
+// Command recordgen writes the JSON encoders and decoders of a package's
+// record types, from their struct tags, on top of internal/jsonrec:
+//
+//	//go:generate go run ../internal/recordgen -out records_gen.go Thread Message
+//
+// It runs in the package's directory (as go generate does) and reads its
+// source, and the source of the module's packages it embeds types from.
+// Each named type, and each struct type of the package they contain, gets
+// an encoder and a decoder with encoding/json's output and semantics
+// (field order, omitempty, embedded fields promoted, pointers, slices of
+// records, []string, map[string]int, json.RawMessage). Exported types get
+// the methods AppendJSON, ReadJSON and DecodeJSON; unexported ones
+// appendJSON, readJSON and decodeJSON. Other field types are refused.
+//
+// The generated file is checked in; TestGeneratedRecordsAreCurrent fails
+// when it no longer matches what this command would write.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+func main() {
+	out := flag.String("out", "records_gen.go", "file to write, in the current directory")
+	flag.Parse()
+	dir, err := os.Getwd()
+	if err != nil {
+		fail(err)
+	}
+	src, err := Generate(dir, filepath.Base(*out), flag.Args())
+	if err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(*out, src, 0o644); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "recordgen:", err)
+	os.Exit(1)
+}
