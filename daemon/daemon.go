@@ -151,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if err := spool.ValidateAgent("intake-to", cfg.IntakeTo); err != nil {
+	if err := inbox.ValidateAgent("intake-to", cfg.IntakeTo); err != nil {
 		return err
 	}
 	d := &daemon{cfg: cfg, s: cfg.Store, log: cfg.Log, tracked: map[string][]string{}, byName: map[string]string{},
@@ -434,7 +434,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 		switch {
 		case err == nil:
 			ok = append(ok, dispatched{j, res})
-		case errors.Is(err, spool.ErrStorage) || errors.Is(err, spool.ErrFormat):
+		case errors.Is(err, inbox.ErrStorage) || errors.Is(err, inbox.ErrFormat):
 			d.log.Error("cannot dispatch descriptor; will retry", "file", j.name, "error", err)
 			d.failed(j.name)
 		default:
@@ -560,24 +560,31 @@ func dropKey(name, hash, ident string) string {
 // not UTF-8 become U+FFFD.
 func displayName(name string) string { return strings.ToValidUTF8(name, "\uFFFD") }
 
-// descriptorField maps the store's flag names to descriptor fields.
-var descriptorField = map[string]string{"kind": "message_kind", "payload-json": "payload", "run": "run_id",
-	"task": "task_id", "artifact": "artifacts", "artifact-kind": "artifacts", "artifact-metadata-json": "artifacts"}
+// descriptorField maps the store's field names to descriptor fields,
+// where they differ.
+var descriptorField = map[string]string{"kind": "message_kind", "payload_json": "payload", "run": "run_id",
+	"task": "task_id", "artifact": "artifacts", "artifact_kind": "artifacts", "artifact_metadata_json": "artifacts"}
+
+// descriptorName names a store field as the writer of a descriptor knows it.
+func descriptorName(field string) string {
+	if f, ok := descriptorField[field]; ok {
+		return f
+	}
+	return field
+}
 
 // fieldError phrases a store refusal in the descriptor's terms: the field
 // as the writer of the descriptor knows it, not a CLI flag.
 func fieldError(err error) string {
-	var se *spool.Error
-	if !errors.As(err, &se) || se.Field == "" {
+	var se *inbox.Error
+	if !errors.As(err, &se) {
 		return err.Error()
 	}
-	field := se.Field
-	if f, ok := descriptorField[field]; ok {
-		field = f
+	if se.Field == "" {
+		return se.Render(descriptorName)
 	}
-	msg := strings.ReplaceAll(se.Message, "--"+se.Field, "")
-	msg = strings.TrimLeft(msg, " :")
-	return fmt.Sprintf("field %q: %s", field, msg)
+	rule := &inbox.Error{Rule: se.Rule}
+	return fmt.Sprintf("field %q: %s", descriptorName(se.Field), rule.Render(descriptorName))
 }
 
 // refuse finishes a descriptor as failed.
@@ -854,7 +861,7 @@ func (d *daemon) expire() {
 		e := heap.Pop(&d.leases).(expiry)
 		ok, err := d.s.ExpireLease(e.tid)
 		switch {
-		case err != nil && !errors.Is(err, spool.ErrNotFound):
+		case err != nil && !errors.Is(err, inbox.ErrNotFound):
 			d.log.Error("cannot expire lease", "thread", e.tid, "error", err)
 		case ok:
 			d.log.Info("lease expired", "thread", e.tid)

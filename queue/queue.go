@@ -128,7 +128,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	}
 	lease := leaseFor(timeout)
 	claimed, err := s.Claim(name, t.ThreadID, lease)
-	if errors.Is(err, spool.ErrLeaseConflict) || errors.Is(err, spool.ErrInvalidState) {
+	if errors.Is(err, inbox.ErrLeaseConflict) || errors.Is(err, inbox.ErrInvalidState) {
 		return nil // another runner took it
 	}
 	if err != nil {
@@ -229,12 +229,12 @@ func deliverRetrying(ctx context.Context, cfg Config, t *spool.Task, token int64
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, spool.ErrInvalidState):
+		case errors.Is(err, inbox.ErrInvalidState):
 			// Finished meanwhile: cancelled (which delivered the failure),
 			// or reaped.
 			cfg.Log.Info("task already finished; its result was not needed", "task", t.Name, "error", err)
 			return nil
-		case !errors.Is(err, spool.ErrStorage):
+		case !errors.Is(err, inbox.ErrStorage):
 			return err
 		}
 		cfg.Log.Error("cannot deliver the task's result; retrying", "task", t.Name, "error", err, "in", wait)
@@ -417,10 +417,10 @@ func Reap(s *spool.Store, tasks []*spool.Task) ([]string, error) {
 			why = "the runner died before the task started"
 		}
 		if err := deliver(s, t, t.LeaseToken, false, why, s.TaskOutputFile(t.Name), ""); err != nil {
-			if errors.Is(err, spool.ErrInvalidState) || errors.Is(err, spool.ErrLeaseConflict) || errors.Is(err, spool.ErrStaleToken) {
+			if errors.Is(err, inbox.ErrInvalidState) || errors.Is(err, inbox.ErrLeaseConflict) || errors.Is(err, inbox.ErrStaleToken) {
 				continue // finished or taken over meanwhile
 			}
-			if !errors.Is(err, spool.ErrLeaseExpired) {
+			if !errors.Is(err, inbox.ErrLeaseExpired) {
 				return reaped, err
 			}
 			// The lease ran out: take it back to report the failure.

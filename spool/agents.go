@@ -20,7 +20,7 @@ import (
 
 // seen records that agent acted now.
 func (s *Store) seen(agent string) {
-	if agent == "" || ValidateAgent("agent", agent) != nil {
+	if agent == "" || inbox.ValidateAgent("agent", agent) != nil {
 		return
 	}
 	p := filepath.Join(s.dir, agentsDir, agent)
@@ -131,7 +131,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 	}
 	activity := map[string]time.Time{}
 	get := func(n string) *AgentInfo {
-		if ValidateAgent("agent", n) != nil {
+		if inbox.ValidateAgent("agent", n) != nil {
 			return nil
 		}
 		if byName[n] == nil {

@@ -54,7 +54,7 @@ type Blob struct {
 func (s *Store) BlobPath(rel string) (string, error) {
 	name, ok := cutPrefix(rel, blobsDir+"/")
 	if !ok || !isHex64(name) {
-		return "", invalidf("blob", "%q does not name a blob (want blobs/ and 64 hex digits)", rel)
+		return "", inbox.Invalid("blob", "%q does not name a blob (want blobs/ and 64 hex digits)", rel)
 	}
 	return filepath.Join(s.dir, blobsDir, name), nil
 }
@@ -84,7 +84,7 @@ func isHex64(s string) bool {
 func (s *Store) StageBlob(field string, r io.Reader) (*Blob, error) {
 	f, err := os.CreateTemp(s.tmpDir(), "blob-*")
 	if err != nil {
-		return nil, storageErr(err, "stage blob")
+		return nil, inbox.Storage(err, "stage blob")
 	}
 	b := &Blob{Field: field, src: f.Name(), temp: true}
 	ok := false
@@ -95,20 +95,20 @@ func (s *Store) StageBlob(field string, r io.Reader) (*Blob, error) {
 		}
 	}()
 	if err := f.Chmod(s.fileMode); err != nil {
-		return nil, storageErr(err, "stage blob")
+		return nil, inbox.Storage(err, "stage blob")
 	}
 	d := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, d), r)
 	if err != nil {
-		return nil, storageErr(err, "stage blob")
+		return nil, inbox.Storage(err, "stage blob")
 	}
 	if !s.unsynced {
 		if err := f.Sync(); err != nil {
-			return nil, storageErr(err, "fsync blob")
+			return nil, inbox.Storage(err, "fsync blob")
 		}
 	}
 	if err := f.Close(); err != nil {
-		return nil, storageErr(err, "stage blob")
+		return nil, inbox.Storage(err, "stage blob")
 	}
 	b.SHA256, b.Size, ok = hex.EncodeToString(d.Sum(nil)), n, true
 	return b, nil
@@ -121,17 +121,17 @@ func (s *Store) StageBlob(field string, r io.Reader) (*Blob, error) {
 func (s *Store) AdoptBlob(field, path string) (*Blob, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, storageErr(err, "read %s", path)
+		return nil, inbox.Storage(err, "read %s", path)
 	}
 	defer f.Close()
 	d := sha256.New()
 	n, err := io.Copy(d, f)
 	if err != nil {
-		return nil, storageErr(err, "read %s", path)
+		return nil, inbox.Storage(err, "read %s", path)
 	}
 	if !s.unsynced {
 		if err := f.Sync(); err != nil {
-			return nil, storageErr(err, "fsync %s", path)
+			return nil, inbox.Storage(err, "fsync %s", path)
 		}
 	}
 	return &Blob{Field: field, SHA256: hex.EncodeToString(d.Sum(nil)), Size: n, src: path}, nil
@@ -167,10 +167,10 @@ func (s *Store) linkBlob(b *Blob) (created bool, err error) {
 	err = os.Link(b.src, dst)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, serr := os.Stat(b.src); serr != nil {
-			return false, storageErr(serr, "blob staged at %s is gone (was the store repaired meanwhile? retry)", b.src)
+			return false, inbox.Storage(serr, "blob staged at %s is gone (was the store repaired meanwhile? retry)", b.src)
 		}
 		if err := os.Mkdir(dir, s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-			return false, storageErr(err, "create %s", dir)
+			return false, inbox.Storage(err, "create %s", dir)
 		}
 		err = os.Link(b.src, dst)
 	}
@@ -179,10 +179,10 @@ func (s *Store) linkBlob(b *Blob) (created bool, err error) {
 		if fi, serr := os.Stat(dst); serr == nil && fi.Size() == b.Size {
 			return false, nil
 		}
-		return false, storageErr(fmt.Errorf("%s exists with another size", dst), "store blob")
+		return false, inbox.Storage(fmt.Errorf("%s exists with another size", dst), "store blob")
 	}
 	if err != nil {
-		return false, storageErr(err, "store blob %s", b.SHA256)
+		return false, inbox.Storage(err, "store blob %s", b.SHA256)
 	}
 	return true, nil
 }

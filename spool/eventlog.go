@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/inbox-dev/inbox"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -93,12 +94,12 @@ func lineID(body []byte) (int64, bool) {
 func (l *eventLog) segments() ([]int64, error) {
 	f, err := os.Open(l.dir)
 	if err != nil {
-		return nil, storageErr(err, "open event log")
+		return nil, inbox.Storage(err, "open event log")
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, storageErr(err, "list event log")
+		return nil, inbox.Storage(err, "list event log")
 	}
 	var segs []int64
 	for _, n := range names {
@@ -112,7 +113,7 @@ func (l *eventLog) segments() ([]int64, error) {
 	}
 	slices.Sort(segs)
 	if len(segs) == 0 {
-		return nil, &Error{Code: "corrupt_store", Err: ErrFormat, Message: "event log has no segment (run inbox fsck --repair)"}
+		return nil, &inbox.Error{Code: "corrupt_store", Err: inbox.ErrFormat, Rule: "the event log has no segment (the store needs repair)"}
 	}
 	return segs, nil
 }
@@ -182,7 +183,7 @@ func (l *eventLog) reserve() (*appender, error) {
 	if !l.held {
 		lk := flock.New(l.lockPath, flock.SetPermissions(l.fileMode))
 		if err := lk.Lock(); err != nil {
-			return nil, storageErr(err, "lock event log")
+			return nil, inbox.Storage(err, "lock event log")
 		}
 		a.lk = lk
 	}
@@ -205,16 +206,16 @@ func (a *appender) open() error {
 		return refuseLink(l.segPath(first))
 	}
 	if err != nil {
-		return storageErr(err, "open event log")
+		return inbox.Storage(err, "open event log")
 	}
 	a.f, a.first = f, first
 	fi, err := f.Stat()
 	if err != nil {
-		return storageErr(err, "stat event log")
+		return inbox.Storage(err, "stat event log")
 	}
 	lastID, end, err := tail(f, fi.Size(), first)
 	if err != nil {
-		return storageErr(err, "read event log")
+		return inbox.Storage(err, "read event log")
 	}
 	if end < fi.Size() {
 		if err := l.repair(f, first, end, fi.Size()); err != nil {
@@ -225,7 +226,7 @@ func (a *appender) open() error {
 		first = lastID + 1
 		nf, err := os.OpenFile(l.segPath(first), os.O_CREATE|os.O_EXCL|os.O_RDWR, l.fileMode)
 		if err != nil {
-			return storageErr(err, "start event log segment")
+			return inbox.Storage(err, "start event log segment")
 		}
 		f.Close()
 		a.f, a.first, end = nf, first, 0
@@ -242,14 +243,14 @@ func (a *appender) open() error {
 func (a *appender) write(lines []byte, n int) error {
 	if _, err := a.f.WriteAt(lines, a.end); err != nil {
 		a.f.Truncate(a.end) // leave no partial line behind
-		return storageErr(err, "append event")
+		return inbox.Storage(err, "append event")
 	}
 	if !a.l.unsynced {
 		if err := fdatasync(a.f); err != nil {
 			// Not durable, so not written: the caller undoes the change
 			// the lines stand for.
 			a.f.Truncate(a.end)
-			return storageErr(err, "fsync event log")
+			return inbox.Storage(err, "fsync event log")
 		}
 	}
 	a.end += int64(len(lines))
@@ -296,7 +297,7 @@ func (l *eventLog) lineAt(p Pos) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, storageErr(err, "open event log")
+		return nil, false, inbox.Storage(err, "open event log")
 	}
 	defer f.Close()
 	for window := int64(4096); ; window *= 4 {
@@ -306,7 +307,7 @@ func (l *eventLog) lineAt(p Pos) ([]byte, bool, error) {
 			if errors.Is(err, io.EOF) {
 				return nil, false, nil // the log is shorter than p
 			}
-			return nil, false, storageErr(err, "read event log")
+			return nil, false, inbox.Storage(err, "read event log")
 		}
 		if len(buf) == 0 || buf[len(buf)-1] != '\n' {
 			return nil, false, nil
@@ -329,17 +330,17 @@ func (l *eventLog) lineAt(p Pos) ([]byte, bool, error) {
 func (l *eventLog) repair(f *os.File, first, end, size int64) error {
 	torn := make([]byte, size-end)
 	if _, err := f.ReadAt(torn, end); err != nil && !errors.Is(err, io.EOF) {
-		return storageErr(err, "read torn event log tail")
+		return inbox.Storage(err, "read torn event log tail")
 	}
 	bad := filepath.Join(l.dir, fmt.Sprintf("%020d.torn-%d.bad", first, end))
 	if err := publishFile(bad, l.tmpDir, l.fileMode, torn); err != nil {
 		return err
 	}
 	if err := f.Truncate(end); err != nil {
-		return storageErr(err, "truncate torn event log tail")
+		return inbox.Storage(err, "truncate torn event log tail")
 	}
 	if err := fdatasync(f); err != nil {
-		return storageErr(err, "fsync event log")
+		return inbox.Storage(err, "fsync event log")
 	}
 	return syncDir(l.dir)
 }
@@ -355,17 +356,17 @@ func (l *eventLog) lastID() (int64, Pos, error) {
 	for i := len(segs) - 1; i >= 0; i-- {
 		f, err := os.Open(l.segPath(segs[i]))
 		if err != nil {
-			return 0, Pos{}, storageErr(err, "open event log")
+			return 0, Pos{}, inbox.Storage(err, "open event log")
 		}
 		fi, err := f.Stat()
 		if err != nil {
 			f.Close()
-			return 0, Pos{}, storageErr(err, "stat event log")
+			return 0, Pos{}, inbox.Storage(err, "stat event log")
 		}
 		id, end, err := tail(f, fi.Size(), segs[i])
 		f.Close()
 		if err != nil {
-			return 0, Pos{}, storageErr(err, "read event log")
+			return 0, Pos{}, inbox.Storage(err, "read event log")
 		}
 		if id >= segs[i] || i == 0 {
 			return id, Pos{Segment: segs[i], Offset: end}, nil
@@ -404,11 +405,11 @@ func (l *eventLog) scanSegment(first, off int64, fn func(ev *logEvent, end Pos) 
 		return true, nil
 	}
 	if err != nil {
-		return false, storageErr(err, "open event log")
+		return false, inbox.Storage(err, "open event log")
 	}
 	defer f.Close()
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return false, storageErr(err, "seek event log")
+		return false, inbox.Storage(err, "seek event log")
 	}
 	r := newLineReader(f)
 	pos := off
@@ -418,7 +419,7 @@ func (l *eventLog) scanSegment(first, off int64, fn func(ev *logEvent, end Pos) 
 			if errors.Is(err, io.EOF) {
 				return true, nil // a final line without newline is torn: ignore it
 			}
-			return false, storageErr(err, "read event log")
+			return false, inbox.Storage(err, "read event log")
 		}
 		pos += int64(len(line)) + 1
 		body, ok := checkLine(line)

@@ -77,7 +77,7 @@ func (s *Store) lockAll() (unlock func(), err error) {
 		lk := flock.New(p, flock.SetPermissions(s.fileMode))
 		if err := lk.Lock(); err != nil {
 			unlock()
-			return nil, storageErr(err, "lock %s", p)
+			return nil, inbox.Storage(err, "lock %s", p)
 		}
 		held = append(held, lk)
 	}
@@ -115,7 +115,7 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 	if repair {
 		for _, d := range []string{tmpDirName, threadsDir, eventsDir, locksDir, idemDir} {
 			if err := os.Mkdir(filepath.Join(s.dir, d), s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-				return nil, storageErr(err, "create %s", d)
+				return nil, inbox.Storage(err, "create %s", d)
 			}
 		}
 		s.linkErr = s.checkNoLinks()
@@ -255,7 +255,7 @@ func (s *Store) fsckLinks(add func(Finding) *Finding, repair bool) {
 		if !ok {
 			continue
 		}
-		if _, err := s.TaskByName(name); !errors.Is(err, ErrNotFound) {
+		if _, err := s.TaskByName(name); !errors.Is(err, inbox.ErrNotFound) {
 			continue
 		}
 		p := filepath.Join(s.dir, tasksDir, e.Name())
@@ -287,7 +287,7 @@ func (s *Store) restartLog() error {
 	}
 	f, err := os.OpenFile(s.log.segPath(top+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
 	if err != nil {
-		return storageErr(err, "start the event log")
+		return inbox.Storage(err, "start the event log")
 	}
 	f.Close()
 	return syncDir(s.log.dir)
@@ -330,7 +330,7 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 		p := s.log.segPath(first)
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, storageErr(err, "read %s", p)
+			return nil, inbox.Storage(err, "read %s", p)
 		}
 		off := 0
 		for off < len(data) {
@@ -481,7 +481,7 @@ func (s *Store) restoreGaps(li *logIndex, r *FsckReport, headers map[string]*hea
 		p := s.log.segPath(seg)
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return storageErr(err, "read %s", p)
+			return inbox.Storage(err, "read %s", p)
 		}
 		var out []byte
 		type shift struct{ at, by int64 }
@@ -597,12 +597,12 @@ func padLines(lines [][]byte, n int) []byte {
 func (s *Store) threadIDs() ([]string, error) {
 	f, err := os.Open(s.threadsRoot())
 	if err != nil {
-		return nil, storageErr(err, "list threads")
+		return nil, inbox.Storage(err, "list threads")
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, storageErr(err, "list threads")
+		return nil, inbox.Storage(err, "list threads")
 	}
 	sort.Strings(names)
 	return names, nil
@@ -636,7 +636,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 	dir := s.threadDir(tid)
 	seqs, temps, err := messageSeqs(dir)
 	if err != nil {
-		return nil, storageErr(err, "list thread %s", tid)
+		return nil, inbox.Storage(err, "list thread %s", tid)
 	}
 	for _, n := range temps {
 		f := add(Finding{Check: "stray_temp_file", ThreadID: tid, Path: filepath.Join(dir, n), Detail: "left by an interrupted write"})
@@ -645,7 +645,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 		}
 	}
 	h, err := s.readHeader(tid)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, inbox.ErrNotFound) {
 		// Created but never committed — unless the log says it was.
 		f := add(Finding{Check: "incomplete_thread", ThreadID: tid, Path: dir, Detail: "a thread directory with no committed header"})
 		if !repair {
@@ -725,7 +725,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			f.Repaired = true
 		}
 		if err != nil {
-			if !errors.Is(err, ErrNotFound) {
+			if !errors.Is(err, inbox.ErrNotFound) {
 				add(Finding{Check: "unreadable_thread", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)), Detail: err.Error()})
 			}
 			continue
@@ -844,7 +844,7 @@ func (s *Store) fsckBlobs(named map[string]blobMeta, add func(Finding) *Finding,
 	dir := filepath.Join(s.dir, blobsDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return storageErr(err, "list blobs")
+		return inbox.Storage(err, "list blobs")
 	}
 	present := map[string]bool{}
 	for _, e := range entries {
@@ -937,7 +937,7 @@ func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*i
 		m.CreatedAt = inbox.FormatTime(s.now())
 	}
 	if err := os.Rename(p, bad); err != nil {
-		return nil, storageErr(err, "set aside %s", p)
+		return nil, inbox.Storage(err, "set aside %s", p)
 	}
 	mf := msgFile{Message: *m}
 	if err := publishFile(p, s.tmpDir(), s.fileMode, mf.appendJSON(nil)); err != nil {

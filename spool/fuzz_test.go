@@ -309,12 +309,12 @@ func FuzzCheckedLine(f *testing.F) {
 	})
 }
 
-// FuzzNames checks spool.ValidateAgent and spool.ValidateID (SPEC §8:
+// FuzzNames checks inbox.ValidateAgent and inbox.ValidateID (SPEC §8:
 // untrusted strings never become paths). A name is accepted only if it
 // cannot name a path outside its directory: non-empty, no '/', '\\', NUL,
 // control character or "..", not "." or "..", at most 64 (agents) / 100
 // (ids) bytes, and filepath.Join(base, name) — and the file names the store
-// derives from it — stay directly inside base. A refusal is ErrInvalidInput
+// derives from it — stay directly inside base. A refusal is inbox.ErrInvalidInput
 // naming the field.
 func FuzzNames(f *testing.F) {
 	f.Add("thr_01abc")
@@ -323,9 +323,9 @@ func FuzzNames(f *testing.F) {
 		check := func(what string, err error, limit int, field string, derived ...string) {
 			t.Helper()
 			if err != nil {
-				var se *spool.Error
-				if !errors.Is(err, spool.ErrInvalidInput) || !errors.As(err, &se) || se.Field != field {
-					t.Fatalf("%s(%q) refused with %v (%T), want ErrInvalidInput for field %q", what, name, err, err, field)
+				var se *inbox.Error
+				if !errors.Is(err, inbox.ErrInvalidInput) || !errors.As(err, &se) || se.Field != field {
+					t.Fatalf("%s(%q) refused with %v (%T), want inbox.ErrInvalidInput for field %q", what, name, err, err, field)
 				}
 				return
 			}
@@ -353,9 +353,9 @@ func FuzzNames(f *testing.F) {
 				}
 			}
 		}
-		check("ValidateAgent", spool.ValidateAgent("agent", name), inbox.MaxNameLen, "agent",
+		check("ValidateAgent", inbox.ValidateAgent("agent", name), inbox.MaxNameLen, "agent",
 			"cursor-"+name+".log")
-		check("ValidateID", spool.ValidateID("thread", name), inbox.MaxIDLen, "thread")
+		check("ValidateID", inbox.ValidateID("thread", name), inbox.MaxIDLen, "thread")
 	})
 }
 
@@ -372,8 +372,8 @@ func jsonValue(b []byte) (any, error) {
 
 // FuzzPayloadJSON sends a message with a fuzzer-chosen --payload-json and
 // --artifact-metadata-json, as a new thread or (reply) into an existing one.
-// Either it is refused with ErrInvalidInput naming the first bad field
-// ("payload-json", then "artifact-metadata-json"; bad means not one JSON
+// Either it is refused with inbox.ErrInvalidInput naming the first bad field
+// ("payload_json", then "artifact_metadata_json"; bad means not one JSON
 // value, not UTF-8, or holding a lone surrogate escape) and nothing is written
 // (no event, no thread, no message, no temp file), or it is accepted and
 // Show returns the message with payload_json / metadata_json that are
@@ -421,15 +421,15 @@ func FuzzPayloadJSON(f *testing.F) {
 		wantField := ""
 		switch {
 		case !okJSON(payload):
-			wantField = "payload-json"
+			wantField = "payload_json"
 		case !okJSON(meta):
-			wantField = "artifact-metadata-json"
+			wantField = "artifact_metadata_json"
 		}
 
 		if err != nil {
-			var se *spool.Error
-			if !errors.Is(err, spool.ErrInvalidInput) || !errors.As(err, &se) {
-				t.Fatalf("send with payload %q metadata %q: %v, want ErrInvalidInput or success", payload, meta, err)
+			var se *inbox.Error
+			if !errors.Is(err, inbox.ErrInvalidInput) || !errors.As(err, &se) {
+				t.Fatalf("send with payload %q metadata %q: %v, want inbox.ErrInvalidInput or success", payload, meta, err)
 			}
 			if se.Field != wantField {
 				t.Fatalf("send with payload %q metadata %q refused for field %q (%v), want %q", payload, meta, se.Field, err, wantField)

@@ -33,20 +33,13 @@ func idemHash(key string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func validateIdemKey(key string) error {
-	if len(key) > inbox.MaxIdemKeyLen {
-		return invalidf("idempotency-key", "--idempotency-key is %d bytes long; the limit is %d", len(key), inbox.MaxIdemKeyLen)
-	}
-	return validateText("idempotency-key", key, inbox.MaxIdemKeyLen)
-}
-
 func readIdem(path string) (*idemRecord, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, storageErr(err, "read idempotency record")
+		return nil, inbox.Storage(err, "read idempotency record")
 	}
 	var r idemRecord
 	if err := r.decodeJSON(data); err != nil {
@@ -56,8 +49,8 @@ func readIdem(path string) (*idemRecord, error) {
 }
 
 func mismatch(key, used, cmd string) error {
-	return newErr(ErrIdempotencyMismatch, "idempotency_key_reused", "idempotency-key",
-		"--idempotency-key %q was already used by %s in this scope; use a new key for %s", key, used, cmd)
+	return inbox.Errorf(inbox.ErrIdempotencyMismatch, "idempotency_key_reused", "idempotency_key",
+		"%q was already used by %s in this scope; use a new key for %s", key, used, cmd)
 }
 
 // idempotent checks key inside a thread transaction. When an earlier call
@@ -113,7 +106,7 @@ func (s *Store) newThreadReplay(key string) (*Result, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, storageErr(err, "read idempotency record")
+		return nil, inbox.Storage(err, "read idempotency record")
 	}
 	var m msgFile
 	if m.decodeJSON(data) != nil || m.IdempotencyKey != key || m.ThreadID == "" {
@@ -124,10 +117,10 @@ func (s *Store) newThreadReplay(key string) (*Result, error) {
 	}
 	dir, archived := s.viewDir(m.ThreadID)
 	h, err := s.readHeaderAt(dir, m.ThreadID)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, inbox.ErrNotFound) {
 		// The earlier attempt never committed: forget it.
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, storageErr(err, "remove stale idempotency record")
+			return nil, inbox.Storage(err, "remove stale idempotency record")
 		}
 		return nil, nil
 	}

@@ -36,7 +36,7 @@ func (s *Store) HeldLeases() ([]LeaseExpiry, error) {
 		}
 		seen[e.ThreadID] = true
 		h, err := s.readHeader(e.ThreadID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, inbox.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -60,7 +60,7 @@ func (s *Store) HeldLeases() ([]LeaseExpiry, error) {
 // is offered by fetch and any agent may claim it. It reports whether it
 // expired anything; a lease renewed in the meantime is left alone.
 func (s *Store) ExpireLease(tid string) (bool, error) {
-	if err := ValidateID("thread", tid); err != nil {
+	if err := inbox.ValidateID("thread", tid); err != nil {
 		return false, err
 	}
 	expired := false
@@ -133,7 +133,7 @@ func (s *Store) EventLogDir() string { return s.log.dir }
 
 // LastMessage returns a thread and its latest message.
 func (s *Store) LastMessage(tid string) (*inbox.Thread, *inbox.Message, error) {
-	if err := ValidateID("thread", tid); err != nil {
+	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, nil, err
 	}
 	dir, _ := s.viewDir(tid)
@@ -161,7 +161,7 @@ func (s *Store) LockDaemon(pid int) (release func(), err error) {
 	lk := flock.New(p, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(s.fileMode))
 	ok, err := lk.TryLock()
 	if err != nil {
-		return nil, storageErr(err, "lock %s", p)
+		return nil, inbox.Storage(err, "lock %s", p)
 	}
 	if !ok {
 		holder, _ := os.ReadFile(p)
@@ -169,8 +169,8 @@ func (s *Store) LockDaemon(pid int) (release func(), err error) {
 		if h := strings.TrimSpace(string(holder)); h != "" {
 			msg += " (" + h + ")"
 		}
-		return nil, &Error{Code: "daemon_running", Err: ErrLeaseConflict, Cause: ErrDaemonRunning,
-			Message: msg + "; stop it first, or give this one another --db"}
+		return nil, &inbox.Error{Code: "daemon_running", Err: inbox.ErrLeaseConflict, Cause: ErrDaemonRunning,
+			Rule: msg + "; stop it first, or give this one another {db}"}
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY, s.fileMode)
 	if err == nil {

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"errors"
+	"github.com/inbox-dev/inbox"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -55,27 +56,27 @@ func readLastLine(p string) ([]byte, error) {
 func (s *Store) appendLine(p string, line []byte, max int64) (end int64, compacted bool, err error) {
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
 	if err != nil {
-		return 0, false, storageErr(err, "open %s", p)
+		return 0, false, inbox.Storage(err, "open %s", p)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, false, storageErr(err, "stat %s", p)
+		return 0, false, inbox.Storage(err, "stat %s", p)
 	}
 	_, end, err = lastLine(f, fi.Size(), func([]byte) bool { return true })
 	if err != nil {
-		return 0, false, storageErr(err, "read %s", p)
+		return 0, false, inbox.Storage(err, "read %s", p)
 	}
 	if end+int64(len(line)) > max {
 		return 0, true, publishFile(p, s.tmpDir(), s.fileMode, line)
 	}
 	if _, err := f.WriteAt(line, end); err != nil {
 		f.Truncate(end)
-		return 0, false, storageErr(err, "append to %s", p)
+		return 0, false, inbox.Storage(err, "append to %s", p)
 	}
 	if newEnd := end + int64(len(line)); newEnd < fi.Size() {
 		if err := f.Truncate(newEnd); err != nil {
-			return 0, false, storageErr(err, "truncate %s", p)
+			return 0, false, inbox.Storage(err, "truncate %s", p)
 		}
 	}
 	if s.unsynced {
@@ -83,7 +84,7 @@ func (s *Store) appendLine(p string, line []byte, max int64) (end int64, compact
 	}
 	if err := fdatasync(f); err != nil {
 		f.Truncate(end)
-		return 0, false, storageErr(err, "fsync %s", p)
+		return 0, false, inbox.Storage(err, "fsync %s", p)
 	}
 	return end, false, nil
 }

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"errors"
+	"github.com/inbox-dev/inbox"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -37,8 +38,8 @@ func refuseLink(p string) error {
 	fi, err := os.Lstat(p)
 	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		target, _ := os.Readlink(p)
-		return &Error{Code: "corrupt_store", Err: ErrFormat, Message: p + " is a symbolic link (to " + target +
-			"); inbox does not write through links inside its store (inbox fsck --repair removes it)"}
+		return &inbox.Error{Code: "corrupt_store", Err: inbox.ErrFormat, Rule: p + " is a symbolic link (to " + target +
+			"); inbox does not write through links inside its store (repairing the store removes it)"}
 	}
 	return nil
 }

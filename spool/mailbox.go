@@ -77,7 +77,7 @@ func markerName(m *inbox.Message) string {
 // deliver links src (the message's file) into the recipient's mailbox and
 // returns the directories to fsync.
 func (s *Store) deliver(m *inbox.Message, src string) ([]string, error) {
-	if ValidateAgent("to", m.ToAgent) != nil {
+	if inbox.ValidateAgent("to", m.ToAgent) != nil {
 		return nil, nil // not an agent name (cannot happen: validated on the way in)
 	}
 	dir := s.mailboxPath(m.ToAgent)
@@ -90,14 +90,14 @@ func (s *Store) deliver(m *inbox.Message, src string) ([]string, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		for _, d := range []string{filepath.Join(s.dir, mailboxDir), dir, filepath.Join(dir, collectedDir)} {
 			if err := os.Mkdir(d, s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-				return nil, storageErr(err, "create mailbox of %s", m.ToAgent)
+				return nil, inbox.Storage(err, "create mailbox of %s", m.ToAgent)
 			}
 		}
 		dirs = append(dirs, filepath.Join(s.dir, mailboxDir))
 		err = os.Link(src, p)
 	}
 	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, storageErr(err, "deliver to %s", m.ToAgent)
+		return nil, inbox.Storage(err, "deliver to %s", m.ToAgent)
 	}
 	return append(dirs, dir), nil
 }
@@ -110,7 +110,7 @@ func parseMarker(name string) (ev int64, from, tid string, seq int, ok bool) {
 	}
 	ev, err1 := strconv.ParseInt(parts[0], 10, 64)
 	seq, err2 := strconv.Atoi(parts[3])
-	if err1 != nil || err2 != nil || ValidateID("thread", parts[2]) != nil {
+	if err1 != nil || err2 != nil || inbox.ValidateID("thread", parts[2]) != nil {
 		return 0, "", "", 0, false
 	}
 	return ev, parts[1], parts[2], seq, true
@@ -137,11 +137,11 @@ func (s *Store) Mailbox(agent, from string) ([]*MailItem, error) {
 // receive's order, from the markers' names and the threads' headers: the
 // messages themselves are not read (load reads one).
 func (s *Store) mailItems(agent, from string) ([]*MailItem, error) {
-	if err := ValidateAgent("agent", agent); err != nil {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
 	if from != "" {
-		if err := ValidateAgent("from", from); err != nil {
+		if err := inbox.ValidateAgent("from", from); err != nil {
 			return nil, err
 		}
 	}
@@ -151,12 +151,12 @@ func (s *Store) mailItems(agent, from string) ([]*MailItem, error) {
 		return []*MailItem{}, nil
 	}
 	if err != nil {
-		return nil, storageErr(err, "read mailbox of %s", agent)
+		return nil, inbox.Storage(err, "read mailbox of %s", agent)
 	}
 	names, err := f.Readdirnames(-1)
 	f.Close()
 	if err != nil {
-		return nil, storageErr(err, "read mailbox of %s", agent)
+		return nil, inbox.Storage(err, "read mailbox of %s", agent)
 	}
 	slices.Sort(names)
 	items := []*MailItem{}
@@ -238,7 +238,7 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*inbox.Messag
 			continue // another receiver collected it first
 		}
 		if err != nil {
-			return out, storageErr(err, "collect from the mailbox of %s", agent)
+			return out, inbox.Storage(err, "collect from the mailbox of %s", agent)
 		}
 		renamed = true
 		out = append(out, it.Message)

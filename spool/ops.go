@@ -74,12 +74,12 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 		}
 		return nil, err
 	}
-	if err := validateText("summary", c.Summary, inbox.MaxSummaryLen); err != nil {
+	if err := inbox.ValidateText("summary", c.Summary, inbox.MaxSummaryLen); err != nil {
 		return fail(err)
 	}
 	body := c.Body
 	if len(body) > inbox.MaxInline {
-		if err := validateText("body", body, len(body)); err != nil {
+		if err := inbox.ValidateText("body", body, len(body)); err != nil {
 			return fail(err)
 		}
 		b, err := s.StageBlob("body", strings.NewReader(body))
@@ -87,10 +87,10 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 			return fail(err)
 		}
 		blobs, body = append(slices.Clip(blobs), b), ""
-	} else if err := validateText("body", body, inbox.MaxInline); err != nil {
+	} else if err := inbox.ValidateText("body", body, inbox.MaxInline); err != nil {
 		return fail(err)
 	}
-	payload, err := validJSON("payload-json", c.PayloadJSON, "{}", 0)
+	payload, err := inbox.ValidJSON("payload_json", c.PayloadJSON, "{}", 0)
 	if err != nil {
 		return fail(err)
 	}
@@ -101,7 +101,7 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 		}
 		blobs, payload = append(slices.Clip(blobs), b), json.RawMessage("{}")
 	}
-	if err := validateIdemKey(c.IdempotencyKey); err != nil {
+	if err := inbox.ValidateIdemKey(c.IdempotencyKey); err != nil {
 		return fail(err)
 	}
 	summary := strings.TrimSpace(c.Summary)
@@ -124,23 +124,23 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 	}
 	c.Artifacts = arts
 	if len(c.Artifacts) > inbox.MaxArtifacts {
-		return fail(invalidf("artifact", "%d artifacts given; the limit is %d", len(c.Artifacts), inbox.MaxArtifacts))
+		return fail(inbox.Invalid("artifact", "is given %d times; the limit is %d", len(c.Artifacts), inbox.MaxArtifacts))
 	}
 	for i, a := range c.Artifacts {
 		if a.Path == "" {
-			return fail(invalidf("artifact", "--artifact #%d: the path is empty", i+1))
+			return fail(inbox.Invalid("artifact", "#%d: the path is empty", i+1))
 		}
-		if err := validateText("artifact", a.Path, inbox.MaxPathLen); err != nil {
+		if err := inbox.ValidateText("artifact", a.Path, inbox.MaxPathLen); err != nil {
 			return fail(err)
 		}
 		kind := a.Kind
 		if kind == "" {
 			kind = "file"
 		}
-		if err := validateLabel("artifact-kind", kind); err != nil {
+		if err := inbox.ValidateLabel("artifact_kind", kind); err != nil {
 			return fail(err)
 		}
-		meta, err := validJSON("artifact-metadata-json", a.MetadataJSON, "{}", inbox.MaxMetadataLen)
+		meta, err := inbox.ValidJSON("artifact_metadata_json", a.MetadataJSON, "{}", inbox.MaxMetadataLen)
 		if err != nil {
 			return fail(err)
 		}
@@ -217,7 +217,7 @@ func (s *Store) SendBatch(ins []SendInput) (results []*Result, errs []error, err
 	for i := range ins {
 		in := ins[i]
 		if in.ThreadID != "" {
-			errs[i] = invalidf("thread", "SendBatch only creates threads")
+			errs[i] = inbox.Invalid("thread", "must be empty: SendBatch only creates threads")
 			continue
 		}
 		if err := validateSendBasics(&in); err != nil {
@@ -262,7 +262,7 @@ func (s *Store) SendBatch(ins []SendInput) (results []*Result, errs []error, err
 func (s *Store) lockIdem() (unlock func(), err error) {
 	lk := flock.New(s.lockFile("idem.lock"), flock.SetPermissions(s.fileMode))
 	if err := lk.Lock(); err != nil {
-		return nil, storageErr(err, "lock idempotency records")
+		return nil, inbox.Storage(err, "lock idempotency records")
 	}
 	return func() { lk.Unlock() }, nil
 }
@@ -274,7 +274,7 @@ func (s *Store) lockIdem() (unlock func(), err error) {
 // a note to an agent's mailbox ("Phase 1 complete"), is mail of kind
 // progress, which starts no work (SPEC 7).
 func validateSendBasics(in *SendInput) error {
-	if err := ValidateAgent("from", in.From); err != nil {
+	if err := inbox.ValidateAgent("from", in.From); err != nil {
 		return err
 	}
 	if in.Kind == "" {
@@ -283,11 +283,11 @@ func validateSendBasics(in *SendInput) error {
 			in.Kind = inbox.KindProgress
 		}
 	}
-	if err := ValidateKind("kind", in.Kind, inbox.Kinds); err != nil {
+	if err := inbox.ValidateKind("kind", in.Kind, inbox.Kinds); err != nil {
 		return err
 	}
 	if in.ThreadID != "" {
-		if err := validateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
+		if err := inbox.ValidateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
 			return err
 		}
 	}
@@ -301,8 +301,8 @@ func validateSendBasics(in *SendInput) error {
 func sameAsThread(h *header, in SendInput) error {
 	for _, f := range []struct{ name, given, has string }{{"run", in.RunID, h.RunID}, {"task", in.TaskID, h.TaskID}, {"priority", in.Priority, h.Priority}} {
 		if f.given != "" && f.given != f.has {
-			return invalidf(f.name, "--%s %q differs from thread %s's %s %q: a message cannot change it (leave --%s out, or start a new thread)",
-				f.name, f.given, h.ThreadID, f.name, orNone(f.has), f.name)
+			return inbox.Invalid(f.name, "%q differs from thread %s's %s %q: a message cannot change it (leave {%s} out, or start a new thread)",
+				f.given, h.ThreadID, f.name, orNone(f.has), f.name)
 		}
 	}
 	return nil
@@ -312,7 +312,7 @@ func sameAsThread(h *header, in SendInput) error {
 // returns the transaction to commit, or the earlier result when the
 // idempotency key was used before (the caller holds the idem lock).
 func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
-	if err := ValidateAgent("to", in.To); err != nil {
+	if err := inbox.ValidateAgent("to", in.To); err != nil {
 		return nil, nil, err
 	}
 	if strings.TrimSpace(in.Subject) == "" {
@@ -323,22 +323,22 @@ func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 			in.Subject = firstLine(in.Body, 80)
 		}
 		if in.Subject == "" {
-			return nil, nil, invalidf("subject", "--subject is required when send creates a thread (or give --summary or --body: its first line becomes the subject)")
+			return nil, nil, inbox.Invalid("subject", "is required when send creates a thread (or give {summary} or {body}: its first line becomes the subject)")
 		}
 	}
-	if err := validateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
+	if err := inbox.ValidateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
 		return nil, nil, err
 	}
 	if in.Priority == "" {
 		in.Priority = "normal"
 	}
-	if err := ValidateKind("priority", in.Priority, inbox.Priorities); err != nil {
+	if err := inbox.ValidateKind("priority", in.Priority, inbox.Priorities); err != nil {
 		return nil, nil, err
 	}
-	if err := validateLabel("run", in.RunID); err != nil {
+	if err := inbox.ValidateLabel("run", in.RunID); err != nil {
 		return nil, nil, err
 	}
-	if err := validateLabel("task", in.TaskID); err != nil {
+	if err := inbox.ValidateLabel("task", in.TaskID); err != nil {
 		return nil, nil, err
 	}
 	now := s.now()
@@ -362,7 +362,7 @@ func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
 	t.addMessage(m)
 	if err := os.Mkdir(t.dir, s.dirMode); err != nil {
 		m.discardBlobs()
-		return nil, nil, storageErr(err, "create thread %s", tid)
+		return nil, nil, inbox.Storage(err, "create thread %s", tid)
 	}
 	return t, nil, nil
 }
@@ -376,11 +376,11 @@ func otherParty(h *header, from string) string {
 }
 
 func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check func(h *header) error) (*Result, error) {
-	if err := ValidateID("thread", tid); err != nil {
+	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
 	if to != "" {
-		if err := ValidateAgent("to", to); err != nil {
+		if err := inbox.ValidateAgent("to", to); err != nil {
 			return nil, err
 		}
 	}
@@ -391,7 +391,7 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check 
 	}
 	defer m.discardBlobs()
 	if m.Summary == "" && len(m.Artifacts) == 0 && string(m.PayloadJSON) == "{}" {
-		return nil, invalidf("summary", "give --summary or --body: a message must say something")
+		return nil, inbox.Invalid("summary", "or {body} is required: a message must say something")
 	}
 	var res *Result
 	err = s.mutate(tid, func(t *tx) error {
@@ -405,7 +405,7 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check 
 			}
 		}
 		if inbox.IsTerminal(t.h.Status) {
-			return stateErr("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.h.Status)
+			return inbox.InvalidState("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.h.Status)
 		}
 		if m.ToAgent == "" {
 			m.ToAgent = otherParty(t.h, from)
@@ -426,13 +426,13 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check 
 
 // Reply appends a message inside a thread; anyone may reply.
 func (s *Store) Reply(from, to, tid, kind string, c Content) (*Result, error) {
-	if err := ValidateAgent("from", from); err != nil {
+	if err := inbox.ValidateAgent("from", from); err != nil {
 		return nil, err
 	}
 	if kind == "" {
-		return nil, invalidf("kind", "--kind is required: one of %s", strings.Join(inbox.ReplyKinds, "|"))
+		return nil, inbox.Invalid("kind", "is required: one of %s", strings.Join(inbox.ReplyKinds, "|"))
 	}
-	if err := ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
+	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
 		return nil, err
 	}
 	return s.appendMessage("reply", tid, from, to, kind, c, nil)
@@ -440,20 +440,20 @@ func (s *Store) Reply(from, to, tid, kind string, c Content) (*Result, error) {
 
 func validateLeaseSeconds(secs int) error {
 	if secs <= 0 || secs > inbox.MaxLeaseSecs {
-		return invalidf("lease-seconds", "--lease-seconds %d is out of range: give 1 to %d", secs, inbox.MaxLeaseSecs)
+		return inbox.Invalid("lease_seconds", "%d is out of range: give 1 to %d", secs, inbox.MaxLeaseSecs)
 	}
 	return nil
 }
 
 func checkAgentThread(agent, tid string) error {
-	if err := ValidateAgent("agent", agent); err != nil {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return err
 	}
-	return ValidateID("thread", tid)
+	return inbox.ValidateID("thread", tid)
 }
 
 // Claim grants agent the lease on a thread: status claimed, assigned_to
-// agent, a new lease token. It fails with ErrLeaseConflict while another
+// agent, a new lease token. It fails with inbox.ErrLeaseConflict while another
 // agent holds a live lease. The holder may claim again (a new token).
 func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
@@ -465,14 +465,14 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 	var res *Result
 	err := s.mutate(tid, func(t *tx) error {
 		if inbox.IsTerminal(t.h.Status) {
-			return stateErr("thread %s is %s; terminal threads cannot be claimed", tid, t.h.Status)
+			return inbox.InvalidState("thread %s is %s; terminal threads cannot be claimed", tid, t.h.Status)
 		}
 		if t.h.Mail {
-			return stateErr("thread %s is mail, not work: there is nothing to claim (collect it with inbox receive, answer it with inbox reply)", tid)
+			return inbox.InvalidState("thread %s is mail, not work: there is nothing to claim (collect it with inbox receive, answer it with inbox reply)", tid)
 		}
 		cur := t.h.Lease
 		if cur.Live(t.now) && cur.AgentID != agent {
-			return newErr(ErrLeaseConflict, "lease_conflict", "",
+			return inbox.Errorf(inbox.ErrLeaseConflict, "lease_conflict", "",
 				"thread %s is already claimed by %s until %s", tid, cur.AgentID, cur.ExpiresAt)
 		}
 		var token int64 = 1
@@ -503,21 +503,21 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 func checkHolder(h *header, agent string, token int64, now time.Time) error {
 	l := h.Lease
 	if l == nil || l.AgentID == "" {
-		return stateErr("thread %s is %s and nobody holds its lease; claim it first", h.ThreadID, h.Status)
+		return inbox.InvalidState("thread %s is %s and nobody holds its lease; claim it first", h.ThreadID, h.Status)
 	}
 	live := l.Live(now)
 	switch {
 	case l.AgentID != agent && live:
-		return newErr(ErrLeaseConflict, "lease_conflict", "",
+		return inbox.Errorf(inbox.ErrLeaseConflict, "lease_conflict", "",
 			"thread %s is claimed by %s until %s", h.ThreadID, l.AgentID, l.ExpiresAt)
 	case token != 0 && token != l.LeaseToken:
-		return newErr(ErrStaleToken, "stale_lease_token", "lease-token",
-			"--lease-token %d is stale: the current lease token on thread %s is %d", token, h.ThreadID, l.LeaseToken)
+		return inbox.Errorf(inbox.ErrStaleToken, "stale_lease_token", "lease_token",
+			"%d is stale: the current lease token on thread %s is %d", token, h.ThreadID, l.LeaseToken)
 	case l.AgentID != agent:
-		return newErr(ErrNotLeaseHolder, "not_lease_holder", "",
+		return inbox.Errorf(inbox.ErrNotLeaseHolder, "not_lease_holder", "",
 			"%s does not hold the lease on thread %s (last held by %s, expired %s); claim it first", agent, h.ThreadID, l.AgentID, l.ExpiresAt)
 	case !live:
-		return newErr(ErrLeaseExpired, "lease_expired", "",
+		return inbox.Errorf(inbox.ErrLeaseExpired, "lease_expired", "",
 			"the lease of %s on thread %s expired at %s; claim it again", agent, h.ThreadID, l.ExpiresAt)
 	}
 	return nil
@@ -534,7 +534,7 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*Result
 	var res *Result
 	err := s.mutate(tid, func(t *tx) error {
 		if inbox.IsTerminal(t.h.Status) {
-			return stateErr("thread %s is %s; there is no lease to renew", tid, t.h.Status)
+			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.h.Status)
 		}
 		if err := checkHolder(t.h, agent, token, t.now); err != nil {
 			return err
@@ -565,12 +565,12 @@ func (s *Store) Update(agent, tid, status string, token int64, c Content) (*Resu
 	case inbox.StatusBlocked:
 		kind = inbox.KindQuestion
 		if strings.TrimSpace(c.Summary) == "" {
-			return nil, invalidf("summary", "--summary is required with --status blocked: say exactly what is missing")
+			return nil, inbox.Invalid("summary", "is required with {status} blocked: say exactly what is missing")
 		}
 	case "":
-		return nil, invalidf("status", "--status is required: in_progress or blocked")
+		return nil, inbox.Invalid("status", "is required: in_progress or blocked")
 	default:
-		return nil, invalidf("status", "--status %q is not one of in_progress|blocked", status)
+		return nil, inbox.Invalid("status", "%q is not one of in_progress|blocked", status)
 	}
 	def := map[string]string{inbox.StatusInProgress: "in progress"}[status]
 	return s.holderMessage("update", agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
@@ -582,7 +582,7 @@ func (s *Store) Done(agent, tid string, token int64, c Content) (*Result, error)
 		return nil, err
 	}
 	if strings.TrimSpace(c.Summary) == "" {
-		return nil, invalidf("summary", "--summary is required: say what the result is")
+		return nil, inbox.Invalid("summary", "is required: say what the result is")
 	}
 	return s.holderMessage("done", agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
 }
@@ -593,7 +593,7 @@ func (s *Store) Fail(agent, tid string, token int64, c Content) (*Result, error)
 		return nil, err
 	}
 	if strings.TrimSpace(c.Summary) == "" {
-		return nil, invalidf("summary", "--summary is required: say why it failed")
+		return nil, inbox.Invalid("summary", "is required: say why it failed")
 	}
 	return s.holderMessage("fail", agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
 }
@@ -613,7 +613,7 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 			return err
 		}
 		if inbox.IsTerminal(t.h.Status) {
-			return stateErr("thread %s is already %s; it cannot move to %s", tid, t.h.Status, status)
+			return inbox.InvalidState("thread %s is already %s; it cannot move to %s", tid, t.h.Status, status)
 		}
 		if err := checkHolder(t.h, agent, token, t.now); err != nil {
 			return err
@@ -658,7 +658,7 @@ func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
 			return err
 		}
 		if inbox.IsTerminal(t.h.Status) {
-			return stateErr("thread %s is already %s; it cannot be cancelled", tid, t.h.Status)
+			return inbox.InvalidState("thread %s is already %s; it cannot be cancelled", tid, t.h.Status)
 		}
 		m.ToAgent = t.h.AssignedTo
 		from := t.h.Status
@@ -750,7 +750,7 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
 func (s *Store) readCursor(tid, agent string) (*inbox.Cursor, error) {
 	body, err := readLastLine(filepath.Join(s.threadDir(tid), cursorName(agent)))
 	if err != nil {
-		return nil, storageErr(err, "read cursor of %s in %s", agent, tid)
+		return nil, inbox.Storage(err, "read cursor of %s in %s", agent, tid)
 	}
 	if body == nil {
 		return nil, nil

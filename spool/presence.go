@@ -2,6 +2,7 @@ package spool
 
 import (
 	"errors"
+	"github.com/inbox-dev/inbox"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -44,7 +45,7 @@ type Presence struct {
 // It is best effort: a store that cannot record it still lets the wait
 // go on (a nil Presence, whose Release does nothing).
 func (s *Store) Waiting(agent string) *Presence {
-	if agent == "" || ValidateAgent("agent", agent) != nil || s.linkErr != nil {
+	if agent == "" || inbox.ValidateAgent("agent", agent) != nil || s.linkErr != nil {
 		return nil
 	}
 	dir := filepath.Join(s.dir, presenceDir, agent)

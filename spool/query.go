@@ -23,7 +23,7 @@ var DefaultFetchStatuses = []string{inbox.StatusPending, inbox.StatusBlocked}
 
 func validateLimit(limit int) error {
 	if limit < 1 || limit > MaxLimit {
-		return invalidf("limit", "--limit %d is out of range: give 1 to %d", limit, MaxLimit)
+		return inbox.Invalid("limit", "%d is out of range: give 1 to %d", limit, MaxLimit)
 	}
 	return nil
 }
@@ -34,13 +34,13 @@ func validateLimit(limit int) error {
 // with a message from someone else past agent's read cursor are returned.
 // Fetch never writes.
 func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
-	if err := ValidateAgent("agent", agent); err != nil {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
 	if len(statuses) == 0 {
 		statuses = DefaultFetchStatuses
 	}
-	if err := ValidateStatuses("status", statuses); err != nil {
+	if err := inbox.ValidateStatuses("status", statuses); err != nil {
 		return nil, err
 	}
 	if err := validateLimit(limit); err != nil {
@@ -68,7 +68,7 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 			continue // claimed or in progress under a live lease
 		}
 		h, err := s.readHeader(e.ThreadID)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFormat) {
+		if errors.Is(err, inbox.ErrNotFound) || errors.Is(err, inbox.ErrFormat) {
 			continue // gone, or damaged beyond what the log can tell (fsck reports it)
 		}
 		if err != nil {
@@ -144,7 +144,7 @@ type ListFilter struct {
 func (s *Store) List(f ListFilter) ([]*inbox.Thread, error) {
 	for _, a := range []struct{ field, name string }{{"agent", f.Agent}, {"created-by", f.CreatedBy}, {"assigned-to", f.AssignedTo}} {
 		if a.name != "" {
-			if err := ValidateAgent(a.field, a.name); err != nil {
+			if err := inbox.ValidateAgent(a.field, a.name); err != nil {
 				return nil, err
 			}
 		}
@@ -153,7 +153,7 @@ func (s *Store) List(f ListFilter) ([]*inbox.Thread, error) {
 	if len(statuses) == 0 {
 		statuses = inbox.Statuses
 	}
-	if err := ValidateStatuses("status", statuses); err != nil {
+	if err := inbox.ValidateStatuses("status", statuses); err != nil {
 		return nil, err
 	}
 	if err := validateLimit(f.Limit); err != nil {
@@ -169,7 +169,7 @@ func (s *Store) List(f ListFilter) ([]*inbox.Thread, error) {
 		}
 		last = e.ThreadID
 		h, err := s.readHeader(e.ThreadID)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFormat) {
+		if errors.Is(err, inbox.ErrNotFound) || errors.Is(err, inbox.ErrFormat) {
 			return true // gone, or damaged beyond what the log can tell (fsck reports it)
 		}
 		if err != nil {
@@ -222,7 +222,7 @@ func (s *Store) viewDir(tid string) (dir string, archived bool) {
 
 // Show returns a thread with every message in order; archived threads too.
 func (s *Store) Show(tid string) (*ThreadView, error) {
-	if err := ValidateID("thread", tid); err != nil {
+	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
 	dir, archived := s.viewDir(tid)
@@ -272,7 +272,7 @@ func (s *Store) readMessages(dir, tid string, n int) ([]*inbox.Message, error) {
 
 // Thread returns one thread's header; archived threads too.
 func (s *Store) Thread(tid string) (*inbox.Thread, error) {
-	if err := ValidateID("thread", tid); err != nil {
+	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
 	dir, _ := s.viewDir(tid)

@@ -59,19 +59,19 @@ func TestInitIsIdempotentAndRefusesForeignDirs(t *testing.T) {
 	}
 	foreign := t.TempDir()
 	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("x"), 0o600)
-	if _, err := spool.Init(foreign, false); !errors.Is(err, spool.ErrInvalidInput) {
-		t.Fatalf("Init on a non-empty foreign dir: %v, want ErrInvalidInput", err)
+	if _, err := spool.Init(foreign, false); !errors.Is(err, inbox.ErrInvalidInput) {
+		t.Fatalf("Init on a non-empty foreign dir: %v, want inbox.ErrInvalidInput", err)
 	}
-	if _, err := spool.Open(filepath.Join(t.TempDir(), "nope"), spool.Options{}); !errors.Is(err, spool.ErrNotInitialized) {
-		t.Fatalf("Open of a missing store: %v, want ErrNotInitialized", err)
+	if _, err := spool.Open(filepath.Join(t.TempDir(), "nope"), spool.Options{}); !errors.Is(err, inbox.ErrNotInitialized) {
+		t.Fatalf("Open of a missing store: %v, want inbox.ErrNotInitialized", err)
 	}
 }
 
 func TestNewerFormatIsRefused(t *testing.T) {
 	_, db := newStore(t)
 	os.WriteFile(filepath.Join(db, "inbox.json"), []byte(`{"format":"inbox-store","version":99}`), 0o600)
-	if _, err := spool.Open(db, spool.Options{}); !errors.Is(err, spool.ErrFormat) || !strings.Contains(err.Error(), "version 99") {
-		t.Fatalf("Open: %v, want ErrFormat naming version 99", err)
+	if _, err := spool.Open(db, spool.Options{}); !errors.Is(err, inbox.ErrFormat) || !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("Open: %v, want inbox.ErrFormat naming version 99", err)
 	}
 }
 
@@ -123,19 +123,19 @@ func TestTransitions(t *testing.T) {
 		{"update before claim", func() error {
 			_, err := s.Update("X", tid, inbox.StatusInProgress, 0, spool.Content{})
 			return err
-		}, spool.ErrInvalidState},
-		{"done before claim", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, spool.ErrInvalidState},
+		}, inbox.ErrInvalidState},
+		{"done before claim", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
 		{"claim", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
-		{"claim by another", func() error { _, err := s.Claim("Y", tid, 60); return err }, spool.ErrLeaseConflict},
+		{"claim by another", func() error { _, err := s.Claim("Y", tid, 60); return err }, inbox.ErrLeaseConflict},
 		{"update by another", func() error {
 			_, err := s.Update("Y", tid, inbox.StatusInProgress, 0, spool.Content{})
 			return err
-		}, spool.ErrLeaseConflict},
+		}, inbox.ErrLeaseConflict},
 		{"reclaim by holder", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
 		{"stale token", func() error {
 			_, err := s.Update("X", tid, inbox.StatusInProgress, 1, spool.Content{})
 			return err
-		}, spool.ErrStaleToken},
+		}, inbox.ErrStaleToken},
 		{"current token", func() error {
 			_, err := s.Update("X", tid, inbox.StatusInProgress, 2, spool.Content{})
 			return err
@@ -143,14 +143,14 @@ func TestTransitions(t *testing.T) {
 		{"blocked without summary", func() error {
 			_, err := s.Update("X", tid, inbox.StatusBlocked, 0, spool.Content{})
 			return err
-		}, spool.ErrInvalidInput},
+		}, inbox.ErrInvalidInput},
 		{"cancel by leader", func() error { _, err := s.Cancel("leader", tid, spool.Content{Summary: "stop"}); return err }, nil},
-		{"done after cancel", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, spool.ErrInvalidState},
+		{"done after cancel", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
 		{"reply after cancel", func() error {
 			_, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "x"})
 			return err
-		}, spool.ErrInvalidState},
-		{"claim after cancel", func() error { _, err := s.Claim("X", tid, 60); return err }, spool.ErrInvalidState},
+		}, inbox.ErrInvalidState},
+		{"claim after cancel", func() error { _, err := s.Claim("X", tid, 60); return err }, inbox.ErrInvalidState},
 	}
 	for _, c := range cases {
 		err := c.do()
@@ -170,18 +170,18 @@ func TestLeaseExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(11 * time.Second)
-	if _, err := s.Renew("X", tid, 10, 0); !errors.Is(err, spool.ErrLeaseExpired) {
-		t.Fatalf("renew after expiry: %v, want ErrLeaseExpired", err)
+	if _, err := s.Renew("X", tid, 10, 0); !errors.Is(err, inbox.ErrLeaseExpired) {
+		t.Fatalf("renew after expiry: %v, want inbox.ErrLeaseExpired", err)
 	}
 	if _, err := s.Claim("Y", tid, 10); err != nil {
 		t.Fatalf("claim of an expired lease: %v", err)
 	}
-	if _, err := s.Done("X", tid, 0, spool.Content{Summary: "late"}); !errors.Is(err, spool.ErrLeaseConflict) {
-		t.Fatalf("old holder's done: %v, want ErrLeaseConflict", err)
+	if _, err := s.Done("X", tid, 0, spool.Content{Summary: "late"}); !errors.Is(err, inbox.ErrLeaseConflict) {
+		t.Fatalf("old holder's done: %v, want inbox.ErrLeaseConflict", err)
 	}
 	now = now.Add(20 * time.Second)
-	if _, err := s.Update("X", tid, inbox.StatusInProgress, 0, spool.Content{}); !errors.Is(err, spool.ErrNotLeaseHolder) {
-		t.Fatalf("update by a non-holder after Y's lease lapsed: %v, want ErrNotLeaseHolder", err)
+	if _, err := s.Update("X", tid, inbox.StatusInProgress, 0, spool.Content{}); !errors.Is(err, inbox.ErrNotLeaseHolder) {
+		t.Fatalf("update by a non-holder after Y's lease lapsed: %v, want inbox.ErrNotLeaseHolder", err)
 	}
 }
 
@@ -199,27 +199,27 @@ func TestValidation(t *testing.T) {
 		{"missing subject", spool.SendInput{From: "boss", To: "X"}, "subject"},
 		{"bad kind", spool.SendInput{From: "boss", To: "X", Subject: "s", Kind: "chat"}, "kind"},
 		{"bad priority", spool.SendInput{From: "boss", To: "X", Subject: "s", Priority: "urgent"}, "priority"},
-		{"bad payload", spool.SendInput{From: "boss", To: "X", Subject: "s", Content: spool.Content{PayloadJSON: "{nope"}}, "payload-json"},
+		{"bad payload", spool.SendInput{From: "boss", To: "X", Subject: "s", Content: spool.Content{PayloadJSON: "{nope"}}, "payload_json"},
 		{"thread path", spool.SendInput{From: "boss", ThreadID: "../../etc", Content: spool.Content{Body: "x"}}, "thread"},
 		{"subject too long with --thread", spool.SendInput{From: "boss", ThreadID: "thr_x", Subject: strings.Repeat("s", inbox.MaxSubjectLen+1), Content: spool.Content{Body: "x"}}, "subject"},
 	}
 	for _, c := range bad {
 		_, err := s.Send(c.in)
-		var e *spool.Error
-		if !errors.As(err, &e) || !errors.Is(err, spool.ErrInvalidInput) || e.Field != c.flag {
-			t.Errorf("%s: got %v (field %q), want ErrInvalidInput naming %q", c.name, err, fieldOf(err), c.flag)
+		var e *inbox.Error
+		if !errors.As(err, &e) || !errors.Is(err, inbox.ErrInvalidInput) || e.Field != c.flag {
+			t.Errorf("%s: got %v (field %q), want inbox.ErrInvalidInput naming %q", c.name, err, fieldOf(err), c.flag)
 		}
 	}
 	if n := len(events(t, s)); n != 0 {
 		t.Fatalf("refused sends wrote %d events", n)
 	}
-	if _, err := s.Show("thr_doesnotexist"); !errors.Is(err, spool.ErrNotFound) {
-		t.Fatalf("show of an unknown thread: %v, want ErrNotFound", err)
+	if _, err := s.Show("thr_doesnotexist"); !errors.Is(err, inbox.ErrNotFound) {
+		t.Fatalf("show of an unknown thread: %v, want inbox.ErrNotFound", err)
 	}
 }
 
 func fieldOf(err error) string {
-	var e *spool.Error
+	var e *inbox.Error
 	if errors.As(err, &e) {
 		return e.Field
 	}
@@ -252,8 +252,8 @@ func TestIdempotency(t *testing.T) {
 	if err != nil || !r2.Replayed || r2.Message.MessageID != r1.Message.MessageID {
 		t.Fatalf("reply retry: %v %+v", err, r2)
 	}
-	if _, err := s.Cancel("boss", tid, spool.Content{IdempotencyKey: "k1"}); !errors.Is(err, spool.ErrIdempotencyMismatch) {
-		t.Fatalf("key reused by cancel: %v, want ErrIdempotencyMismatch", err)
+	if _, err := s.Cancel("boss", tid, spool.Content{IdempotencyKey: "k1"}); !errors.Is(err, inbox.ErrIdempotencyMismatch) {
+		t.Fatalf("key reused by cancel: %v, want inbox.ErrIdempotencyMismatch", err)
 	}
 	v, _ := s.Show(tid)
 	if len(v.Messages) != 2 || len(events(t, s)) != 2 {

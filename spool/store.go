@@ -114,15 +114,15 @@ func (s *Store) Dir() string { return s.dir }
 // store. It reports whether it created the store.
 func Init(dir string, shared bool) (created bool, err error) {
 	if dir == "" {
-		return false, invalidf("db", "--db is empty")
+		return false, inbox.Invalid("db", "is empty")
 	}
 	if _, err := readFormat(dir); err == nil {
 		return false, nil
-	} else if !errors.Is(err, ErrNotInitialized) {
+	} else if !errors.Is(err, inbox.ErrNotInitialized) {
 		return false, err
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return false, invalidf("db", "%s exists, is not empty and holds no inbox store; choose another --db", dir)
+		return false, inbox.Invalid("db", "%s exists, is not empty and holds no inbox store; choose another {db}", dir)
 	}
 	fileMode, dirMode := modes(shared)
 	if shared {
@@ -130,33 +130,33 @@ func Init(dir string, shared bool) (created bool, err error) {
 	}
 	parent := filepath.Dir(filepath.Clean(dir))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return false, storageErr(err, "create %s", parent)
+		return false, inbox.Storage(err, "create %s", parent)
 	}
 	if err := os.Mkdir(dir, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-		return false, storageErr(err, "create store %s", dir)
+		return false, inbox.Storage(err, "create store %s", dir)
 	}
 	if err := os.Chmod(dir, dirMode); err != nil {
-		return false, storageErr(err, "chmod %s", dir)
+		return false, inbox.Storage(err, "chmod %s", dir)
 	}
 	for _, sub := range []string{tmpDirName, threadsDir, eventsDir, indexDirName, locksDir, idemDir, intakeDir} {
 		p := filepath.Join(dir, sub)
 		if err := os.Mkdir(p, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-			return false, storageErr(err, "create %s", p)
+			return false, inbox.Storage(err, "create %s", p)
 		}
 		if err := os.Chmod(p, dirMode); err != nil {
-			return false, storageErr(err, "chmod %s", p)
+			return false, inbox.Storage(err, "chmod %s", p)
 		}
 	}
 	if err := index.Init(filepath.Join(dir, indexDirName), dirMode); err != nil {
-		return false, storageErr(err, "create index")
+		return false, inbox.Storage(err, "create index")
 	}
 	seg := filepath.Join(dir, eventsDir, segmentName(1))
 	f, err := os.OpenFile(seg, os.O_CREATE|os.O_WRONLY, fileMode)
 	if err != nil {
-		return false, storageErr(err, "create event log")
+		return false, inbox.Storage(err, "create event log")
 	}
 	if err := f.Close(); err != nil {
-		return false, storageErr(err, "create event log")
+		return false, inbox.Storage(err, "create event log")
 	}
 	for _, d := range []string{filepath.Join(dir, eventsDir), filepath.Join(dir, indexDirName), dir, parent} {
 		if err := syncDir(d); err != nil {
@@ -181,22 +181,22 @@ func modes(shared bool) (file, dir os.FileMode) {
 func readFormat(dir string) (*formatInfo, error) {
 	data, err := os.ReadFile(filepath.Join(dir, formatFile))
 	if errors.Is(err, syscall.ENOTDIR) {
-		return nil, &Error{Code: "invalid_input", Field: "db", Err: ErrInvalidInput, Cause: err,
-			Message: fmt.Sprintf("the store location %s is not a directory (it or a folder above it is a file): name a directory for the store", dir)}
+		return nil, &inbox.Error{Code: "invalid_input", Field: "db", Err: inbox.ErrInvalidInput, Cause: err,
+			Rule: fmt.Sprintf("%s is not a directory (it or a folder above it is a file): name a directory for the store", dir)}
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &Error{Code: "store_not_initialized", Err: ErrNotInitialized, Cause: err,
-			Message: fmt.Sprintf("no inbox store at %s (create it with: inbox init --db %s)", dir, dir)}
+		return nil, &inbox.Error{Code: "store_not_initialized", Err: inbox.ErrNotInitialized, Cause: err,
+			Rule: fmt.Sprintf("no inbox store at %s (create it with inbox init)", dir)}
 	}
 	if err != nil {
-		return nil, storageErr(err, "read %s", formatFile)
+		return nil, inbox.Storage(err, "read %s", formatFile)
 	}
 	// The probe looks at format and version only, so that a store whose
 	// other members are damaged is still named as a store.
 	var probe formatProbe
 	if err := probe.decodeJSON(data); err != nil || probe.Format != formatName {
-		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
-			Message: fmt.Sprintf("%s is not an inbox store format file", filepath.Join(dir, formatFile))}
+		return nil, &inbox.Error{Code: "unsupported_format", Err: inbox.ErrFormat,
+			Rule: fmt.Sprintf("%s is not an inbox store format file", filepath.Join(dir, formatFile))}
 	}
 	version := strings.TrimSpace(string(probe.Version))
 	var f formatFields
@@ -204,18 +204,18 @@ func readFormat(dir string) (*formatInfo, error) {
 	// version is a valid JSON value: ParseInt accepts exactly its integers.
 	n, verr := strconv.ParseInt(version, 10, 0)
 	if err != nil || verr != nil {
-		return nil, &Error{Code: "unsupported_format", Err: ErrFormat, Message: fmt.Sprintf(
+		return nil, &inbox.Error{Code: "unsupported_format", Err: inbox.ErrFormat, Rule: fmt.Sprintf(
 			"store %s: inbox.json has format version %s, which is not a version number; this inbox reads version %d",
 			dir, orNone(version), FormatVersion)}
 	}
 	info := formatInfo{Format: f.Format, Version: int(n), Shared: f.Shared, CreatedAt: f.CreatedAt}
 	if info.Version > FormatVersion {
-		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
-			Message: fmt.Sprintf("store %s has format version %d; this inbox reads version %d (upgrade inbox)", dir, info.Version, FormatVersion)}
+		return nil, &inbox.Error{Code: "unsupported_format", Err: inbox.ErrFormat,
+			Rule: fmt.Sprintf("store %s has format version %d; this inbox reads version %d (upgrade inbox)", dir, info.Version, FormatVersion)}
 	}
 	if info.Version < 1 {
-		return nil, &Error{Code: "unsupported_format", Err: ErrFormat,
-			Message: fmt.Sprintf("store %s has format version %d, which no inbox wrote; inbox.json is damaged", dir, info.Version)}
+		return nil, &inbox.Error{Code: "unsupported_format", Err: inbox.ErrFormat,
+			Rule: fmt.Sprintf("store %s has format version %d, which no inbox wrote; inbox.json is damaged", dir, info.Version)}
 	}
 	return &info, nil
 }
@@ -276,14 +276,14 @@ func threadIdemName(hash string) string      { return "idem-" + hash + ".json" }
 func publishFile(path, tmpDir string, mode os.FileMode, data []byte) error {
 	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(tmpDir), renameio.WithStaticPermissions(mode))
 	if err != nil {
-		return storageErr(err, "write %s", path)
+		return inbox.Storage(err, "write %s", path)
 	}
 	defer pf.Cleanup()
 	if _, err := pf.Write(data); err != nil {
-		return storageErr(err, "write %s", path)
+		return inbox.Storage(err, "write %s", path)
 	}
 	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return storageErr(err, "write %s", path)
+		return inbox.Storage(err, "write %s", path)
 	}
 	return nil
 }
@@ -293,13 +293,13 @@ func publishFile(path, tmpDir string, mode os.FileMode, data []byte) error {
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
-		return storageErr(err, "open directory %s", dir)
+		return inbox.Storage(err, "open directory %s", dir)
 	}
 	err = f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return storageErr(err, "fsync directory %s", dir)
+	return inbox.Storage(err, "fsync directory %s", dir)
 }
 
 // syncSet collects directories to fsync once at the end of an operation.

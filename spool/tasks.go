@@ -71,20 +71,20 @@ func (s *Store) registerTask(name, src string) error {
 	err := os.Link(src, p)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.Mkdir(filepath.Dir(p), s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-			return storageErr(err, "create task registry")
+			return inbox.Storage(err, "create task registry")
 		}
 		err = os.Link(src, p)
 	}
 	if errors.Is(err, fs.ErrExist) {
-		if _, err := s.TaskByName(name); errors.Is(err, ErrNotFound) {
+		if _, err := s.TaskByName(name); errors.Is(err, inbox.ErrNotFound) {
 			// A link left by a push that never committed: take its place.
 			os.Remove(p)
 			err = os.Link(src, p)
 		} else {
-			return newErr(ErrInvalidInput, "task_name_taken", "name", "task name %q is taken; choose another --name", name)
+			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name", "%q is taken by another task; choose another", name)
 		}
 	}
-	return storageErr(err, "register task %s", name)
+	return inbox.Storage(err, "register task %s", name)
 }
 
 var taskAlphabet = "abcdefghjkmnpqrstvwxyz23456789"
@@ -96,30 +96,30 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 	if spec.Owner == "" {
 		spec.Owner = "main"
 	}
-	if err := ValidateAgent("agent", spec.Owner); err != nil {
+	if err := inbox.ValidateAgent("agent", spec.Owner); err != nil {
 		return nil, err
 	}
 	if spec.Parent == "" {
 		spec.Parent = spec.Owner
 	}
-	if err := ValidateAgent("parent", spec.Parent); err != nil {
+	if err := inbox.ValidateAgent("parent", spec.Parent); err != nil {
 		return nil, err
 	}
 	if spec.Name != "" {
-		if err := ValidateAgent("name", spec.Name); err != nil {
+		if err := inbox.ValidateAgent("name", spec.Name); err != nil {
 			return nil, err
 		}
 	}
-	if err := validateLabel("model", spec.Model); err != nil {
+	if err := inbox.ValidateLabel("model", spec.Model); err != nil {
 		return nil, err
 	}
 	if spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > inbox.MaxLeaseSecs {
-		return nil, invalidf("timeout-seconds", "--timeout-seconds %d is out of range: give 0 (no limit) to %d", spec.TimeoutSeconds, inbox.MaxLeaseSecs)
+		return nil, inbox.Invalid("timeout_seconds", "%d is out of range: give 0 (no limit) to %d", spec.TimeoutSeconds, inbox.MaxLeaseSecs)
 	}
 	if strings.TrimSpace(prompt) == "" {
-		return nil, invalidf("prompt", "the task needs a prompt: inbox push [flags] PROMPT")
+		return nil, inbox.Invalid("prompt", "is required: a task needs a prompt to run on")
 	}
-	if err := validateText("prompt", prompt, len(prompt)); err != nil {
+	if err := inbox.ValidateText("prompt", prompt, len(prompt)); err != nil {
 		return nil, err
 	}
 	generated := spec.Name == ""
@@ -150,7 +150,7 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 			return &Task{TaskSpec: spec, Prompt: prompt, ThreadID: t.tid, Status: t.h.Status,
 				CreatedAt: t.h.CreatedAt, UpdatedAt: t.h.UpdatedAt}, nil
 		}
-		var e *Error
+		var e *inbox.Error
 		if generated && errors.As(err, &e) && e.Code == "task_name_taken" && attempt < 5 {
 			continue
 		}
@@ -169,19 +169,19 @@ func firstLine(s string, n int) string {
 
 // TaskByName returns a task.
 func (s *Store) TaskByName(name string) (*Task, error) {
-	if err := ValidateAgent("name", name); err != nil {
+	if err := inbox.ValidateAgent("name", name); err != nil {
 		return nil, err
 	}
 	data, err := os.ReadFile(s.taskPath(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, notFound("task %s not found", name)
+		return nil, inbox.NotFound("task %s not found", name)
 	}
 	if err != nil {
-		return nil, storageErr(err, "read task %s", name)
+		return nil, inbox.Storage(err, "read task %s", name)
 	}
 	var m msgFile
 	if err := m.decodeJSON(data); err != nil || m.ThreadID == "" {
-		return nil, notFound("task %s not found", name)
+		return nil, inbox.NotFound("task %s not found", name)
 	}
 	dir, _ := s.viewDir(m.ThreadID)
 	h, err := s.readHeaderAt(dir, m.ThreadID)
@@ -190,7 +190,7 @@ func (s *Store) TaskByName(name string) (*Task, error) {
 	}
 	first, err := s.readMessageAt(dir, m.ThreadID, 1)
 	if err != nil || first.MessageID != m.MessageID {
-		return nil, notFound("task %s not found", name)
+		return nil, inbox.NotFound("task %s not found", name)
 	}
 	var p struct {
 		Task TaskSpec `json:"task"`
@@ -227,16 +227,16 @@ func (s *Store) Tasks(f TaskFilter) ([]*Task, error) {
 		return []*Task{}, nil
 	}
 	if err != nil {
-		return nil, storageErr(err, "list tasks")
+		return nil, inbox.Storage(err, "list tasks")
 	}
 	out := []*Task{}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || ValidateAgent("name", name) != nil {
+		if !ok || inbox.ValidateAgent("name", name) != nil {
 			continue
 		}
 		t, err := s.TaskByName(name)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, inbox.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -266,9 +266,9 @@ func (s *Store) TaskOutputFile(name string) string {
 	return filepath.Join(s.dir, tasksDir, name+".out")
 }
 
-// TaskByThread returns the task a thread is, or ErrNotFound.
+// TaskByThread returns the task a thread is, or inbox.ErrNotFound.
 func (s *Store) TaskByThread(tid string) (*Task, error) {
-	if err := ValidateID("thread", tid); err != nil {
+	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
 	dir, _ := s.viewDir(tid)
@@ -280,11 +280,11 @@ func (s *Store) TaskByThread(tid string) (*Task, error) {
 		Task TaskSpec `json:"task"`
 	}
 	if m.Kind != inbox.KindTask || json.Unmarshal(m.PayloadJSON, &p) != nil || p.Task.Name == "" {
-		return nil, notFound("thread %s is not a task", tid)
+		return nil, inbox.NotFound("thread %s is not a task", tid)
 	}
 	t, err := s.TaskByName(p.Task.Name)
 	if err != nil || t.ThreadID != tid {
-		return nil, notFound("thread %s is not a task", tid)
+		return nil, inbox.NotFound("thread %s is not a task", tid)
 	}
 	return t, nil
 }
@@ -295,7 +295,7 @@ func (s *Store) TaskByThread(tid string) (*Task, error) {
 // waits for a result that will not come. c carries the failure payload
 // ({"success":false,"error":…,"partial_output":…}) and any blobs.
 func (s *Store) CancelTask(agent string, t *Task, c Content) (*Result, error) {
-	if err := ValidateAgent("agent", agent); err != nil {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -312,7 +312,7 @@ func (s *Store) CancelTask(agent string, t *Task, c Content) (*Result, error) {
 			return err
 		}
 		if inbox.IsTerminal(tx.h.Status) {
-			return stateErr("task %s already finished (%s); there is nothing to cancel", t.Name, tx.h.Status)
+			return inbox.InvalidState("task %s already finished (%s); there is nothing to cancel", t.Name, tx.h.Status)
 		}
 		from := tx.h.Status
 		tx.h.Status = inbox.StatusCancelled

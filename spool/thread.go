@@ -77,8 +77,7 @@ type tx struct {
 }
 
 func corrupt(err error, format string, args ...any) error {
-	return &Error{Code: "corrupt_store", Err: ErrFormat, Cause: err,
-		Message: fmt.Sprintf(format, args...) + " (run inbox fsck)"}
+	return inbox.Corrupt(err, format+" (run inbox fsck)", args...)
 }
 
 // errDamaged marks a message file that exists but does not parse: damage,
@@ -91,7 +90,7 @@ func isDamaged(err error) bool { return errors.Is(err, errDamaged) }
 // error, so that the intact messages beside it stay readable.
 func standIn(tid string, seq int) *inbox.Message {
 	return &inbox.Message{ThreadID: tid, Seq: seq, Kind: inbox.KindEvent, PayloadJSON: json.RawMessage("{}"), Damaged: true,
-		Summary: fmt.Sprintf("message #%d is damaged (its file is not valid JSON); inbox fsck --repair sets it aside", seq)}
+		Summary: fmt.Sprintf("message #%d is damaged (its file is not valid JSON); inbox fsck can set it aside", seq)}
 }
 
 // msgFile is a message file on disk: the message, and in a thread's first
@@ -118,7 +117,7 @@ func (s *Store) readHeader(tid string) (*header, error) {
 func (s *Store) readHeaderAt(dir, tid string) (*header, error) {
 	body, err := readLastLine(filepath.Join(dir, headerLog))
 	if err != nil {
-		return nil, storageErr(err, "read thread %s", tid)
+		return nil, inbox.Storage(err, "read thread %s", tid)
 	}
 	if body == nil {
 		h, err := initialHeader(dir, tid)
@@ -160,17 +159,17 @@ func (s *Store) headerFromLog(tid string) (*header, error) {
 func initialHeader(dir, tid string) (*header, error) {
 	data, err := os.ReadFile(filepath.Join(dir, msgName(1)))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, notFound("thread %s not found", tid) // absent, or created but never committed
+		return nil, inbox.NotFound("thread %s not found", tid) // absent, or created but never committed
 	}
 	if err != nil {
-		return nil, storageErr(err, "read thread %s", tid)
+		return nil, inbox.Storage(err, "read thread %s", tid)
 	}
 	var m msgFile
 	if err := m.decodeJSON(data); err != nil {
 		return nil, corrupt(errors.Join(errDamaged, err), "thread %s: first message is not valid JSON", tid)
 	}
 	if m.InitialHeader == nil {
-		return nil, notFound("thread %s not found", tid)
+		return nil, inbox.NotFound("thread %s not found", tid)
 	}
 	return m.InitialHeader, nil
 }
@@ -183,7 +182,7 @@ func (s *Store) readLeaseFile(tid string) (*leaseRecord, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, storageErr(err, "read lease of %s", tid)
+		return nil, inbox.Storage(err, "read lease of %s", tid)
 	}
 	line, _, _ := bytes.Cut(data, []byte("\n"))
 	body, ok := checkLine(line)
@@ -209,15 +208,15 @@ func (s *Store) writeLeaseFile(dir string, l *leaseRecord) (created bool, err er
 		f, err = os.OpenFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
 	}
 	if err != nil {
-		return false, storageErr(err, "write lease")
+		return false, inbox.Storage(err, "write lease")
 	}
 	defer f.Close()
 	line := encodeLine(l.appendJSON(nil))
 	if _, err := f.WriteAt(line, 0); err != nil {
-		return false, storageErr(err, "write lease")
+		return false, inbox.Storage(err, "write lease")
 	}
 	if err := f.Truncate(int64(len(line))); err != nil {
-		return false, storageErr(err, "write lease")
+		return false, inbox.Storage(err, "write lease")
 	}
 	return created, nil
 }
@@ -229,10 +228,10 @@ func (s *Store) readMessage(tid string, seq int) (*inbox.Message, error) {
 func (s *Store) readMessageAt(dir, tid string, seq int) (*inbox.Message, error) {
 	data, err := os.ReadFile(filepath.Join(dir, msgName(seq)))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, notFound("thread %s: message #%d not found", tid, seq)
+		return nil, inbox.NotFound("thread %s: message #%d not found", tid, seq)
 	}
 	if err != nil {
-		return nil, storageErr(err, "read message %d of %s", seq, tid)
+		return nil, inbox.Storage(err, "read message %d of %s", seq, tid)
 	}
 	var m inbox.Message
 	if err := m.DecodeJSON(data); err != nil {
@@ -254,7 +253,7 @@ func (s *Store) threadLock(tid string) *flock.Flock {
 	return flock.New(s.lockFile(name), flock.SetPermissions(s.fileMode))
 }
 
-// lockThread takes the thread's lock; a missing thread is ErrNotFound.
+// lockThread takes the thread's lock; a missing thread is inbox.ErrNotFound.
 func (s *Store) lockThread(tid string) (*flock.Flock, error) {
 	if s.linkErr != nil {
 		return nil, s.linkErr
@@ -265,13 +264,13 @@ func (s *Store) lockThread(tid string) (*flock.Flock, error) {
 	}
 	if !exists(filepath.Join(dir, headerLog)) && !exists(filepath.Join(dir, msgName(1))) {
 		if exists(s.archivedDir(tid)) {
-			return nil, stateErr("thread %s is archived: it can be shown but not changed", tid)
+			return nil, inbox.InvalidState("thread %s is archived: it can be shown but not changed", tid)
 		}
-		return nil, notFound("thread %s not found", tid)
+		return nil, inbox.NotFound("thread %s not found", tid)
 	}
 	lk := s.threadLock(tid)
 	if err := lk.Lock(); err != nil {
-		return nil, storageErr(err, "lock thread %s", tid)
+		return nil, inbox.Storage(err, "lock thread %s", tid)
 	}
 	return lk, nil
 }
@@ -280,7 +279,7 @@ func (s *Store) lockThread(tid string) (*flock.Flock, error) {
 // (nothing, when fn found an idempotent replay).
 func (s *Store) mutate(tid string, fn func(tx *tx) error) error {
 	lk, err := s.lockThread(tid)
-	if errors.Is(err, ErrInvalidState) && exists(s.archivedDir(tid)) {
+	if errors.Is(err, inbox.ErrInvalidState) && exists(s.archivedDir(tid)) {
 		return s.archivedReplay(tid, fn, err)
 	}
 	if err != nil {
@@ -430,7 +429,7 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 			break
 		}
 		if err := os.Remove(p); err != nil {
-			return nil, storageErr(err, "remove uncommitted message %s", p)
+			return nil, inbox.Storage(err, "remove uncommitted message %s", p)
 		}
 	}
 	if newest.Lease != nil {
@@ -438,12 +437,12 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 			return nil, err
 		}
 	} else if err := os.Remove(filepath.Join(dir, leaseFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, storageErr(err, "remove uncommitted lease of %s", tid)
+		return nil, inbox.Storage(err, "remove uncommitted lease of %s", tid)
 	}
 	if newest != h {
 		dirs, err := s.idx.Add(entryOf(newest), filepath.Join(dir, msgName(1)))
 		if err != nil {
-			return nil, storageErr(err, "index thread %s", tid)
+			return nil, inbox.Storage(err, "index thread %s", tid)
 		}
 		ss.add(dirs...)
 	}
@@ -463,7 +462,7 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 	}
 	if newest != h && indexChanged(h, newest) {
 		if err := s.idx.Remove(entryOf(h), entryOf(newest)); err != nil {
-			return nil, storageErr(err, "index thread %s", tid)
+			return nil, inbox.Storage(err, "index thread %s", tid)
 		}
 	}
 	return newest, nil
@@ -551,11 +550,11 @@ func (t *tx) addMessage(m *draft) {
 func (s *Store) stage(path string, data []byte) (*renameio.PendingFile, error) {
 	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(s.tmpDir()), renameio.WithStaticPermissions(s.fileMode))
 	if err != nil {
-		return nil, storageErr(err, "write %s", path)
+		return nil, inbox.Storage(err, "write %s", path)
 	}
 	if _, err := pf.Write(data); err != nil {
 		pf.Cleanup()
-		return nil, storageErr(err, "write %s", path)
+		return nil, inbox.Storage(err, "write %s", path)
 	}
 	if !s.unsynced {
 		startWriteback(pf.File)
@@ -717,7 +716,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			undo = append(undo, func() { s.idx.Remove(cur, old) })
 			dirs, err := s.idx.Add(cur, src)
 			if err != nil {
-				return storageErr(err, "index thread %s", t.tid)
+				return inbox.Storage(err, "index thread %s", t.tid)
 			}
 			ss.add(dirs...)
 		}
@@ -727,7 +726,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			p := s.idemPath(idemHash(t.newKey))
 			os.Remove(p) // a stale link of an attempt that never committed
 			if err := link(first.Name(), p); err != nil {
-				return storageErr(err, "record idempotency key")
+				return inbox.Storage(err, "record idempotency key")
 			}
 			ss.add(filepath.Dir(p))
 		}
@@ -765,10 +764,10 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 	}
 	for i, pf := range pending {
 		if err := pf.Close(); err != nil {
-			return storageErr(err, "commit %s", targets[i])
+			return inbox.Storage(err, "commit %s", targets[i])
 		}
 		if err := os.Rename(pf.Name(), targets[i]); err != nil {
-			return storageErr(err, "commit %s", targets[i])
+			return inbox.Storage(err, "commit %s", targets[i])
 		}
 		target := targets[i]
 		undo = append(undo, func() { os.Remove(target) })
@@ -799,7 +798,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			// message's header"); its name must be durable before then.
 			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
 			if err != nil {
-				return storageErr(err, "create %s", p)
+				return inbox.Storage(err, "create %s", p)
 			}
 			f.Close()
 			ss.add(t.dir)
@@ -855,7 +854,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 func SyncFiles(pending []*renameio.PendingFile) error {
 	return concurrently(len(pending), func(i int) error {
 		if err := pending[i].Sync(); err != nil {
-			return storageErr(err, "fsync %s", pending[i].Name())
+			return inbox.Storage(err, "fsync %s", pending[i].Name())
 		}
 		return nil
 	})

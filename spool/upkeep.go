@@ -19,11 +19,11 @@ import (
 // empty answer, which would read as "no work").
 func (s *Store) indexErr(err error) error {
 	if errors.Is(err, index.ErrMissing) {
-		return &Error{Code: "index_missing", Err: ErrFormat, Cause: err, Message: fmt.Sprintf(
-			"the index of store %s is missing or incomplete (%v), so it cannot say what work there is; rebuild it with: inbox reindex (or inbox fsck --repair)",
+		return &inbox.Error{Code: "index_missing", Err: inbox.ErrFormat, Cause: err, Rule: fmt.Sprintf(
+			"the index of store %s is missing or incomplete (%v), so it cannot say what work there is; rebuild it with inbox reindex",
 			s.dir, strings.TrimPrefix(err.Error(), index.ErrMissing.Error()+": "))}
 	}
-	return storageErr(err, "read index")
+	return inbox.Storage(err, "read index")
 }
 
 // Reindex rebuilds the index from the thread headers alone, with the store
@@ -41,7 +41,7 @@ func (s *Store) Reindex() (int, error) {
 // lock. Until it finishes, readers refuse the index (index.ErrMissing).
 func (s *Store) rebuildIndex() (int, error) {
 	if err := s.idx.Reset(); err != nil {
-		return 0, storageErr(err, "clear index")
+		return 0, inbox.Storage(err, "clear index")
 	}
 	tids, err := s.threadIDs()
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Store) rebuildIndex() (int, error) {
 	n := 0
 	for _, tid := range tids {
 		h, err := s.readHeader(tid)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, inbox.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -60,7 +60,7 @@ func (s *Store) rebuildIndex() (int, error) {
 		}
 		dirs, err := s.idx.Add(entryOf(h), filepath.Join(s.threadDir(tid), msgName(1)))
 		if err != nil {
-			return n, storageErr(err, "index thread %s", tid)
+			return n, inbox.Storage(err, "index thread %s", tid)
 		}
 		ss.add(dirs...)
 		n++
@@ -68,7 +68,7 @@ func (s *Store) rebuildIndex() (int, error) {
 	if err := ss.flush(); err != nil {
 		return n, err
 	}
-	return n, storageErr(s.idx.Rebuilt(), "finish the index")
+	return n, inbox.Storage(s.idx.Rebuilt(), "finish the index")
 }
 
 // ArchiveResult says what Archive moved.
@@ -85,17 +85,17 @@ type ArchiveResult struct {
 // archive/events. Nothing is deleted. It runs with the store locked.
 func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveResult, error) {
 	if olderThan < 0 {
-		return nil, invalidf("older-than", "--older-than must not be negative")
+		return nil, inbox.Invalid("older_than", "must not be negative")
 	}
 	if len(statuses) == 0 {
 		statuses = []string{inbox.StatusDone, inbox.StatusFailed, inbox.StatusCancelled}
 	}
-	if err := ValidateStatuses("status", statuses); err != nil {
+	if err := inbox.ValidateStatuses("status", statuses); err != nil {
 		return nil, err
 	}
 	for _, st := range statuses {
 		if !inbox.IsTerminal(st) {
-			return nil, invalidf("status", "--status %s: only terminal threads (done, failed, cancelled) can be archived", st)
+			return nil, inbox.Invalid("status", "%s: only terminal threads (done, failed, cancelled) can be archived", st)
 		}
 	}
 	unlock, err := s.lockAll()
@@ -109,7 +109,7 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveRes
 	archEvents := filepath.Join(s.dir, archiveDir, eventsDir)
 	for _, d := range []string{filepath.Join(s.dir, archiveDir), archThreads, archEvents} {
 		if err := os.Mkdir(d, s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, storageErr(err, "create %s", d)
+			return nil, inbox.Storage(err, "create %s", d)
 		}
 	}
 	entries, err := s.idx.ByStatus(statuses)
@@ -118,7 +118,7 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveRes
 	}
 	for _, e := range entries {
 		h, err := s.readHeader(e.ThreadID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, inbox.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -129,7 +129,7 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveRes
 			continue
 		}
 		if err := os.Rename(s.threadDir(h.ThreadID), filepath.Join(archThreads, h.ThreadID)); err != nil {
-			return nil, storageErr(err, "archive thread %s", h.ThreadID)
+			return nil, inbox.Storage(err, "archive thread %s", h.ThreadID)
 		}
 		res.Threads = append(res.Threads, h.ThreadID)
 	}
@@ -196,7 +196,7 @@ func (s *Store) archiveSegments(cutoff time.Time, dir string) ([]string, error) 
 		}
 		nf, err := os.OpenFile(s.log.segPath(id+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
 		if err != nil {
-			return nil, storageErr(err, "start event log segment")
+			return nil, inbox.Storage(err, "start event log segment")
 		}
 		nf.Close()
 		if err := syncDir(s.log.dir); err != nil {
@@ -215,7 +215,7 @@ func (s *Store) archiveSegments(cutoff time.Time, dir string) ([]string, error) 
 		}
 		name := segmentName(first)
 		if err := os.Rename(s.log.segPath(first), filepath.Join(dir, name)); err != nil {
-			return nil, storageErr(err, "archive segment %s", name)
+			return nil, inbox.Storage(err, "archive segment %s", name)
 		}
 		moved = append(moved, name)
 	}
@@ -234,12 +234,12 @@ func (s *Store) archiveSegments(cutoff time.Time, dir string) ([]string, error) 
 func (l *eventLog) lastTime(first int64) (time.Time, bool, error) {
 	f, err := os.Open(l.segPath(first))
 	if err != nil {
-		return time.Time{}, false, storageErr(err, "open event log")
+		return time.Time{}, false, inbox.Storage(err, "open event log")
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return time.Time{}, false, storageErr(err, "stat event log")
+		return time.Time{}, false, inbox.Storage(err, "stat event log")
 	}
 	body, _, err := lastLine(f, fi.Size(), func(b []byte) bool { _, ok := lineID(b); return ok })
 	if err != nil || body == nil {

@@ -83,7 +83,7 @@ type waiter struct {
 func (s *Store) newWaiter(opt WaitOptions, deadline time.Time) (*waiter, error) {
 	w, err := watcher.New(s.log.dir, watcher.Options{ForcePoll: opt.ForcePoll, ExitSoon: opt.ExitSoon})
 	if err != nil {
-		return nil, storageErr(err, "watch the event log")
+		return nil, inbox.Storage(err, "watch the event log")
 	}
 	if r := w.Fallback(); r != nil && opt.OnFallback != nil {
 		opt.OnFallback(r)
@@ -142,7 +142,7 @@ func (wt *waiter) wait(ctx context.Context) (bool, error) {
 // cursor, and returns the first such message. It returns at once when one
 // already exists. On timeout the result has Woke false.
 func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kinds []string, opt WaitOptions) (*WaitResult, error) {
-	if err := ValidateID("thread", tid); err != nil {
+	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
 	if len(kinds) == 0 {
@@ -152,24 +152,24 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 		opt.Agent = cur.Agent
 	}
 	for _, k := range kinds {
-		if err := ValidateKind("kinds", k, inbox.Kinds); err != nil {
+		if err := inbox.ValidateKind("kinds", k, inbox.Kinds); err != nil {
 			return nil, err
 		}
 	}
 	if cur.AfterMessage != "" {
-		if err := ValidateID("after-message", cur.AfterMessage); err != nil {
+		if err := inbox.ValidateID("after_message", cur.AfterMessage); err != nil {
 			return nil, err
 		}
 		if cur.HasEvent {
-			return nil, invalidf("after-message", "give --after-message or --after-event, not both")
+			return nil, inbox.Invalid("after_message", "and {after_event} cannot both be given: give one, not both")
 		}
 	}
 	if cur.HasEvent && cur.AfterEvent < 0 {
-		return nil, invalidf("after-event", "--after-event must be 0 or more")
+		return nil, inbox.Invalid("after_event", "must be 0 or more")
 	}
 	byCursor := cur.Agent != "" && cur.AfterMessage == "" && !cur.HasEvent
 	if byCursor {
-		if err := ValidateAgent("agent", cur.Agent); err != nil {
+		if err := inbox.ValidateAgent("agent", cur.Agent); err != nil {
 			return nil, err
 		}
 	}
@@ -328,7 +328,7 @@ func (s *Store) findMessage(tid string, count int, id string) (*inbox.Message, e
 			return m, nil
 		}
 	}
-	return nil, notFound("message %s not found in thread %s", id, tid)
+	return nil, inbox.NotFound("message %s not found in thread %s", id, tid)
 }
 
 // statusEvents are the event types that set a thread's status.
@@ -339,15 +339,15 @@ var statusEvents = []string{inbox.EventThreadCreated, inbox.EventThreadClaimed, 
 // agent is assigned to or created changes to one of statuses (any status
 // when empty), after the cursor (after, or now when nil).
 func (s *Store) Watch(ctx context.Context, agent string, statuses []string, after *int64, opt WaitOptions) (*WaitResult, error) {
-	if err := ValidateAgent("agent", agent); err != nil {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
 	opt.Agent = agent
-	if err := ValidateStatuses("status", statuses); err != nil {
+	if err := inbox.ValidateStatuses("status", statuses); err != nil {
 		return nil, err
 	}
 	if after != nil && *after < 0 {
-		return nil, invalidf("after-event", "--after-event must be 0 or more")
+		return nil, inbox.Invalid("after_event", "must be 0 or more")
 	}
 	deadline := time.Now().Add(opt.Timeout)
 	var cursor int64
@@ -427,7 +427,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 // returns false. Timeout 0 in opt means no limit here.
 func (s *Store) Follow(ctx context.Context, after int64, tid string, opt WaitOptions, fn func(ev *inbox.Event) bool) error {
 	if tid != "" {
-		if err := ValidateID("thread", tid); err != nil {
+		if err := inbox.ValidateID("thread", tid); err != nil {
 			return err
 		}
 	}
@@ -480,12 +480,12 @@ func (l *eventLog) find(after int64) (Pos, error) {
 	}
 	f, err := os.Open(l.segPath(seg))
 	if err != nil {
-		return Pos{}, storageErr(err, "open event log")
+		return Pos{}, inbox.Storage(err, "open event log")
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return Pos{}, storageErr(err, "stat event log")
+		return Pos{}, inbox.Storage(err, "stat event log")
 	}
 	lo, hi := int64(0), fi.Size() // lo is always a line start with ids <= after before it
 	buf := make([]byte, 64<<10)
@@ -493,7 +493,7 @@ func (l *eventLog) find(after int64) (Pos, error) {
 		mid := lo + (hi-lo)/2
 		n, err := f.ReadAt(buf, mid)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return Pos{}, storageErr(err, "read event log")
+			return Pos{}, inbox.Storage(err, "read event log")
 		}
 		chunk := buf[:n]
 		nl := bytes.IndexByte(chunk, '\n')

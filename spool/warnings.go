@@ -1,13 +1,17 @@
 package spool
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/inbox-dev/inbox"
+)
 
 // UnknownAgentWarnings returns a warning when name, given for role
 // ("to", "parent", "from"), is an agent this store has never seen act,
 // naming close matches among those it has: a misspelled name is not a
 // silent orphan (SPEC 7). The call it warns about still goes ahead.
 func (s *Store) UnknownAgentWarnings(role, name string) []string {
-	if name == "" || ValidateAgent(role, name) != nil || s.Known(name) || exists(s.taskPath(name)) {
+	if name == "" || inbox.ValidateAgent(role, name) != nil || s.Known(name) || exists(s.taskPath(name)) {
 		return nil // (a queued task's name is known before it runs)
 	}
 	var msg string

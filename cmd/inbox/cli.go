@@ -13,16 +13,6 @@ import (
 	"github.com/inbox-dev/inbox/spool"
 )
 
-// Exit codes (SPEC §4). exitCode is the one place errors map to them.
-const (
-	exitOK       = 0
-	exitNoWork   = 10
-	exitConflict = 20
-	exitInvalid  = 30
-	exitNotFound = 40
-	exitStorage  = 50
-)
-
 // defaultDB is the store used when neither --db nor INBOX_DB is set.
 const defaultDB = ".agents/inbox"
 
@@ -31,56 +21,6 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
-}
-
-// usageError is bad command-line usage: exit 30.
-type usageError struct {
-	field string
-	msg   string
-}
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(field, format string, args ...any) error {
-	return &usageError{field: field, msg: fmt.Sprintf(format, args...)}
-}
-
-// exitCode maps an error to its exit code.
-func exitCode(err error) int {
-	var ue *usageError
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, &ue), errors.Is(err, spool.ErrInvalidInput), errors.Is(err, spool.ErrInvalidState),
-		errors.Is(err, spool.ErrIdempotencyMismatch):
-		return exitInvalid
-	case errors.Is(err, spool.ErrLeaseConflict), errors.Is(err, spool.ErrLeaseExpired),
-		errors.Is(err, spool.ErrStaleToken), errors.Is(err, spool.ErrNotLeaseHolder):
-		return exitConflict
-	case errors.Is(err, spool.ErrNotFound):
-		return exitNotFound
-	}
-	return exitStorage
-}
-
-// errorShape is the "error" member of a failed JSON response.
-func errorShape(err error) map[string]string {
-	shape := map[string]string{"code": "internal_error", "message": err.Error()}
-	var se *spool.Error
-	var ue *usageError
-	switch {
-	case errors.As(err, &se):
-		shape["code"] = se.Code
-		if se.Field != "" {
-			shape["field"] = se.Field
-		}
-	case errors.As(err, &ue):
-		shape["code"] = "invalid_input"
-		if ue.field != "" {
-			shape["field"] = ue.field
-		}
-	}
-	return shape
 }
 
 // globals are the flags every command accepts, before or after its name.
@@ -343,24 +283,12 @@ func fail(e *env, g globals, name string, err error) int {
 		b, _ := o.appendJSON(nil)
 		e.stdout.Write(append(b, '\n'))
 	} else {
-		fmt.Fprintf(e.stderr, "inbox: error: %s\n", err.Error())
+		fmt.Fprintf(e.stderr, "inbox: error: %s\n", message(err))
 		if h := hintFor(err); h != "" {
 			fmt.Fprintf(e.stderr, "inbox: hint: %s\n", h)
 		}
 	}
 	return exitCode(err)
-}
-
-func hintFor(err error) string {
-	switch {
-	case errors.Is(err, spool.ErrNotInitialized):
-		return "inbox uses --db, else $INBOX_DB, else " + defaultDB
-	case errors.Is(err, spool.ErrLeaseExpired), errors.Is(err, spool.ErrNotLeaseHolder):
-		return "inbox claim --agent NAME --thread ID takes the lease again if nobody else holds it"
-	case errors.Is(err, spool.ErrStaleToken):
-		return "a newer claim superseded your lease; stop work on this thread or claim it again"
-	}
-	return ""
 }
 
 // open opens the store named by the globals.

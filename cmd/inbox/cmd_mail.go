@@ -82,7 +82,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		return nil, err
 	}
 	agent := c.mailAgent()
-	if err := spool.ValidateAgent("agent", agent); err != nil {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
 	s, err := c.open()
@@ -145,7 +145,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 			return nil, err
 		}
 		if r.from != "" {
-			if err := spool.ValidateAgent("from", r.from); err != nil {
+			if err := inbox.ValidateAgent("from", r.from); err != nil {
 				return nil, err
 			}
 		}

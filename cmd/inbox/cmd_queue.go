@@ -207,7 +207,7 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 // all), after failing those whose runner died.
 func (c *call) queueTasks(all bool) (string, []*spool.Task, error) {
 	owner := c.mailAgent()
-	if err := spool.ValidateAgent("agent", owner); err != nil {
+	if err := inbox.ValidateAgent("agent", owner); err != nil {
 		return "", nil, err
 	}
 	f := spool.TaskFilter{Owner: owner}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/queue"
 	"github.com/inbox-dev/inbox/spool"
 )
@@ -126,7 +127,7 @@ func (r *cancelCmd) run(c *call) (*result, error) {
 		if task, err = s.TaskByName(r.name); err != nil {
 			return nil, err
 		}
-	} else if task, err = s.TaskByThread(r.thread); errors.Is(err, spool.ErrNotFound) {
+	} else if task, err = s.TaskByThread(r.thread); errors.Is(err, inbox.ErrNotFound) {
 		task, err = nil, nil
 	}
 	if err != nil {

@@ -417,7 +417,7 @@ func TestCrashSuite(t *testing.T) {
 	tokens := map[string]int64{}
 	for _, th := range threads {
 		v, err := s.Show(th.Name())
-		if errors.Is(err, spool.ErrNotFound) {
+		if errors.Is(err, inbox.ErrNotFound) {
 			continue // created, never committed: fsck --repair leaves it
 		}
 		if err != nil {
