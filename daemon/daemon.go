@@ -387,7 +387,7 @@ type job struct {
 	name string
 	desc *intake.Descriptor
 	hash string
-	in   spool.SendInput
+	in   inbox.SendInput
 }
 
 // processBatch handles descriptors (in name order): refusals at once, then
@@ -409,7 +409,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 	}
 	var ok []dispatched
 	if len(create) > 0 {
-		ins := make([]spool.SendInput, len(create))
+		ins := make([]inbox.SendInput, len(create))
 		for i, j := range create {
 			ins[i] = j.in
 		}
@@ -472,7 +472,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 // dispatched is a descriptor whose thread is committed.
 type dispatched struct {
 	j   *job
-	res *spool.Result
+	res *inbox.Result
 }
 
 // logBatch logs and tracks a finished batch.
@@ -683,7 +683,7 @@ func (d *daemon) place(path string, v any) error {
 }
 
 // toSend turns a descriptor into a send.
-func (d *daemon) toSend(desc *intake.Descriptor) (spool.SendInput, error) {
+func (d *daemon) toSend(desc *intake.Descriptor) (inbox.SendInput, error) {
 	from := desc.From
 	if from == "" {
 		from = "intake"
@@ -698,14 +698,14 @@ func (d *daemon) toSend(desc *intake.Descriptor) (spool.SendInput, error) {
 		if subject == "" {
 			subject = firstLine(desc.Prompt, 80)
 		}
-		return spool.SendInput{From: from, To: to, Subject: subject, Kind: inbox.KindTask, Priority: desc.Priority,
-			TaskID: desc.TaskID, Content: spool.Content{Body: desc.Prompt}}, nil
+		return inbox.SendInput{From: from, To: to, Subject: subject, Kind: inbox.KindTask, Priority: desc.Priority,
+			TaskID: desc.TaskID, Content: inbox.Content{Body: desc.Prompt}}, nil
 	case intake.KindSend:
-		in := spool.SendInput{From: from, To: desc.To, Subject: desc.Subject, ThreadID: desc.Thread, RunID: desc.RunID,
+		in := inbox.SendInput{From: from, To: desc.To, Subject: desc.Subject, ThreadID: desc.Thread, RunID: desc.RunID,
 			TaskID: desc.TaskID, Kind: desc.MessageKind, Priority: desc.Priority,
-			Content: spool.Content{Summary: desc.Summary, Body: desc.Body, PayloadJSON: string(desc.Payload)}}
+			Content: inbox.Content{Summary: desc.Summary, Body: desc.Body, PayloadJSON: string(desc.Payload)}}
 		for _, a := range desc.Artifacts {
-			in.Artifacts = append(in.Artifacts, spool.ArtifactInput{Path: a.Path, Kind: a.Kind, MetadataJSON: string(a.Metadata)})
+			in.Artifacts = append(in.Artifacts, inbox.ArtifactInput{Path: a.Path, Kind: a.Kind, MetadataJSON: string(a.Metadata)})
 		}
 		return in, nil
 	case intake.KindSpawnWorker:
@@ -713,14 +713,14 @@ func (d *daemon) toSend(desc *intake.Descriptor) (spool.SendInput, error) {
 			"agent_type": desc.AgentType, "name": desc.Name, "prompt": desc.Prompt, "task_id": desc.TaskID,
 			"skill": desc.Skill, "role": desc.Role, "skills": desc.Skills, "model": desc.Model, "cwd": desc.Cwd}})
 		if err != nil {
-			return spool.SendInput{}, err
+			return inbox.SendInput{}, err
 		}
-		return spool.SendInput{From: from, To: d.cfg.IntakeTo, Subject: "spawn_worker " + desc.AgentType + ": " + desc.Name,
+		return inbox.SendInput{From: from, To: d.cfg.IntakeTo, Subject: "spawn_worker " + desc.AgentType + ": " + desc.Name,
 			Kind: inbox.KindTask, TaskID: desc.TaskID,
-			Content: spool.Content{Summary: "spawn " + desc.AgentType + " worker " + desc.Name, Body: desc.Prompt,
+			Content: inbox.Content{Summary: "spawn " + desc.AgentType + " worker " + desc.Name, Body: desc.Prompt,
 				PayloadJSON: string(payload)}}, nil
 	}
-	return spool.SendInput{}, fmt.Errorf("unknown descriptor kind %q", desc.Kind)
+	return inbox.SendInput{}, fmt.Errorf("unknown descriptor kind %q", desc.Kind)
 }
 
 func firstLine(s string, n int) string {

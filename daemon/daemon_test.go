@@ -78,7 +78,7 @@ func TestRunInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Done("coordinator", tids[0], r.Lease.LeaseToken, spool.Content{Summary: "finished"}); err != nil {
+	if _, err := s.Done("coordinator", tids[0], r.Lease.LeaseToken, inbox.Content{Summary: "finished"}); err != nil {
 		t.Fatal(err)
 	}
 	var out daemon.Outcome

@@ -222,7 +222,7 @@ loop:
 // store refuses for a storage error (a full disk may be freed): a task
 // must not stay "running" after its process exited. It gives up when the
 // runner is stopped; then Reap reports the task failed.
-func deliverRetrying(ctx context.Context, cfg Config, t *spool.Task, token int64, ok bool, why, outPath, stderr string) error {
+func deliverRetrying(ctx context.Context, cfg Config, t *inbox.Task, token int64, ok bool, why, outPath, stderr string) error {
 	wait := 100 * time.Millisecond
 	for {
 		err := deliver(cfg.Store, t, token, ok, why, outPath, stderr)
@@ -262,7 +262,7 @@ func stop(pgid int, done <-chan error, grace time.Duration) error {
 // output is a task's captured standard output as a message carries it:
 // inline text when it is UTF-8 without NUL bytes and at most
 // spool.MaxInline bytes, else a blob adopted from the capture file.
-func output(s *spool.Store, outPath, field string) (text string, blob *spool.Blob, err error) {
+func output(s *spool.Store, outPath, field string) (text string, blob *inbox.Blob, err error) {
 	if outPath == "" {
 		return "", nil, nil
 	}
@@ -289,16 +289,16 @@ func output(s *spool.Store, outPath, field string) (text string, blob *spool.Blo
 // deliver finishes the task's thread: done with its output as the result,
 // or failed with the error and partial output. Either way the parent gets
 // a message from the task.
-func deliver(s *spool.Store, t *spool.Task, token int64, ok bool, why, outPath, stderr string) error {
+func deliver(s *spool.Store, t *inbox.Task, token int64, ok bool, why, outPath, stderr string) error {
 	if ok {
 		text, blob, err := output(s, outPath, "body")
 		if err != nil {
 			return err
 		}
 		summary := lastLineOr(firstLineOf(text), "task "+t.Name+" finished")
-		c := spool.Content{Summary: summary, Body: text}
+		c := inbox.Content{Summary: summary, Body: text}
 		if blob != nil {
-			c.Blobs = []*spool.Blob{blob}
+			c.Blobs = []*inbox.Blob{blob}
 		}
 		_, err = s.Done(t.Name, t.ThreadID, token, c)
 		return err
@@ -315,20 +315,20 @@ func deliver(s *spool.Store, t *spool.Task, token int64, ok bool, why, outPath, 
 // failure is the content of a failure message: the payload
 // {"success":false,"error":…,"partial_output":…}, with a partial output
 // that cannot be inline in a blob ("partial_output_blob" names it).
-func failure(s *spool.Store, why, outPath string) (spool.Content, error) {
+func failure(s *spool.Store, why, outPath string) (inbox.Content, error) {
 	text, blob, err := output(s, outPath, "partial_output")
 	if err != nil {
-		return spool.Content{}, err
+		return inbox.Content{}, err
 	}
 	p := map[string]any{"success": false, "error": why, "partial_output": text}
-	var c spool.Content
+	var c inbox.Content
 	if blob != nil {
-		p["partial_output_blob"] = "blobs/" + blob.SHA256
-		c.Blobs = []*spool.Blob{blob}
+		p["partial_output_blob"] = blob.Ref()
+		c.Blobs = []*inbox.Blob{blob}
 	}
 	payload, err := json.Marshal(p)
 	if err != nil {
-		return spool.Content{}, err
+		return inbox.Content{}, err
 	}
 	c.PayloadJSON = string(payload)
 	return c, nil
@@ -338,7 +338,7 @@ func failure(s *spool.Store, why, outPath string) (spool.Content, error) {
 // a running one's process group is killed (SIGTERM, then SIGKILL after
 // grace). Either way the parent gets the failure message, with the
 // output so far as partial_output.
-func Cancel(s *spool.Store, t *spool.Task, agent, reason, key string, grace time.Duration) (*spool.Result, error) {
+func Cancel(s *spool.Store, t *inbox.Task, agent, reason, key string, grace time.Duration) (*inbox.Result, error) {
 	why := "cancelled by " + agent
 	if reason != "" {
 		why += ": " + reason
@@ -387,7 +387,7 @@ const unrecordedGrace = 30 * time.Second
 // between claiming it and starting it), or the task's lease has expired.
 // Whatever is left of the task's process group is killed. It returns the
 // names it failed.
-func Reap(s *spool.Store, tasks []*spool.Task) ([]string, error) {
+func Reap(s *spool.Store, tasks []*inbox.Task) ([]string, error) {
 	var reaped []string
 	for _, t := range tasks {
 		if t.State() != "running" {
@@ -439,7 +439,7 @@ func Reap(s *spool.Store, tasks []*spool.Task) ([]string, error) {
 	return reaped, nil
 }
 
-func leaseExpired(s *spool.Store, t *spool.Task) bool {
+func leaseExpired(s *spool.Store, t *inbox.Task) bool {
 	v, err := s.Show(t.ThreadID)
 	if err != nil || v.Lease == nil {
 		return false

@@ -66,50 +66,12 @@ func (s *Store) similarAgents(name string) []string {
 	for _, e := range entries {
 		n := e.Name()
 		ln := strings.ToLower(n)
-		if ln == low || EditDistance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
+		if ln == low || inbox.EditDistance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
 			out = append(out, n)
 		}
 	}
 	slices.Sort(out)
 	return out[:min(len(out), 5)]
-}
-
-// EditDistance is the Levenshtein distance between a and b, in bytes: how
-// many insertions, deletions or substitutions turn one into the other.
-func EditDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}
-
-// AgentInfo is what the store knows of an agent.
-type AgentInfo struct {
-	Agent string `json:"agent"`
-	// State is StateWorking, StateWaiting, StateIdle or StateGone.
-	State string `json:"state"`
-	// LastSeen is the last time the store saw the agent in any role: it
-	// acted, was sent mail, or waited.
-	LastSeen string `json:"last_seen"`
-	// LastActivity is when it last acted; nil if it never has (it has
-	// only been sent or assigned work).
-	LastActivity *string  `json:"last_activity"`
-	LiveLeases   []string `json:"live_leases"`
-	MailboxDepth int      `json:"mailbox_depth"`
-	Assigned     int      `json:"open_threads"`
 }
 
 // Agents lists every agent the store has seen act, been assigned a thread
@@ -121,8 +83,8 @@ type AgentInfo struct {
 // it now (proven by the lock that process holds, see presence.go); gone
 // held a lease that expired unreleased, or died while waiting, and has
 // not acted since; idle is everything else.
-func (s *Store) Agents() ([]*AgentInfo, error) {
-	byName := map[string]*AgentInfo{}
+func (s *Store) Agents() ([]*inbox.AgentInfo, error) {
+	byName := map[string]*inbox.AgentInfo{}
 	seen := map[string]time.Time{}
 	see := func(n string, t time.Time) {
 		if t.After(seen[n]) {
@@ -130,12 +92,12 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 		}
 	}
 	activity := map[string]time.Time{}
-	get := func(n string) *AgentInfo {
+	get := func(n string) *inbox.AgentInfo {
 		if inbox.ValidateAgent("agent", n) != nil {
 			return nil
 		}
 		if byName[n] == nil {
-			byName[n] = &AgentInfo{Agent: n, LiveLeases: []string{}}
+			byName[n] = &inbox.AgentInfo{Agent: n, LiveLeases: []string{}}
 		}
 		return byName[n]
 	}
@@ -175,7 +137,7 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 		get(n)
 	}
 	now := time.Now()
-	out := make([]*AgentInfo, 0, len(byName))
+	out := make([]*inbox.AgentInfo, 0, len(byName))
 	for _, a := range byName {
 		open, err := s.idx.ByAssignee(a.Agent, []string{inbox.StatusPending, inbox.StatusClaimed, inbox.StatusInProgress, inbox.StatusBlocked})
 		if err != nil {
@@ -213,20 +175,20 @@ func (s *Store) Agents() ([]*AgentInfo, error) {
 		}
 		switch last := activity[a.Agent]; {
 		case len(a.LiveLeases) > 0:
-			a.State = StateWorking
+			a.State = inbox.StateWorking
 		case waiting:
-			a.State = StateWaiting
+			a.State = inbox.StateWaiting
 		case died.After(last) || lapsed.After(last):
-			a.State = StateGone
+			a.State = inbox.StateGone
 		default:
-			a.State = StateIdle
+			a.State = inbox.StateIdle
 		}
 		if t := seen[a.Agent]; !t.IsZero() {
 			a.LastSeen = inbox.FormatTime(t)
 		}
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(x, y *AgentInfo) int { return strings.Compare(x.Agent, y.Agent) })
+	slices.SortFunc(out, func(x, y *inbox.AgentInfo) int { return strings.Compare(x.Agent, y.Agent) })
 	return out, nil
 }
 

@@ -30,8 +30,8 @@ func BenchmarkSend(b *testing.B) {
 	s := benchStore(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Send(spool.SendInput{From: "boss", To: "X", Subject: fmt.Sprint("task ", i),
-			Content: spool.Content{Body: "please do it"}}); err != nil {
+		if _, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: fmt.Sprint("task ", i),
+			Content: inbox.Content{Body: "please do it"}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -39,10 +39,10 @@ func BenchmarkSend(b *testing.B) {
 
 func BenchmarkReply(b *testing.B) {
 	s := benchStore(b)
-	r, _ := s.Send(spool.SendInput{From: "boss", To: "X", Subject: "long thread"})
+	r, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "long thread"})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Reply("boss", "", r.Thread.ThreadID, inbox.KindProgress, spool.Content{Summary: "more"}); err != nil {
+		if _, err := s.Reply("boss", "", r.Thread.ThreadID, inbox.KindProgress, inbox.Content{Summary: "more"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -52,7 +52,7 @@ func BenchmarkClaim(b *testing.B) {
 	s := benchStore(b)
 	ids := make([]string, b.N)
 	for i := range ids {
-		r, err := s.Send(spool.SendInput{From: "boss", To: "X", Subject: "t"})
+		r, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "t"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,13 +76,13 @@ func BenchmarkFetch10k(b *testing.B) {
 		if i%1000 == 999 || i%10 == 0 {
 			to = "X"
 		}
-		r, err := s.Send(spool.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", i)})
+		r, err := s.Send(inbox.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", i)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if i%10 == 0 {
 			s.Claim("X", r.Thread.ThreadID, 900)
-			s.Done("X", r.Thread.ThreadID, 0, spool.Content{Summary: "done"})
+			s.Done("X", r.Thread.ThreadID, 0, inbox.Content{Summary: "done"})
 		}
 	}
 	b.ResetTimer()

@@ -36,17 +36,17 @@ import (
 
 const blobsDir = "blobs"
 
-// Blob is content on its way into the store as a blob. Attach it to a
-// message through Content.Blobs; after the message is committed (or the
-// call failed) call Discard.
-type Blob struct {
-	// Field says what the blob holds: "body", "payload_json", or a
-	// payload member such as "partial_output".
-	Field  string
-	SHA256 string
-	Size   int64
-	src    string // the staged file
-	temp   bool   // src is a temp file of the store's, removed by Discard
+// staged is spool's handle on a staged blob.
+type staged struct {
+	src  string // the staged file
+	temp bool   // src is a temp file of the store's, removed by discard
+}
+
+func stagedOf(b *inbox.Blob) *staged {
+	if st, ok := b.Staged.(*staged); ok {
+		return st
+	}
+	return &staged{}
 }
 
 // BlobPath is where a blob's content is read: the store-relative path in
@@ -81,17 +81,17 @@ func isHex64(s string) bool {
 
 // StageBlob copies r into a staged blob (a temp file in the store, fsynced
 // and hashed on the way).
-func (s *Store) StageBlob(field string, r io.Reader) (*Blob, error) {
+func (s *Store) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
 	f, err := os.CreateTemp(s.tmpDir(), "blob-*")
 	if err != nil {
 		return nil, inbox.Storage(err, "stage blob")
 	}
-	b := &Blob{Field: field, src: f.Name(), temp: true}
+	b := &inbox.Blob{Field: field, Staged: &staged{src: f.Name(), temp: true}}
 	ok := false
 	defer func() {
 		if !ok {
 			f.Close()
-			os.Remove(b.src)
+			os.Remove(f.Name())
 		}
 	}()
 	if err := f.Chmod(s.fileMode); err != nil {
@@ -118,7 +118,7 @@ func (s *Store) StageBlob(field string, r io.Reader) (*Blob, error) {
 // must be on the store's file system and no longer change (a task's
 // captured output): it is fsynced and hashed, and linked into the store
 // when the message commits. The caller removes it afterwards.
-func (s *Store) AdoptBlob(field, path string) (*Blob, error) {
+func (s *Store) AdoptBlob(field, path string) (*inbox.Blob, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, inbox.Storage(err, "read %s", path)
@@ -134,45 +134,43 @@ func (s *Store) AdoptBlob(field, path string) (*Blob, error) {
 			return nil, inbox.Storage(err, "fsync %s", path)
 		}
 	}
-	return &Blob{Field: field, SHA256: hex.EncodeToString(d.Sum(nil)), Size: n, src: path}, nil
+	return &inbox.Blob{Field: field, SHA256: hex.EncodeToString(d.Sum(nil)), Size: n, Staged: &staged{src: path}}, nil
 }
 
-// Discard removes a staged blob's temp file (the committed blob, if any,
+// discard removes a staged blob's temp file (the committed blob, if any,
 // is another link to it and stays).
-func (b *Blob) Discard() {
-	if b != nil && b.temp {
-		os.Remove(b.src)
+func discard(b *inbox.Blob) {
+	if b != nil && stagedOf(b).temp {
+		os.Remove(stagedOf(b).src)
 	}
 }
 
-// rel is the blob's store-relative path.
-func (b *Blob) rel() string { return blobsDir + "/" + b.SHA256 }
-
 // artifact is the artifact a message carries for the blob.
-func (s *Store) blobArtifact(b *Blob) ArtifactInput {
+func (s *Store) blobArtifact(b *inbox.Blob) inbox.ArtifactInput {
 	abs := s.dir
 	if a, err := filepath.Abs(s.dir); err == nil {
 		abs = a
 	}
-	meta := jsonrec.Fields{}.Str("blob", b.rel()).Str("field", b.Field).Str("sha256", b.SHA256).Num("bytes", b.Size).JSON()
-	return ArtifactInput{Path: filepath.Join(abs, blobsDir, b.SHA256), Kind: "blob", MetadataJSON: string(meta)}
+	meta := jsonrec.Fields{}.Str("blob", b.Ref()).Str("field", b.Field).Str("sha256", b.SHA256).Num("bytes", b.Size).JSON()
+	return inbox.ArtifactInput{Path: filepath.Join(abs, blobsDir, b.SHA256), Kind: "blob", MetadataJSON: string(meta)}
 }
 
 // linkBlob makes b part of the store, before the commit point of the
 // message that names it: blobs/<sha256> becomes a link to its staged
 // file. It returns whether it created the name (to undo on failure).
-func (s *Store) linkBlob(b *Blob) (created bool, err error) {
+func (s *Store) linkBlob(b *inbox.Blob) (created bool, err error) {
 	dir := filepath.Join(s.dir, blobsDir)
 	dst := filepath.Join(dir, b.SHA256)
-	err = os.Link(b.src, dst)
+	src := stagedOf(b).src
+	err = os.Link(src, dst)
 	if errors.Is(err, fs.ErrNotExist) {
-		if _, serr := os.Stat(b.src); serr != nil {
-			return false, inbox.Storage(serr, "blob staged at %s is gone (was the store repaired meanwhile? retry)", b.src)
+		if _, serr := os.Stat(src); serr != nil {
+			return false, inbox.Storage(serr, "blob staged at %s is gone (was the store repaired meanwhile? retry)", src)
 		}
 		if err := os.Mkdir(dir, s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false, inbox.Storage(err, "create %s", dir)
 		}
-		err = os.Link(b.src, dst)
+		err = os.Link(src, dst)
 	}
 	if errors.Is(err, fs.ErrExist) {
 		// The same content is stored already (blobs are named by it).

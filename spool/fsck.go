@@ -23,39 +23,6 @@ import (
 	"github.com/inbox-dev/inbox/index"
 )
 
-// Finding is one thing fsck found wrong with a store.
-type Finding struct {
-	// Check names the invariant: torn_event_log, corrupt_event_log,
-	// event_order, stray_temp_file, incomplete_thread, unreadable_thread,
-	// orphan_message, missing_message, stale_header, missing_event,
-	// bad_lease, missing_index, stale_index, stale_idempotency_record,
-	// stale_mailbox_entry, stale_task, orphan_blob, missing_blob,
-	// damaged_blob.
-	Check    string `json:"check"`
-	ThreadID string `json:"thread_id,omitempty"`
-	Path     string `json:"path,omitempty"`
-	Detail   string `json:"detail"`
-	Repaired bool   `json:"repaired"`
-}
-
-// FsckReport is what fsck looked at and found.
-type FsckReport struct {
-	Threads  int       `json:"threads"`
-	Messages int       `json:"messages"`
-	Events   int       `json:"events"`
-	Findings []Finding `json:"findings"`
-}
-
-// Clean reports whether nothing is left unrepaired.
-func (r *FsckReport) Clean() bool {
-	for _, f := range r.Findings {
-		if !f.Repaired {
-			return false
-		}
-	}
-	return true
-}
-
 // lockAll takes every lock a writer can hold — all thread stripes, the
 // idempotency lock and the event log — in the writers' order, so that
 // nothing changes the store until unlock. Upkeep that must see a still
@@ -90,7 +57,7 @@ func (s *Store) lockAll() (unlock func(), err error) {
 // messages, events, lease file and index markers; stray temp files and
 // stale records. With repair it fixes what a crash can leave half-done,
 // holding every lock of the store while it does.
-func (s *Store) Fsck(repair bool) (*FsckReport, error) {
+func (s *Store) Fsck(repair bool) (*inbox.FsckReport, error) {
 	if repair {
 		// The locks themselves must not be taken through a link.
 		if p := s.lockFile(""); refuseLink(filepath.Clean(p)) != nil {
@@ -103,8 +70,8 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 		}
 		defer unlock()
 	}
-	r := &FsckReport{Findings: []Finding{}}
-	add := func(f Finding) *Finding {
+	r := &inbox.FsckReport{Findings: []inbox.Finding{}}
+	add := func(f inbox.Finding) *inbox.Finding {
 		r.Findings = append(r.Findings, f)
 		return &r.Findings[len(r.Findings)-1]
 	}
@@ -125,7 +92,7 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 	if segs, _ := os.ReadDir(s.log.dir); !slices.ContainsFunc(segs, func(e os.DirEntry) bool {
 		return strings.HasSuffix(e.Name(), segSuffix)
 	}) {
-		f := add(Finding{Check: "missing_event_log", Path: s.log.dir, Detail: "the event log has no segment"})
+		f := add(inbox.Finding{Check: "missing_event_log", Path: s.log.dir, Detail: "the event log has no segment"})
 		if !repair {
 			return r, nil // nothing else can be checked against the log
 		}
@@ -145,12 +112,12 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 		entries, _ := os.ReadDir(s.tmpDir())
 		for _, e := range entries {
 			p := filepath.Join(s.tmpDir(), e.Name())
-			f := add(Finding{Check: "stray_temp_file", Path: p, Detail: "left by an interrupted write"})
+			f := add(inbox.Finding{Check: "stray_temp_file", Path: p, Detail: "left by an interrupted write"})
 			f.Repaired = os.RemoveAll(p) == nil
 		}
 	} else if entries, _ := os.ReadDir(s.tmpDir()); len(entries) > 0 {
 		for _, e := range entries {
-			add(Finding{Check: "stray_temp_file", Path: filepath.Join(s.tmpDir(), e.Name()),
+			add(inbox.Finding{Check: "stray_temp_file", Path: filepath.Join(s.tmpDir(), e.Name()),
 				Detail: "left by an interrupted write, or a write in progress"})
 		}
 	}
@@ -184,7 +151,7 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 	// 4. The index against the headers: rebuilt from nothing when it is
 	// not whole (readers refuse it until then).
 	if err := s.idx.Check(); err != nil {
-		f := add(Finding{Check: "missing_index", Path: filepath.Join(s.dir, indexDirName),
+		f := add(inbox.Finding{Check: "missing_index", Path: filepath.Join(s.dir, indexDirName),
 			Detail: strings.TrimPrefix(err.Error(), index.ErrMissing.Error()+": ") + "; fetch and list refuse to answer until it is rebuilt"})
 		if repair {
 			if _, err := s.rebuildIndex(); err != nil {
@@ -208,7 +175,7 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 			(headers[m.ThreadID] != nil || exists(s.archivedDir(m.ThreadID))) {
 			continue
 		}
-		f := add(Finding{Check: "stale_idempotency_record", Path: p, Detail: "names no committed thread"})
+		f := add(inbox.Finding{Check: "stale_idempotency_record", Path: p, Detail: "names no committed thread"})
 		if repair {
 			f.Repaired = os.Remove(p) == nil
 		}
@@ -225,7 +192,7 @@ func (s *Store) Fsck(repair bool) (*FsckReport, error) {
 
 // fsckLinks finds mailbox entries and task registrations left by commits
 // that never happened.
-func (s *Store) fsckLinks(add func(Finding) *Finding, repair bool) {
+func (s *Store) fsckLinks(add func(inbox.Finding) *inbox.Finding, repair bool) {
 	owners, _ := os.ReadDir(filepath.Join(s.dir, mailboxDir))
 	for _, o := range owners {
 		dir := s.mailboxPath(o.Name())
@@ -243,7 +210,7 @@ func (s *Store) fsckLinks(add func(Finding) *Finding, repair bool) {
 			if err != nil && exists(s.archivedDir(tid)) {
 				continue
 			}
-			f := add(Finding{Check: "stale_mailbox_entry", Path: p, Detail: "names a message that was never committed"})
+			f := add(inbox.Finding{Check: "stale_mailbox_entry", Path: p, Detail: "names a message that was never committed"})
 			if repair {
 				f.Repaired = os.Remove(p) == nil
 			}
@@ -259,7 +226,7 @@ func (s *Store) fsckLinks(add func(Finding) *Finding, repair bool) {
 			continue
 		}
 		p := filepath.Join(s.dir, tasksDir, e.Name())
-		f := add(Finding{Check: "stale_task", Path: p, Detail: "a task name whose push never committed"})
+		f := add(inbox.Finding{Check: "stale_task", Path: p, Detail: "a task name whose push never committed"})
 		if repair {
 			f.Repaired = os.Remove(p) == nil
 		}
@@ -317,7 +284,7 @@ func (li *logIndex) hasOwnEvent(h *header) bool {
 	return li.ids[h.LastEventID] == h.ThreadID
 }
 
-func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) (*logIndex, error) {
+func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Finding, repair bool) (*logIndex, error) {
 	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*inbox.Event{},
 		newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
 	segs, err := s.log.segments()
@@ -336,7 +303,7 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 		for off < len(data) {
 			nl := bytes.IndexByte(data[off:], '\n')
 			if nl < 0 {
-				f := add(Finding{Check: "torn_event_log", Path: p,
+				f := add(inbox.Finding{Check: "torn_event_log", Path: p,
 					Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", len(data)-off)})
 				if repair && i == len(segs)-1 {
 					a, err := s.log.reserve() // cuts the torn tail, keeping a copy
@@ -362,7 +329,7 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 				if repair && i == len(segs)-1 && off >= len(data) {
 					// The log's last line: what a power cut leaves of an
 					// append it never acknowledged. Cut it, keeping a copy.
-					f := add(Finding{Check: "corrupt_event_log", Path: p,
+					f := add(inbox.Finding{Check: "corrupt_event_log", Path: p,
 						Detail: fmt.Sprintf("the last line, at byte %d, fails its checksum", start)})
 					a, err := s.log.reserve()
 					if err != nil {
@@ -385,7 +352,7 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 				g.next = ev.EventID
 			}
 			if ev.EventID <= last {
-				add(Finding{Check: "event_order", Path: p,
+				add(inbox.Finding{Check: "event_order", Path: p,
 					Detail: fmt.Sprintf("event %d follows event %d", ev.EventID, last)})
 			}
 			last = ev.EventID
@@ -404,7 +371,7 @@ func (s *Store) fsckLog(r *FsckReport, add func(Finding) *Finding, repair bool) 
 		}
 	}
 	for _, g := range li.gaps {
-		f := add(Finding{Check: "corrupt_event_log", Path: s.log.segPath(g.seg),
+		f := add(inbox.Finding{Check: "corrupt_event_log", Path: s.log.segPath(g.seg),
 			Detail: fmt.Sprintf("bytes %d to %d fail their checksum; readers skip them", g.start, g.end)})
 		g.finding = len(r.Findings) - 1
 		if g.next == 0 && repair {
@@ -459,7 +426,7 @@ func (li *logIndex) inGap(id int64) bool {
 // to the same length, so that no position in the log moves; otherwise the
 // segment is rewritten and the headers that point past the damage are
 // moved with it. The caller holds every lock.
-func (s *Store) restoreGaps(li *logIndex, r *FsckReport, headers map[string]*header, byEvent map[int64]*inbox.Message) error {
+func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[string]*header, byEvent map[int64]*inbox.Message) error {
 	bySeg := map[int64][]*logGap{}
 	var segs []int64
 	for _, g := range li.gaps {
@@ -632,14 +599,14 @@ func messageSeqs(dir string) ([]int, []string, error) {
 	return seqs, temps, nil
 }
 
-func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Message, add func(Finding) *Finding, repair bool) (*header, error) {
+func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Message, add func(inbox.Finding) *inbox.Finding, repair bool) (*header, error) {
 	dir := s.threadDir(tid)
 	seqs, temps, err := messageSeqs(dir)
 	if err != nil {
 		return nil, inbox.Storage(err, "list thread %s", tid)
 	}
 	for _, n := range temps {
-		f := add(Finding{Check: "stray_temp_file", ThreadID: tid, Path: filepath.Join(dir, n), Detail: "left by an interrupted write"})
+		f := add(inbox.Finding{Check: "stray_temp_file", ThreadID: tid, Path: filepath.Join(dir, n), Detail: "left by an interrupted write"})
 		if repair {
 			f.Repaired = os.Remove(filepath.Join(dir, n)) == nil
 		}
@@ -647,7 +614,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 	h, err := s.readHeader(tid)
 	if errors.Is(err, inbox.ErrNotFound) {
 		// Created but never committed — unless the log says it was.
-		f := add(Finding{Check: "incomplete_thread", ThreadID: tid, Path: dir, Detail: "a thread directory with no committed header"})
+		f := add(inbox.Finding{Check: "incomplete_thread", ThreadID: tid, Path: dir, Detail: "a thread directory with no committed header"})
 		if !repair {
 			return nil, nil
 		}
@@ -667,7 +634,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			return nil, nil
 		}
 	} else if err != nil {
-		add(Finding{Check: "unreadable_thread", ThreadID: tid, Path: dir, Detail: err.Error()})
+		add(inbox.Finding{Check: "unreadable_thread", ThreadID: tid, Path: dir, Detail: err.Error()})
 		return nil, nil
 	}
 
@@ -682,18 +649,18 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 	}
 	for seq := 1; seq <= want; seq++ {
 		if !slices.Contains(seqs, seq) {
-			add(Finding{Check: "missing_message", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
+			add(inbox.Finding{Check: "missing_message", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
 				Detail: fmt.Sprintf("the header counts %d messages but #%d is missing", want, seq)})
 		}
 	}
 	ownEvent := li.hasOwnEvent(h)
 	if len(extra) > 0 || !ownEvent {
 		if len(extra) > 0 {
-			add(Finding{Check: "orphan_message", ThreadID: tid, Detail: fmt.Sprintf(
+			add(inbox.Finding{Check: "orphan_message", ThreadID: tid, Detail: fmt.Sprintf(
 				"message files %v past message_count %d: an uncommitted write, or a header behind its log", extra, want), Repaired: repair})
 		}
 		if !ownEvent {
-			add(Finding{Check: "missing_event", ThreadID: tid, Detail: fmt.Sprintf(
+			add(inbox.Finding{Check: "missing_event", ThreadID: tid, Detail: fmt.Sprintf(
 				"the header's event %d is not in the log", h.LastEventID), Repaired: repair})
 		}
 		if repair {
@@ -713,7 +680,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 		m, err := s.readMessage(tid, seq)
 		if isDamaged(err) {
 			p := filepath.Join(dir, msgName(seq))
-			f := add(Finding{Check: "damaged_message", ThreadID: tid, Path: p,
+			f := add(inbox.Finding{Check: "damaged_message", ThreadID: tid, Path: p,
 				Detail: "not valid JSON; the other messages stay readable"})
 			if !repair {
 				continue
@@ -726,7 +693,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 		}
 		if err != nil {
 			if !errors.Is(err, inbox.ErrNotFound) {
-				add(Finding{Check: "unreadable_thread", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)), Detail: err.Error()})
+				add(inbox.Finding{Check: "unreadable_thread", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)), Detail: err.Error()})
 			}
 			continue
 		}
@@ -734,12 +701,12 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			li.blobs[bm.Blob] = bm
 		}
 		if seq == h.MessageCount && m.MessageID != h.LatestMessageID {
-			add(Finding{Check: "stale_header", ThreadID: tid, Detail: fmt.Sprintf(
+			add(inbox.Finding{Check: "stale_header", ThreadID: tid, Detail: fmt.Sprintf(
 				"latest_message_id %s but message #%d is %s", h.LatestMessageID, seq, m.MessageID)})
 		}
 		byEvent[m.EventID] = m
 		if _, ok := li.msgs[m.MessageID]; !ok && m.EventID >= li.first && !li.inGap(m.EventID) {
-			f := add(Finding{Check: "missing_event", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
+			f := add(inbox.Finding{Check: "missing_event", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
 				Detail: fmt.Sprintf("message %s has no event in the log", m.MessageID)})
 			if repair {
 				ev := inbox.Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: "fsck", EventType: inbox.EventMessageAdded,
@@ -771,7 +738,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 		bad = "lease.json disagrees with the thread header"
 	}
 	if bad != "" {
-		f := add(Finding{Check: "bad_lease", ThreadID: tid, Path: filepath.Join(dir, leaseFile), Detail: bad})
+		f := add(inbox.Finding{Check: "bad_lease", ThreadID: tid, Path: filepath.Join(dir, leaseFile), Detail: bad})
 		if repair {
 			if h.Lease != nil {
 				_, err = s.writeLeaseFile(dir, &leaseRecord{Lease: *h.Lease, Rev: h.LeaseRev})
@@ -784,14 +751,14 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 	return h, nil
 }
 
-func (s *Store) fsckIndex(headers map[string]*header, add func(Finding) *Finding, repair bool) error {
+func (s *Store) fsckIndex(headers map[string]*header, add func(inbox.Finding) *inbox.Finding, repair bool) error {
 	for tid, h := range headers {
 		e := entryOf(h)
 		for _, p := range s.idx.Paths(e) {
 			if exists(p) {
 				continue
 			}
-			f := add(Finding{Check: "missing_index", ThreadID: tid, Path: p, Detail: "the index does not list the thread under its status and assignee"})
+			f := add(inbox.Finding{Check: "missing_index", ThreadID: tid, Path: p, Detail: "the index does not list the thread under its status and assignee"})
 			if repair {
 				_, err := s.idx.Add(e, filepath.Join(s.threadDir(tid), msgName(1)))
 				f.Repaired = err == nil
@@ -811,7 +778,7 @@ func (s *Store) fsckIndex(headers map[string]*header, add func(Finding) *Finding
 		case h != nil:
 			detail = fmt.Sprintf("the thread is %s, assigned to %s", h.Status, h.AssignedTo)
 		}
-		f := add(Finding{Check: "stale_index", ThreadID: e.ThreadID, Path: path, Detail: "a marker for " + e.Status + ", but " + detail})
+		f := add(inbox.Finding{Check: "stale_index", ThreadID: e.ThreadID, Path: path, Detail: "a marker for " + e.Status + ", but " + detail})
 		if repair {
 			f.Repaired = s.idx.RemoveMarker(e, path) == nil
 		}
@@ -823,7 +790,7 @@ func (s *Store) fsckIndex(headers map[string]*header, add func(Finding) *Finding
 // blob nothing names was left by a change that never committed (a crash
 // between linking it and the commit point) and is removed on repair.
 // With repair every lock is held, so no change is between the two.
-func (s *Store) fsckBlobs(named map[string]blobMeta, add func(Finding) *Finding, repair bool) error {
+func (s *Store) fsckBlobs(named map[string]blobMeta, add func(inbox.Finding) *inbox.Finding, repair bool) error {
 	arch := filepath.Join(s.dir, archiveDir, threadsDir)
 	if tids, err := os.ReadDir(arch); err == nil {
 		for _, e := range tids {
@@ -852,7 +819,7 @@ func (s *Store) fsckBlobs(named map[string]blobMeta, add func(Finding) *Finding,
 		p := filepath.Join(dir, e.Name())
 		bm, ok := named[rel]
 		if !ok {
-			f := add(Finding{Check: "orphan_blob", Path: p, Detail: "a blob no message names (left by a change that never committed)"})
+			f := add(inbox.Finding{Check: "orphan_blob", Path: p, Detail: "a blob no message names (left by a change that never committed)"})
 			if repair {
 				f.Repaired = os.Remove(p) == nil
 			}
@@ -860,12 +827,12 @@ func (s *Store) fsckBlobs(named map[string]blobMeta, add func(Finding) *Finding,
 		}
 		present[rel] = true
 		if why := checkBlob(p, bm); why != "" {
-			add(Finding{Check: "damaged_blob", Path: p, Detail: why})
+			add(inbox.Finding{Check: "damaged_blob", Path: p, Detail: why})
 		}
 	}
 	for rel, bm := range named {
 		if !present[rel] {
-			add(Finding{Check: "missing_blob", Path: filepath.Join(s.dir, filepath.FromSlash(rel)),
+			add(inbox.Finding{Check: "missing_blob", Path: filepath.Join(s.dir, filepath.FromSlash(rel)),
 				Detail: fmt.Sprintf("a message names %s, which is not in the store", bm)})
 		}
 	}

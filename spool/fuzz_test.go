@@ -116,8 +116,8 @@ func FuzzEventLogRepair(f *testing.F) {
 		var want []sameEvent
 		var lastThread string
 		for i := 0; i < nEvents; i++ {
-			in := spool.SendInput{From: "boss", To: "worker", Subject: fmt.Sprintf("job %d", i),
-				Content: spool.Content{Summary: fmt.Sprintf("step %d", i)}}
+			in := inbox.SendInput{From: "boss", To: "worker", Subject: fmt.Sprintf("job %d", i),
+				Content: inbox.Content{Summary: fmt.Sprintf("step %d", i)}}
 			typ := inbox.EventThreadCreated
 			if i%2 == 1 {
 				in.Subject, in.ThreadID, typ = "", lastThread, inbox.EventMessageAdded
@@ -160,7 +160,7 @@ func FuzzEventLogRepair(f *testing.F) {
 		}
 
 		// The next writer cuts the garbage and appends event n+1.
-		in := spool.SendInput{From: "boss", To: "worker", Subject: "after", Content: spool.Content{Summary: "after the crash"}}
+		in := inbox.SendInput{From: "boss", To: "worker", Subject: "after", Content: inbox.Content{Summary: "after the crash"}}
 		typ := inbox.EventThreadCreated
 		if reply && lastThread != "" {
 			in.Subject, in.ThreadID, typ = "", lastThread, inbox.EventMessageAdded
@@ -393,7 +393,7 @@ func FuzzPayloadJSON(f *testing.F) {
 		var tid string
 		var before int
 		if reply {
-			r, err := s.Send(spool.SendInput{From: "boss", To: "worker", Subject: "job", Content: spool.Content{Body: "go"}})
+			r, err := s.Send(inbox.SendInput{From: "boss", To: "worker", Subject: "job", Content: inbox.Content{Body: "go"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,9 +403,9 @@ func FuzzPayloadJSON(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := spool.SendInput{From: "boss", To: "worker", Subject: "job", ThreadID: tid, Content: spool.Content{
+		in := inbox.SendInput{From: "boss", To: "worker", Subject: "job", ThreadID: tid, Content: inbox.Content{
 			Summary: "with payload", PayloadJSON: payload,
-			Artifacts: []spool.ArtifactInput{{Path: "/tmp/report.txt", MetadataJSON: meta}},
+			Artifacts: []inbox.ArtifactInput{{Path: "/tmp/report.txt", MetadataJSON: meta}},
 		}}
 		if reply {
 			in.Subject = ""

@@ -58,7 +58,7 @@ func mismatch(key, used, cmd string) error {
 // wrote, the thread and lease as they are now) and marks the transaction
 // as having nothing to commit. Otherwise it stages a new record for the
 // message the caller is about to add.
-func (t *tx) idempotent(cmd, key string) (*Result, error) {
+func (t *tx) idempotent(cmd, key string) (*inbox.Result, error) {
 	if key == "" {
 		return nil, nil
 	}
@@ -75,7 +75,7 @@ func (t *tx) idempotent(cmd, key string) (*Result, error) {
 			m, err := t.s.readMessageAt(t.dir, t.tid, rec.Seq)
 			if err == nil && m.MessageID == rec.MessageID {
 				t.skip = true
-				return &Result{Thread: &t.old.Thread, Message: m, Lease: t.old.Lease, Replayed: true}, nil
+				return &inbox.Result{Thread: &t.old.Thread, Message: m, Lease: t.old.Lease, Replayed: true}, nil
 			}
 		}
 	}
@@ -99,7 +99,7 @@ func (t *tx) sealIdem() {
 // newThreadReplay looks up a store-scoped key: the thread an earlier call
 // with it committed, or nothing (removing the link of an attempt that
 // never committed).
-func (s *Store) newThreadReplay(key string) (*Result, error) {
+func (s *Store) newThreadReplay(key string) (*inbox.Result, error) {
 	p := s.idemPath(idemHash(key))
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -137,5 +137,5 @@ func (s *Store) newThreadReplay(key string) (*Result, error) {
 		}
 	}
 	msg := m.Message
-	return &Result{Thread: &h.Thread, Message: &msg, Lease: h.Lease, Replayed: true}, nil
+	return &inbox.Result{Thread: &h.Thread, Message: &msg, Lease: h.Lease, Replayed: true}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
@@ -13,22 +12,15 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// LeaseExpiry is a thread whose lease is held (not released), and when the
-// lease runs out.
-type LeaseExpiry struct {
-	ThreadID  string
-	ExpiresAt time.Time
-}
-
 // HeldLeases lists the threads in a leased status (claimed, in_progress,
 // blocked) whose lease has not been released, with their expiry. The
 // daemon seeds its expiry schedule with it.
-func (s *Store) HeldLeases() ([]LeaseExpiry, error) {
+func (s *Store) HeldLeases() ([]inbox.LeaseExpiry, error) {
 	entries, err := s.idx.ByStatus([]string{inbox.StatusClaimed, inbox.StatusInProgress, inbox.StatusBlocked})
 	if err != nil {
 		return nil, s.indexErr(err)
 	}
-	var out []LeaseExpiry
+	var out []inbox.LeaseExpiry
 	seen := map[string]bool{}
 	for _, e := range entries {
 		if seen[e.ThreadID] {
@@ -49,7 +41,7 @@ func (s *Store) HeldLeases() ([]LeaseExpiry, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, LeaseExpiry{ThreadID: h.ThreadID, ExpiresAt: exp})
+		out = append(out, inbox.LeaseExpiry{ThreadID: h.ThreadID, ExpiresAt: exp})
 	}
 	return out, nil
 }

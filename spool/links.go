@@ -2,10 +2,11 @@ package spool
 
 import (
 	"errors"
-	"github.com/inbox-dev/inbox"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/inbox-dev/inbox"
 )
 
 // Symbolic links inside the store. inbox never makes one, and refuses to
@@ -45,7 +46,7 @@ func refuseLink(p string) error {
 }
 
 // fsckLinks finds symbolic links anywhere in the store.
-func (s *Store) fsckSymlinks(add func(Finding) *Finding, repair bool) {
+func (s *Store) fsckSymlinks(add func(inbox.Finding) *inbox.Finding, repair bool) {
 	filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -57,7 +58,7 @@ func (s *Store) fsckSymlinks(add func(Finding) *Finding, repair bool) {
 			return nil
 		}
 		target, _ := os.Readlink(p)
-		f := add(Finding{Check: "symlink", Path: p, Detail: "a symbolic link to " + target + " inside the store, which inbox never makes and does not write through"})
+		f := add(inbox.Finding{Check: "symlink", Path: p, Detail: "a symbolic link to " + target + " inside the store, which inbox never makes and does not write through"})
 		if repair {
 			f.Repaired = os.Remove(p) == nil
 			if f.Repaired {

@@ -30,17 +30,14 @@ import (
 
 const collectedDir = ".collected"
 
-// MailItem is a message waiting in a mailbox.
-type MailItem struct {
-	Message *inbox.Message `json:"message"`
-	// DeliveredAt is when the message was written.
-	DeliveredAt string `json:"delivered_at"`
-	// Priority is its thread's priority.
-	Priority string `json:"priority"`
-	marker   string
-	eventID  int64
-	tid      string
-	seq      int
+// mailEntry is a mail item as the mailbox directory has it: its marker
+// file, and the event, thread and seq the marker's name gives.
+type mailEntry struct {
+	inbox.MailItem
+	marker  string
+	eventID int64
+	tid     string
+	seq     int
 }
 
 // priorityRank orders priorities, highest first.
@@ -56,8 +53,8 @@ func priorityRank(p string) int {
 
 // sortMail orders a mailbox as receive and check hand it out: high
 // priority first, oldest first within a priority (newest first with lifo).
-func sortMail(items []*MailItem, lifo bool) {
-	slices.SortStableFunc(items, func(a, b *MailItem) int {
+func sortMail(items []*mailEntry, lifo bool) {
+	slices.SortStableFunc(items, func(a, b *mailEntry) int {
 		if c := priorityRank(a.Priority) - priorityRank(b.Priority); c != 0 {
 			return c
 		}
@@ -119,15 +116,15 @@ func parseMarker(name string) (ev int64, from, tid string, seq int, ok bool) {
 // Mailbox lists what waits in agent's mailbox (only from sender, if
 // given), in the order receive hands it out (high priority first, then
 // oldest), without collecting anything.
-func (s *Store) Mailbox(agent, from string) ([]*MailItem, error) {
+func (s *Store) Mailbox(agent, from string) ([]*inbox.MailItem, error) {
 	items, err := s.mailItems(agent, from)
 	if err != nil {
 		return nil, err
 	}
-	out := items[:0]
+	out := []*inbox.MailItem{}
 	for _, it := range items {
 		if s.load(it) == nil {
-			out = append(out, it)
+			out = append(out, &it.MailItem)
 		}
 	}
 	return out, nil
@@ -136,7 +133,7 @@ func (s *Store) Mailbox(agent, from string) ([]*MailItem, error) {
 // mailItems lists the committed messages waiting in agent's mailbox, in
 // receive's order, from the markers' names and the threads' headers: the
 // messages themselves are not read (load reads one).
-func (s *Store) mailItems(agent, from string) ([]*MailItem, error) {
+func (s *Store) mailItems(agent, from string) ([]*mailEntry, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
@@ -148,7 +145,7 @@ func (s *Store) mailItems(agent, from string) ([]*MailItem, error) {
 	dir := s.mailboxPath(agent)
 	f, err := os.Open(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return []*MailItem{}, nil
+		return []*mailEntry{}, nil
 	}
 	if err != nil {
 		return nil, inbox.Storage(err, "read mailbox of %s", agent)
@@ -159,7 +156,7 @@ func (s *Store) mailItems(agent, from string) ([]*MailItem, error) {
 		return nil, inbox.Storage(err, "read mailbox of %s", agent)
 	}
 	slices.Sort(names)
-	items := []*MailItem{}
+	items := []*mailEntry{}
 	type threadInfo struct {
 		count    int // committed messages
 		priority string
@@ -181,14 +178,14 @@ func (s *Store) mailItems(agent, from string) ([]*MailItem, error) {
 		if seq > ti.count || !sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))) {
 			continue // not (yet) committed
 		}
-		items = append(items, &MailItem{Priority: ti.priority, marker: p, eventID: ev, tid: tid, seq: seq})
+		items = append(items, &mailEntry{MailItem: inbox.MailItem{Priority: ti.priority}, marker: p, eventID: ev, tid: tid, seq: seq})
 	}
 	sortMail(items, false)
 	return items, nil
 }
 
 // load reads an item's message.
-func (s *Store) load(it *MailItem) error {
+func (s *Store) load(it *mailEntry) error {
 	if it.Message != nil {
 		return nil
 	}
@@ -260,7 +257,7 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*inbox.Messag
 
 // Receive waits until agent's mailbox holds a message (from sender, when
 // set), collects it and returns it; nil when the wait timed out.
-func (s *Store) Receive(ctx context.Context, agent, from string, lifo bool, opt WaitOptions) (*inbox.Message, error) {
+func (s *Store) Receive(ctx context.Context, agent, from string, lifo bool, opt inbox.WaitOptions) (*inbox.Message, error) {
 	deadline := time.Now().Add(opt.Timeout)
 	opt.Agent = agent
 	var wt *waiter

@@ -16,61 +16,15 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// Result is what a mutating call returns.
-type Result struct {
-	Thread  *inbox.Thread  `json:"thread,omitempty"`
-	Message *inbox.Message `json:"message,omitempty"`
-	Lease   *inbox.Lease   `json:"lease,omitempty"`
-	// Replayed is true when an idempotency key matched an earlier call:
-	// nothing was written and Message is the one that call wrote.
-	Replayed bool `json:"replayed,omitempty"`
-	// Warnings are things the caller should know, such as a recipient the
-	// store has never seen act.
-	Warnings []string `json:"warnings,omitempty"`
-}
-
-// ArtifactInput is a file reference to attach to a message.
-type ArtifactInput struct {
-	Path         string
-	Kind         string // default "file"
-	MetadataJSON string // default {}
-}
-
-// Content is the text a message carries.
-type Content struct {
-	Summary string
-	// Body and PayloadJSON larger than MaxInline are stored as blobs.
-	Body        string
-	PayloadJSON string
-	Artifacts   []ArtifactInput
-	// Blobs are staged blobs (StageBlob, AdoptBlob) the message carries,
-	// each as an artifact of kind blob. The call consumes them: a staged
-	// temp file is gone when it returns, committed or not.
-	Blobs          []*Blob
-	IdempotencyKey string
-}
-
-// SendInput describes a send: a new thread when ThreadID is empty, else a
-// message appended to that thread.
-type SendInput struct {
-	From, To, Subject, ThreadID, RunID, TaskID, Kind, Priority string
-	Content
-	// Origin, for a new thread, records the intake descriptor it came from.
-	Origin *inbox.Origin
-}
-
-// DefaultLeaseSeconds is the lease length when a caller gives none.
-const DefaultLeaseSeconds = 900
-
 // message validates c and builds an unsaved message. A body or payload
 // larger than MaxInline is staged as a blob. The blobs of the message
 // (staged here or given in c) are the caller's to discard (discardBlobs)
 // once the message is committed or refused.
-func (s *Store) message(now time.Time, from, to, kind string, c Content, defSummary string) (*draft, error) {
+func (s *Store) message(now time.Time, from, to, kind string, c inbox.Content, defSummary string) (*draft, error) {
 	blobs := c.Blobs
 	fail := func(err error) (*draft, error) {
 		for _, b := range blobs {
-			b.Discard()
+			discard(b)
 		}
 		return nil, err
 	}
@@ -113,7 +67,7 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 		summary = cut(strings.TrimSpace(line), 200)
 	}
 	if summary == "" && len(blobs) > 0 {
-		summary = fmt.Sprintf("%s: %d bytes, stored as %s", blobs[0].Field, blobs[0].Size, blobs[0].rel())
+		summary = fmt.Sprintf("%s: %d bytes, stored as %s", blobs[0].Field, blobs[0].Size, blobs[0].Ref())
 	}
 	mid := inbox.NewID("msg_", now)
 	m := &draft{Message: inbox.Message{MessageID: mid, FromAgent: from, ToAgent: to, Kind: kind, Summary: summary,
@@ -151,7 +105,7 @@ func (s *Store) message(now time.Time, from, to, kind string, c Content, defSumm
 }
 
 // Send creates a thread (ThreadID empty) or appends a message to one.
-func (s *Store) Send(in SendInput) (*Result, error) {
+func (s *Store) Send(in inbox.SendInput) (*inbox.Result, error) {
 	if err := validateSendBasics(&in); err != nil {
 		return nil, err
 	}
@@ -174,7 +128,7 @@ func (s *Store) Send(in SendInput) (*Result, error) {
 	return r, err
 }
 
-func (s *Store) sendNew(in SendInput) (*Result, error) {
+func (s *Store) sendNew(in inbox.SendInput) (*inbox.Result, error) {
 	if in.IdempotencyKey != "" {
 		unlock, err := s.lockIdem()
 		if err != nil {
@@ -190,7 +144,7 @@ func (s *Store) sendNew(in SendInput) (*Result, error) {
 	if err := t.commit(); err != nil {
 		return nil, err
 	}
-	return &Result{Thread: &t.h.Thread, Message: &t.msg.Message}, nil
+	return &inbox.Result{Thread: &t.h.Thread, Message: &t.msg.Message}, nil
 }
 
 // SendBatch creates several threads as one commit (one event-log append,
@@ -199,8 +153,8 @@ func (s *Store) sendNew(in SendInput) (*Result, error) {
 // errors (validation) come back in input order; err is a failure of the
 // whole commit, after which the caller may retry with the same
 // idempotency keys.
-func (s *Store) SendBatch(ins []SendInput) (results []*Result, errs []error, err error) {
-	results, errs = make([]*Result, len(ins)), make([]error, len(ins))
+func (s *Store) SendBatch(ins []inbox.SendInput) (results []*inbox.Result, errs []error, err error) {
+	results, errs = make([]*inbox.Result, len(ins)), make([]error, len(ins))
 	for _, in := range ins {
 		if in.IdempotencyKey != "" {
 			unlock, err := s.lockIdem()
@@ -249,7 +203,7 @@ func (s *Store) SendBatch(ins []SendInput) (results []*Result, errs []error, err
 		}
 	}
 	for j, t := range txs {
-		results[at[j]] = &Result{Thread: &t.h.Thread, Message: &t.msg.Message}
+		results[at[j]] = &inbox.Result{Thread: &t.h.Thread, Message: &t.msg.Message}
 	}
 	for i, in := range ins {
 		if j, ok := first[in.IdempotencyKey]; ok && j != i && results[i] == nil {
@@ -273,7 +227,7 @@ func (s *Store) lockIdem() (unlock func(), err error) {
 // subject starts a task (it shows in the recipient's fetch); one without,
 // a note to an agent's mailbox ("Phase 1 complete"), is mail of kind
 // progress, which starts no work (SPEC 7).
-func validateSendBasics(in *SendInput) error {
+func validateSendBasics(in *inbox.SendInput) error {
 	if err := inbox.ValidateAgent("from", in.From); err != nil {
 		return err
 	}
@@ -298,7 +252,7 @@ func validateSendBasics(in *SendInput) error {
 // thread a send appends to: run, task and priority must be the thread's
 // own (they cannot be changed by a message); the subject becomes the
 // message's summary.
-func sameAsThread(h *header, in SendInput) error {
+func sameAsThread(h *header, in inbox.SendInput) error {
 	for _, f := range []struct{ name, given, has string }{{"run", in.RunID, h.RunID}, {"task", in.TaskID, h.TaskID}, {"priority", in.Priority, h.Priority}} {
 		if f.given != "" && f.given != f.has {
 			return inbox.Invalid(f.name, "%q differs from thread %s's %s %q: a message cannot change it (leave {%s} out, or start a new thread)",
@@ -311,7 +265,7 @@ func sameAsThread(h *header, in SendInput) error {
 // prepareThread validates a thread-creating send and stages it: it
 // returns the transaction to commit, or the earlier result when the
 // idempotency key was used before (the caller holds the idem lock).
-func (s *Store) prepareThread(in SendInput) (*tx, *Result, error) {
+func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
 	if err := inbox.ValidateAgent("to", in.To); err != nil {
 		return nil, nil, err
 	}
@@ -375,7 +329,7 @@ func otherParty(h *header, from string) string {
 	return h.AssignedTo
 }
 
-func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check func(h *header) error) (*Result, error) {
+func (s *Store) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, check func(h *header) error) (*inbox.Result, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
@@ -393,7 +347,7 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check 
 	if m.Summary == "" && len(m.Artifacts) == 0 && string(m.PayloadJSON) == "{}" {
 		return nil, inbox.Invalid("summary", "or {body} is required: a message must say something")
 	}
-	var res *Result
+	var res *inbox.Result
 	err = s.mutate(tid, func(t *tx) error {
 		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
 			res = r
@@ -412,7 +366,7 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check 
 		}
 		t.ev = inbox.Event{EventType: inbox.EventMessageAdded, Agent: from, Summary: m.Summary}
 		t.addMessage(m)
-		res = &Result{Thread: &t.h.Thread, Message: &m.Message}
+		res = &inbox.Result{Thread: &t.h.Thread, Message: &m.Message}
 		return nil
 	})
 	if err == nil && !res.Replayed {
@@ -425,7 +379,7 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c Content, check 
 }
 
 // Reply appends a message inside a thread; anyone may reply.
-func (s *Store) Reply(from, to, tid, kind string, c Content) (*Result, error) {
+func (s *Store) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.ValidateAgent("from", from); err != nil {
 		return nil, err
 	}
@@ -455,14 +409,14 @@ func checkAgentThread(agent, tid string) error {
 // Claim grants agent the lease on a thread: status claimed, assigned_to
 // agent, a new lease token. It fails with inbox.ErrLeaseConflict while another
 // agent holds a live lease. The holder may claim again (a new token).
-func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
+func (s *Store) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	if err := validateLeaseSeconds(leaseSeconds); err != nil {
 		return nil, err
 	}
-	var res *Result
+	var res *inbox.Result
 	err := s.mutate(tid, func(t *tx) error {
 		if inbox.IsTerminal(t.h.Status) {
 			return inbox.InvalidState("thread %s is %s; terminal threads cannot be claimed", tid, t.h.Status)
@@ -485,7 +439,7 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*Result, error) {
 		t.h.Status, t.h.AssignedTo = inbox.StatusClaimed, agent
 		payload := jsonrec.Fields{}.Num("lease_token", token).Str("expires_at", l.ExpiresAt).JSON()
 		t.ev = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent, PayloadJSON: payload}
-		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
+		res = &inbox.Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
 	})
 	if err == nil {
@@ -524,14 +478,14 @@ func checkHolder(h *header, agent string, token int64, now time.Time) error {
 }
 
 // Renew extends the holder's lease to leaseSeconds from now.
-func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*Result, error) {
+func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Result, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	if err := validateLeaseSeconds(leaseSeconds); err != nil {
 		return nil, err
 	}
-	var res *Result
+	var res *inbox.Result
 	err := s.mutate(tid, func(t *tx) error {
 		if inbox.IsTerminal(t.h.Status) {
 			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.h.Status)
@@ -544,7 +498,7 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*Result
 		t.setLease(l)
 		payload := jsonrec.Fields{}.Num("lease_token", l.LeaseToken).Str("expires_at", l.ExpiresAt).JSON()
 		t.ev = inbox.Event{EventType: inbox.EventLeaseRenewed, Agent: agent, Summary: "lease renewed by " + agent, PayloadJSON: payload}
-		res = &Result{Thread: &t.h.Thread, Lease: t.h.Lease}
+		res = &inbox.Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
 	})
 	if err == nil {
@@ -555,7 +509,7 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*Result
 
 // Update lets the holder post progress (status in_progress) or a blocked
 // question (status blocked, summary required).
-func (s *Store) Update(agent, tid, status string, token int64, c Content) (*Result, error) {
+func (s *Store) Update(agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
@@ -577,7 +531,7 @@ func (s *Store) Update(agent, tid, status string, token int64, c Content) (*Resu
 }
 
 // Done completes the thread with its result; the lease is released.
-func (s *Store) Done(agent, tid string, token int64, c Content) (*Result, error) {
+func (s *Store) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
@@ -588,7 +542,7 @@ func (s *Store) Done(agent, tid string, token int64, c Content) (*Result, error)
 }
 
 // Fail marks the thread failed; the lease is released.
-func (s *Store) Fail(agent, tid string, token int64, c Content) (*Result, error) {
+func (s *Store) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
@@ -598,7 +552,7 @@ func (s *Store) Fail(agent, tid string, token int64, c Content) (*Result, error)
 	return s.holderMessage("fail", agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
 }
 
-func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status, evType string, c Content, def string) (*Result, error) {
+func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status, evType string, c inbox.Content, def string) (*inbox.Result, error) {
 	now := s.now()
 	m, err := s.message(now, agent, "", kind, c, def)
 	if err != nil {
@@ -606,7 +560,7 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 	}
 	defer m.discardBlobs()
 	m.Status = status
-	var res *Result
+	var res *inbox.Result
 	err = s.mutate(tid, func(t *tx) error {
 		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
 			res = r
@@ -629,7 +583,7 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 		payload := jsonrec.Fields{}.Str("from", from).Str("to", status).JSON()
 		t.ev = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
 		t.addMessage(m)
-		res = &Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
+		res = &inbox.Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
 		return nil
 	})
 	if err == nil {
@@ -640,7 +594,7 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 
 // Cancel moves a live thread to cancelled; any agent (a leader) may cancel.
 // A lease, if any, is released.
-func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
+func (s *Store) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) {
 	if err := checkAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
@@ -651,7 +605,7 @@ func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
 	}
 	defer m.discardBlobs()
 	m.Status = inbox.StatusCancelled
-	var res *Result
+	var res *inbox.Result
 	err = s.mutate(tid, func(t *tx) error {
 		if r, err := t.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
 			res = r
@@ -671,7 +625,7 @@ func (s *Store) Cancel(agent, tid string, c Content) (*Result, error) {
 		payload := jsonrec.Fields{}.Str("from", from).Str("to", inbox.StatusCancelled).JSON()
 		t.ev = inbox.Event{EventType: inbox.EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
 		t.addMessage(m)
-		res = &Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
+		res = &inbox.Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
 		return nil
 	})
 	if err == nil {

@@ -2,7 +2,6 @@ package spool
 
 import (
 	"errors"
-	"github.com/inbox-dev/inbox"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/inbox-dev/inbox"
 
 	"github.com/gofrs/flock"
 )
@@ -24,14 +25,6 @@ import (
 // is "gone" until it acts again. Each file belongs to one process and is
 // used by it alone, so unlinking it has none of the races of a shared lock
 // file.
-
-// Agent states reported by Agents.
-const (
-	StateWorking = "working" // holds a live lease
-	StateWaiting = "waiting" // a process is blocked for it now
-	StateIdle    = "idle"
-	StateGone    = "gone" // held a lease or waited, and its process is gone
-)
 
 var waitSeq atomic.Int64
 

@@ -11,19 +11,9 @@ import (
 	"github.com/inbox-dev/inbox/index"
 )
 
-// Limits on how many threads one fetch or list returns.
-const (
-	DefaultFetchLimit = 20
-	DefaultListLimit  = 50
-	MaxLimit          = 10000
-)
-
-// DefaultFetchStatuses are the statuses fetch looks at by default.
-var DefaultFetchStatuses = []string{inbox.StatusPending, inbox.StatusBlocked}
-
 func validateLimit(limit int) error {
-	if limit < 1 || limit > MaxLimit {
-		return inbox.Invalid("limit", "%d is out of range: give 1 to %d", limit, MaxLimit)
+	if limit < 1 || limit > inbox.MaxLimit {
+		return inbox.Invalid("limit", "%d is out of range: give 1 to %d", limit, inbox.MaxLimit)
 	}
 	return nil
 }
@@ -38,7 +28,7 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 		return nil, err
 	}
 	if len(statuses) == 0 {
-		statuses = DefaultFetchStatuses
+		statuses = inbox.DefaultFetchStatuses
 	}
 	if err := inbox.ValidateStatuses("status", statuses); err != nil {
 		return nil, err
@@ -131,17 +121,8 @@ func (s *Store) unread(h *header, agent string) (bool, error) {
 	return false, nil
 }
 
-// ListFilter selects threads for List. Empty fields do not filter.
-type ListFilter struct {
-	Agent      string // assigned to or created by this agent
-	CreatedBy  string
-	AssignedTo string
-	Statuses   []string
-	Limit      int
-}
-
 // List returns threads matching f, newest first.
-func (s *Store) List(f ListFilter) ([]*inbox.Thread, error) {
+func (s *Store) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
 	for _, a := range []struct{ field, name string }{{"agent", f.Agent}, {"created-by", f.CreatedBy}, {"assigned-to", f.AssignedTo}} {
 		if a.name != "" {
 			if err := inbox.ValidateAgent(a.field, a.name); err != nil {
@@ -195,19 +176,6 @@ func (s *Store) List(f ListFilter) ([]*inbox.Thread, error) {
 	return out, nil
 }
 
-// ThreadView is one thread with its full history.
-type ThreadView struct {
-	Thread   *inbox.Thread
-	Messages []*inbox.Message
-	// Lease is the thread's lease (live, expired or released), nil if the
-	// thread was never claimed.
-	Lease *inbox.Lease
-	// Archived is true for a thread moved out of the live tree by archive.
-	Archived bool
-	// Origin is the intake descriptor the thread came from, if any.
-	Origin *inbox.Origin
-}
-
 // viewDir finds a thread's directory for reading: the live tree, else the
 // archive (archived threads stay readable).
 func (s *Store) viewDir(tid string) (dir string, archived bool) {
@@ -221,7 +189,7 @@ func (s *Store) viewDir(tid string) (dir string, archived bool) {
 }
 
 // Show returns a thread with every message in order; archived threads too.
-func (s *Store) Show(tid string) (*ThreadView, error) {
+func (s *Store) Show(tid string) (*inbox.ThreadView, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
@@ -230,7 +198,7 @@ func (s *Store) Show(tid string) (*ThreadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &ThreadView{Thread: h.view(s.now()), Lease: h.Lease, Archived: archived, Origin: h.Origin}
+	v := &inbox.ThreadView{Thread: h.view(s.now()), Lease: h.Lease, Archived: archived, Origin: h.Origin}
 	if v.Messages, err = s.readMessages(dir, tid, h.MessageCount); err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func BenchmarkScaleList(b *testing.B) {
 	for _, n := range scaleSizes() {
 		b.Run(fmt.Sprintf("threads=%d", n), func(b *testing.B) {
 			s, _ := fillStore(b, n)
-			filters := map[string]spool.ListFilter{
+			filters := map[string]inbox.ListFilter{
 				"done":        {Statuses: []string{inbox.StatusDone}, Limit: 20},
 				"assigned-to": {AssignedTo: "a7", Limit: 20},
 				"all":         {Limit: 20},
@@ -87,14 +87,14 @@ func BenchmarkScaleShow(b *testing.B) {
 	db := filepath.Join(b.TempDir(), "store")
 	spool.Init(db, false)
 	gen, _ := spool.Open(db, spool.Options{Unsynced: true})
-	r, err := gen.Send(spool.SendInput{From: "boss", To: "X", Subject: "a long conversation"})
+	r, err := gen.Send(inbox.SendInput{From: "boss", To: "X", Subject: "a long conversation"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	tid := r.Thread.ThreadID
 	body := strings.Repeat("x", 200)
 	for i := 1; i < 10000; i++ {
-		if _, err := gen.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: fmt.Sprint("step ", i), Body: body}); err != nil {
+		if _, err := gen.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: fmt.Sprint("step ", i), Body: body}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -25,9 +25,9 @@ func newStore(t *testing.T) (*spool.Store, string) {
 	return s, db
 }
 
-func send(t *testing.T, s *spool.Store, to string) *spool.Result {
+func send(t *testing.T, s *spool.Store, to string) *inbox.Result {
 	t.Helper()
-	r, err := s.Send(spool.SendInput{From: "boss", To: to, Subject: "work for " + to, Content: spool.Content{Body: "please"}})
+	r, err := s.Send(inbox.SendInput{From: "boss", To: to, Subject: "work for " + to, Content: inbox.Content{Body: "please"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +86,13 @@ func TestLifecycleAndEvents(t *testing.T) {
 	if c.Lease.LeaseToken != 1 || c.Thread.Status != inbox.StatusClaimed {
 		t.Fatalf("claim: %+v %+v", c.Thread, c.Lease)
 	}
-	if _, err := s.Update("X", tid, inbox.StatusBlocked, 1, spool.Content{Summary: "need input"}); err != nil {
+	if _, err := s.Update("X", tid, inbox.StatusBlocked, 1, inbox.Content{Summary: "need input"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "here"}); err != nil {
+	if _, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "here"}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.Done("X", tid, 1, spool.Content{Summary: "finished"})
+	d, err := s.Done("X", tid, 1, inbox.Content{Summary: "finished"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,33 +121,33 @@ func TestTransitions(t *testing.T) {
 		want error
 	}{
 		{"update before claim", func() error {
-			_, err := s.Update("X", tid, inbox.StatusInProgress, 0, spool.Content{})
+			_, err := s.Update("X", tid, inbox.StatusInProgress, 0, inbox.Content{})
 			return err
 		}, inbox.ErrInvalidState},
-		{"done before claim", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
+		{"done before claim", func() error { _, err := s.Done("X", tid, 0, inbox.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
 		{"claim", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
 		{"claim by another", func() error { _, err := s.Claim("Y", tid, 60); return err }, inbox.ErrLeaseConflict},
 		{"update by another", func() error {
-			_, err := s.Update("Y", tid, inbox.StatusInProgress, 0, spool.Content{})
+			_, err := s.Update("Y", tid, inbox.StatusInProgress, 0, inbox.Content{})
 			return err
 		}, inbox.ErrLeaseConflict},
 		{"reclaim by holder", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
 		{"stale token", func() error {
-			_, err := s.Update("X", tid, inbox.StatusInProgress, 1, spool.Content{})
+			_, err := s.Update("X", tid, inbox.StatusInProgress, 1, inbox.Content{})
 			return err
 		}, inbox.ErrStaleToken},
 		{"current token", func() error {
-			_, err := s.Update("X", tid, inbox.StatusInProgress, 2, spool.Content{})
+			_, err := s.Update("X", tid, inbox.StatusInProgress, 2, inbox.Content{})
 			return err
 		}, nil},
 		{"blocked without summary", func() error {
-			_, err := s.Update("X", tid, inbox.StatusBlocked, 0, spool.Content{})
+			_, err := s.Update("X", tid, inbox.StatusBlocked, 0, inbox.Content{})
 			return err
 		}, inbox.ErrInvalidInput},
-		{"cancel by leader", func() error { _, err := s.Cancel("leader", tid, spool.Content{Summary: "stop"}); return err }, nil},
-		{"done after cancel", func() error { _, err := s.Done("X", tid, 0, spool.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
+		{"cancel by leader", func() error { _, err := s.Cancel("leader", tid, inbox.Content{Summary: "stop"}); return err }, nil},
+		{"done after cancel", func() error { _, err := s.Done("X", tid, 0, inbox.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
 		{"reply after cancel", func() error {
-			_, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "x"})
+			_, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "x"})
 			return err
 		}, inbox.ErrInvalidState},
 		{"claim after cancel", func() error { _, err := s.Claim("X", tid, 60); return err }, inbox.ErrInvalidState},
@@ -176,11 +176,11 @@ func TestLeaseExpiry(t *testing.T) {
 	if _, err := s.Claim("Y", tid, 10); err != nil {
 		t.Fatalf("claim of an expired lease: %v", err)
 	}
-	if _, err := s.Done("X", tid, 0, spool.Content{Summary: "late"}); !errors.Is(err, inbox.ErrLeaseConflict) {
+	if _, err := s.Done("X", tid, 0, inbox.Content{Summary: "late"}); !errors.Is(err, inbox.ErrLeaseConflict) {
 		t.Fatalf("old holder's done: %v, want inbox.ErrLeaseConflict", err)
 	}
 	now = now.Add(20 * time.Second)
-	if _, err := s.Update("X", tid, inbox.StatusInProgress, 0, spool.Content{}); !errors.Is(err, inbox.ErrNotLeaseHolder) {
+	if _, err := s.Update("X", tid, inbox.StatusInProgress, 0, inbox.Content{}); !errors.Is(err, inbox.ErrNotLeaseHolder) {
 		t.Fatalf("update by a non-holder after Y's lease lapsed: %v, want inbox.ErrNotLeaseHolder", err)
 	}
 }
@@ -189,19 +189,19 @@ func TestValidation(t *testing.T) {
 	s, _ := newStore(t)
 	bad := []struct {
 		name string
-		in   spool.SendInput
+		in   inbox.SendInput
 		flag string
 	}{
-		{"slash in agent", spool.SendInput{From: "a/b", To: "X", Subject: "s"}, "from"},
-		{"dotdot agent", spool.SendInput{From: "boss", To: "..", Subject: "s"}, "to"},
-		{"NUL in agent", spool.SendInput{From: "bo\x00ss", To: "X", Subject: "s"}, "from"},
-		{"long agent", spool.SendInput{From: strings.Repeat("a", 65), To: "X", Subject: "s"}, "from"},
-		{"missing subject", spool.SendInput{From: "boss", To: "X"}, "subject"},
-		{"bad kind", spool.SendInput{From: "boss", To: "X", Subject: "s", Kind: "chat"}, "kind"},
-		{"bad priority", spool.SendInput{From: "boss", To: "X", Subject: "s", Priority: "urgent"}, "priority"},
-		{"bad payload", spool.SendInput{From: "boss", To: "X", Subject: "s", Content: spool.Content{PayloadJSON: "{nope"}}, "payload_json"},
-		{"thread path", spool.SendInput{From: "boss", ThreadID: "../../etc", Content: spool.Content{Body: "x"}}, "thread"},
-		{"subject too long with --thread", spool.SendInput{From: "boss", ThreadID: "thr_x", Subject: strings.Repeat("s", inbox.MaxSubjectLen+1), Content: spool.Content{Body: "x"}}, "subject"},
+		{"slash in agent", inbox.SendInput{From: "a/b", To: "X", Subject: "s"}, "from"},
+		{"dotdot agent", inbox.SendInput{From: "boss", To: "..", Subject: "s"}, "to"},
+		{"NUL in agent", inbox.SendInput{From: "bo\x00ss", To: "X", Subject: "s"}, "from"},
+		{"long agent", inbox.SendInput{From: strings.Repeat("a", 65), To: "X", Subject: "s"}, "from"},
+		{"missing subject", inbox.SendInput{From: "boss", To: "X"}, "subject"},
+		{"bad kind", inbox.SendInput{From: "boss", To: "X", Subject: "s", Kind: "chat"}, "kind"},
+		{"bad priority", inbox.SendInput{From: "boss", To: "X", Subject: "s", Priority: "urgent"}, "priority"},
+		{"bad payload", inbox.SendInput{From: "boss", To: "X", Subject: "s", Content: inbox.Content{PayloadJSON: "{nope"}}, "payload_json"},
+		{"thread path", inbox.SendInput{From: "boss", ThreadID: "../../etc", Content: inbox.Content{Body: "x"}}, "thread"},
+		{"subject too long with --thread", inbox.SendInput{From: "boss", ThreadID: "thr_x", Subject: strings.Repeat("s", inbox.MaxSubjectLen+1), Content: inbox.Content{Body: "x"}}, "subject"},
 	}
 	for _, c := range bad {
 		_, err := s.Send(c.in)
@@ -228,7 +228,7 @@ func fieldOf(err error) string {
 
 func TestIdempotency(t *testing.T) {
 	s, _ := newStore(t)
-	in := spool.SendInput{From: "boss", To: "X", Subject: "once", Content: spool.Content{IdempotencyKey: "k1"}}
+	in := inbox.SendInput{From: "boss", To: "X", Subject: "once", Content: inbox.Content{IdempotencyKey: "k1"}}
 	a, err := s.Send(in)
 	if err != nil {
 		t.Fatal(err)
@@ -241,8 +241,8 @@ func TestIdempotency(t *testing.T) {
 		t.Fatalf("retry made %s/%s, first %s/%s", b.Thread.ThreadID, b.Message.MessageID, a.Thread.ThreadID, a.Message.MessageID)
 	}
 	tid := a.Thread.ThreadID
-	rep := func() (*spool.Result, error) {
-		return s.Reply("boss", "", tid, inbox.KindQuestion, spool.Content{Summary: "status?", IdempotencyKey: "k1"})
+	rep := func() (*inbox.Result, error) {
+		return s.Reply("boss", "", tid, inbox.KindQuestion, inbox.Content{Summary: "status?", IdempotencyKey: "k1"})
 	}
 	r1, err := rep()
 	if err != nil {
@@ -252,7 +252,7 @@ func TestIdempotency(t *testing.T) {
 	if err != nil || !r2.Replayed || r2.Message.MessageID != r1.Message.MessageID {
 		t.Fatalf("reply retry: %v %+v", err, r2)
 	}
-	if _, err := s.Cancel("boss", tid, spool.Content{IdempotencyKey: "k1"}); !errors.Is(err, inbox.ErrIdempotencyMismatch) {
+	if _, err := s.Cancel("boss", tid, inbox.Content{IdempotencyKey: "k1"}); !errors.Is(err, inbox.ErrIdempotencyMismatch) {
 		t.Fatalf("key reused by cancel: %v, want inbox.ErrIdempotencyMismatch", err)
 	}
 	v, _ := s.Show(tid)
@@ -263,9 +263,9 @@ func TestIdempotency(t *testing.T) {
 
 func TestFetchOrderLeasesAndUnread(t *testing.T) {
 	s, _ := newStore(t)
-	low, _ := s.Send(spool.SendInput{From: "boss", To: "X", Subject: "low", Priority: "low"})
+	low, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "low", Priority: "low"})
 	norm1 := send(t, s, "X")
-	high, _ := s.Send(spool.SendInput{From: "boss", To: "X", Subject: "high", Priority: "high"})
+	high, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "high", Priority: "high"})
 	norm2 := send(t, s, "X")
 	send(t, s, "Y")
 	ts, err := s.Fetch("X", nil, 10, false)
@@ -286,7 +286,7 @@ func TestFetchOrderLeasesAndUnread(t *testing.T) {
 	// A blocked thread whose lease another agent took is hidden from X.
 	tid := norm1.Thread.ThreadID
 	s.Claim("X", tid, 60)
-	s.Update("X", tid, inbox.StatusBlocked, 0, spool.Content{Summary: "q"})
+	s.Update("X", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "q"})
 	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, false); len(ts) != 1 {
 		t.Fatalf("X's own blocked thread: fetch gave %d, want 1", len(ts))
 	}
@@ -295,16 +295,16 @@ func TestFetchOrderLeasesAndUnread(t *testing.T) {
 	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 0 {
 		t.Fatalf("after mark-read: %d unread", len(ts))
 	}
-	s.Update("X", tid, inbox.StatusBlocked, 0, spool.Content{Summary: "still waiting"})
+	s.Update("X", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "still waiting"})
 	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 0 {
 		t.Fatalf("X's own message made the thread unread")
 	}
-	s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "answer"})
+	s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "answer"})
 	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 1 {
 		t.Fatalf("after an answer: %d unread, want 1", len(ts))
 	}
 	// list sees everything, newest first.
-	all, err := s.List(spool.ListFilter{Limit: 50})
+	all, err := s.List(inbox.ListFilter{Limit: 50})
 	if err != nil || len(all) != 5 || all[0].ThreadID < all[4].ThreadID {
 		t.Fatalf("list: %d threads, err %v", len(all), err)
 	}
@@ -365,7 +365,7 @@ func TestOrphanMessageIsDiscarded(t *testing.T) {
 	if v, _ := s.Show(tid); len(v.Messages) != 1 {
 		t.Fatalf("show counted an uncommitted message: %d", len(v.Messages))
 	}
-	r, err := s.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: "real"})
+	r, err := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "real"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
 	tid := send(t, s, "X").Thread.ThreadID
 	seg := lastSegment(t, db)
 	before, _ := os.ReadFile(seg)
-	if _, err := s.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: "p"}); err != nil {
+	if _, err := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	// A writer died after committing the header, before appending the event.
@@ -416,7 +416,7 @@ func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
 	send(t, s, "X")
 	seg := lastSegment(t, db)
 	before, _ := os.ReadFile(seg)
-	in := spool.SendInput{From: "boss", To: "X", Subject: "keyed", Content: spool.Content{IdempotencyKey: "k1"}}
+	in := inbox.SendInput{From: "boss", To: "X", Subject: "keyed", Content: inbox.Content{IdempotencyKey: "k1"}}
 	first, err := s.Send(in)
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +461,7 @@ func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
 	if err != nil || v.Thread.Status != inbox.StatusClaimed {
 		t.Fatalf("reader with torn header: %v %+v", err, v)
 	}
-	if _, err := s.Done("X", tid, 1, spool.Content{Summary: "ok"}); err != nil {
+	if _, err := s.Done("X", tid, 1, inbox.Content{Summary: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	v, _ = s.Show(tid)

@@ -23,46 +23,6 @@ import (
 // state: pending is queued, claimed or in_progress is running, terminal is
 // finished.
 
-// TaskSpec defines a queued task.
-type TaskSpec struct {
-	Name string `json:"name"`
-	// Parent gets the task's result in its mailbox.
-	Parent string `json:"parent"`
-	// Owner is whose queue the task is in: the agent that pushed it
-	// (SPEC 7 "Queue ownership"). Tasks pushed before owners were
-	// recorded belong to their parent's queue.
-	Owner          string `json:"owner,omitempty"`
-	Model          string `json:"model,omitempty"`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
-}
-
-// Task is a queued, running or finished task.
-type Task struct {
-	TaskSpec
-	Prompt string `json:"prompt"`
-	// PromptBlob is the file holding a prompt too large to store inline
-	// (Prompt is then empty).
-	PromptBlob string `json:"prompt_blob,omitempty"`
-	ThreadID   string `json:"thread_id"`
-	Status     string `json:"status"` // the thread's
-	CreatedAt  string `json:"created_at"`
-	UpdatedAt  string `json:"updated_at"`
-	// StartedAt is when the task was claimed to run, if it was.
-	StartedAt  string `json:"started_at,omitempty"`
-	LeaseToken int64  `json:"lease_token,omitempty"`
-}
-
-// State is the task's place in the queue: queued, running or finished.
-func (t *Task) State() string {
-	switch {
-	case t.Status == inbox.StatusPending:
-		return "queued"
-	case inbox.IsTerminal(t.Status):
-		return "finished"
-	}
-	return "running"
-}
-
 func (s *Store) taskPath(name string) string { return filepath.Join(s.dir, tasksDir, name+".json") }
 
 // registerTask links src (a new thread's first message) as the task name.
@@ -92,7 +52,7 @@ var taskAlphabet = "abcdefghjkmnpqrstvwxyz23456789"
 // Push queues a task in spec.Owner's queue (default "main"): it returns at
 // once. A name is generated when spec.Name is empty; the parent, who gets
 // the result, defaults to the owner.
-func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
+func (s *Store) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 	if spec.Owner == "" {
 		spec.Owner = "main"
 	}
@@ -132,8 +92,8 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 			spec.Name = "task-" + string(b)
 		}
 		payload, _ := json.Marshal(map[string]any{"task": spec})
-		in := SendInput{From: spec.Parent, To: spec.Name, Subject: firstLine(prompt, 80), Kind: inbox.KindTask,
-			Content: Content{Body: prompt, PayloadJSON: string(payload)}}
+		in := inbox.SendInput{From: spec.Parent, To: spec.Name, Subject: firstLine(prompt, 80), Kind: inbox.KindTask,
+			Content: inbox.Content{Body: prompt, PayloadJSON: string(payload)}}
 		if err := validateSendBasics(&in); err != nil {
 			return nil, err
 		}
@@ -147,7 +107,7 @@ func (s *Store) Push(spec TaskSpec, prompt string) (*Task, error) {
 		t.msg.discardBlobs()
 		if err == nil {
 			s.seen(spec.Owner)
-			return &Task{TaskSpec: spec, Prompt: prompt, ThreadID: t.tid, Status: t.h.Status,
+			return &inbox.Task{TaskSpec: spec, Prompt: prompt, ThreadID: t.tid, Status: t.h.Status,
 				CreatedAt: t.h.CreatedAt, UpdatedAt: t.h.UpdatedAt}, nil
 		}
 		var e *inbox.Error
@@ -168,7 +128,7 @@ func firstLine(s string, n int) string {
 }
 
 // TaskByName returns a task.
-func (s *Store) TaskByName(name string) (*Task, error) {
+func (s *Store) TaskByName(name string) (*inbox.Task, error) {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return nil, err
 	}
@@ -193,12 +153,12 @@ func (s *Store) TaskByName(name string) (*Task, error) {
 		return nil, inbox.NotFound("task %s not found", name)
 	}
 	var p struct {
-		Task TaskSpec `json:"task"`
+		Task inbox.TaskSpec `json:"task"`
 	}
 	if err := json.Unmarshal(first.PayloadJSON, &p); err != nil {
 		return nil, corrupt(err, "task %s: its definition is not valid JSON", name)
 	}
-	t := &Task{TaskSpec: p.Task, Prompt: first.Body, ThreadID: h.ThreadID, Status: h.Status,
+	t := &inbox.Task{TaskSpec: p.Task, Prompt: first.Body, ThreadID: h.ThreadID, Status: h.Status,
 		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 	if t.Owner == "" {
 		t.Owner = t.Parent
@@ -214,22 +174,16 @@ func (s *Store) TaskByName(name string) (*Task, error) {
 	return t, nil
 }
 
-// TaskFilter selects tasks; empty fields do not filter.
-type TaskFilter struct {
-	Owner  string // in this agent's queue
-	Parent string // whose results go to this agent
-}
-
 // Tasks lists the tasks f selects, oldest first.
-func (s *Store) Tasks(f TaskFilter) ([]*Task, error) {
+func (s *Store) Tasks(f inbox.TaskFilter) ([]*inbox.Task, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, tasksDir))
 	if errors.Is(err, fs.ErrNotExist) {
-		return []*Task{}, nil
+		return []*inbox.Task{}, nil
 	}
 	if err != nil {
 		return nil, inbox.Storage(err, "list tasks")
 	}
-	out := []*Task{}
+	out := []*inbox.Task{}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || inbox.ValidateAgent("name", name) != nil {
@@ -250,8 +204,8 @@ func (s *Store) Tasks(f TaskFilter) ([]*Task, error) {
 	return out, nil
 }
 
-func sortTasks(ts []*Task) {
-	slices.SortFunc(ts, func(a, b *Task) int { return strings.Compare(a.ThreadID, b.ThreadID) })
+func sortTasks(ts []*inbox.Task) {
+	slices.SortFunc(ts, func(a, b *inbox.Task) int { return strings.Compare(a.ThreadID, b.ThreadID) })
 }
 
 // TaskRunnerFile is where a runner records the process running a task.
@@ -267,7 +221,7 @@ func (s *Store) TaskOutputFile(name string) string {
 }
 
 // TaskByThread returns the task a thread is, or inbox.ErrNotFound.
-func (s *Store) TaskByThread(tid string) (*Task, error) {
+func (s *Store) TaskByThread(tid string) (*inbox.Task, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
@@ -277,7 +231,7 @@ func (s *Store) TaskByThread(tid string) (*Task, error) {
 		return nil, err
 	}
 	var p struct {
-		Task TaskSpec `json:"task"`
+		Task inbox.TaskSpec `json:"task"`
 	}
 	if m.Kind != inbox.KindTask || json.Unmarshal(m.PayloadJSON, &p) != nil || p.Task.Name == "" {
 		return nil, inbox.NotFound("thread %s is not a task", tid)
@@ -294,7 +248,7 @@ func (s *Store) TaskByThread(tid string) (*Task, error) {
 // failure message from the task, as for any failed task, so nothing
 // waits for a result that will not come. c carries the failure payload
 // ({"success":false,"error":…,"partial_output":…}) and any blobs.
-func (s *Store) CancelTask(agent string, t *Task, c Content) (*Result, error) {
+func (s *Store) CancelTask(agent string, t *inbox.Task, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
@@ -305,7 +259,7 @@ func (s *Store) CancelTask(agent string, t *Task, c Content) (*Result, error) {
 	}
 	defer m.discardBlobs()
 	m.Status = inbox.StatusCancelled
-	var res *Result
+	var res *inbox.Result
 	err = s.mutate(t.ThreadID, func(tx *tx) error {
 		if r, err := tx.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
 			res = r
@@ -324,7 +278,7 @@ func (s *Store) CancelTask(agent string, t *Task, c Content) (*Result, error) {
 		payload := jsonrec.Fields{}.Str("from", from).Str("to", inbox.StatusCancelled).Str("cancelled_by", agent).JSON()
 		tx.ev = inbox.Event{EventType: inbox.EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
 		tx.addMessage(m)
-		res = &Result{Thread: &tx.h.Thread, Message: &m.Message, Lease: tx.h.Lease}
+		res = &inbox.Result{Thread: &tx.h.Thread, Message: &m.Message, Lease: tx.h.Lease}
 		return nil
 	})
 	if err == nil {

@@ -10,7 +10,7 @@ import (
 // linked into the store when the message commits.
 type draft struct {
 	inbox.Message
-	blobs []*Blob
+	blobs []*inbox.Blob
 }
 
 // discardBlobs removes the staged temp files of a message's blobs (the
@@ -20,7 +20,7 @@ func (m *draft) discardBlobs() {
 		return
 	}
 	for _, b := range m.blobs {
-		b.Discard()
+		discard(b)
 	}
 }
 

@@ -71,19 +71,12 @@ func (s *Store) rebuildIndex() (int, error) {
 	return n, inbox.Storage(s.idx.Rebuilt(), "finish the index")
 }
 
-// ArchiveResult says what Archive moved.
-type ArchiveResult struct {
-	Cutoff   string   `json:"cutoff"`
-	Threads  []string `json:"archived_threads"`
-	Segments []string `json:"archived_segments"`
-}
-
 // Archive moves terminal threads (statuses, all terminal; default done,
 // failed, cancelled) last updated before now-olderThan out of the live
 // tree into archive/threads, where Show still reads them, and moves
 // event-log segments whose events are all older than the cutoff into
 // archive/events. Nothing is deleted. It runs with the store locked.
-func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveResult, error) {
+func (s *Store) Archive(olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
 	if olderThan < 0 {
 		return nil, inbox.Invalid("older_than", "must not be negative")
 	}
@@ -104,7 +97,7 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*ArchiveRes
 	}
 	defer unlock()
 	cutoff := s.now().Add(-olderThan)
-	res := &ArchiveResult{Cutoff: inbox.FormatTime(cutoff), Threads: []string{}, Segments: []string{}}
+	res := &inbox.ArchiveResult{Cutoff: inbox.FormatTime(cutoff), Threads: []string{}, Segments: []string{}}
 	archThreads := filepath.Join(s.dir, archiveDir, threadsDir)
 	archEvents := filepath.Join(s.dir, archiveDir, eventsDir)
 	for _, d := range []string{filepath.Join(s.dir, archiveDir), archThreads, archEvents} {
@@ -259,23 +252,10 @@ func (l *eventLog) lastTime(first int64) (time.Time, bool, error) {
 	return t, err == nil, nil
 }
 
-// Stats is what an operator looks at first.
-type Stats struct {
-	Threads         int                       `json:"threads"`
-	ByStatus        map[string]int            `json:"by_status"`
-	ByAgent         map[string]map[string]int `json:"by_agent"`
-	ArchivedThreads int                       `json:"archived_threads"`
-	StoreBytes      int64                     `json:"store_bytes"`
-	EventLogBytes   int64                     `json:"event_log_bytes"`
-	EventSegments   int                       `json:"event_log_segments"`
-	LastEventID     int64                     `json:"last_event_id"`
-	OldestPending   *inbox.Thread             `json:"oldest_pending"`
-}
-
 // Stats counts threads by status and assignee (from the index), measures
 // the store and the event log on disk, and finds the oldest pending thread.
-func (s *Store) Stats() (*Stats, error) {
-	st := &Stats{ByStatus: map[string]int{}, ByAgent: map[string]map[string]int{}}
+func (s *Store) Stats() (*inbox.Stats, error) {
+	st := &inbox.Stats{ByStatus: map[string]int{}, ByAgent: map[string]map[string]int{}}
 	// The status tree lists every thread (a superset); each hit is checked
 	// against its header, as every reader of the index must.
 	entries, err := s.idx.ByStatus(inbox.Statuses)

@@ -13,74 +13,18 @@ import (
 	"github.com/inbox-dev/inbox/watcher"
 )
 
-// DefaultWaitKinds are the message kinds wait-reply wakes for by default.
-var DefaultWaitKinds = []string{inbox.KindAnswer, inbox.KindControl, inbox.KindResult}
-
-// WaitOptions tune a blocking call.
-type WaitOptions struct {
-	// Timeout bounds the wait; 0 checks once and returns.
-	Timeout time.Duration
-	// ForcePoll polls instead of using file-system notifications.
-	ForcePoll bool
-	// OnFallback is called once if the wait has to poll, with the reason.
-	OnFallback func(reason error)
-	// ExitSoon says the caller exits right after the wait (a CLI call); see
-	// watcher.Options.ExitSoon.
-	ExitSoon bool
-	// Every, when set with Tick, makes the wait call Tick at that interval
-	// and check again: for conditions no file change announces, such as a
-	// task runner dying.
-	Every time.Duration
-	Tick  func()
-	// Agent is who the wait is for, when the caller knows (wait-reply
-	// with --agent, watch, receive): while it blocks, Agents reports that
-	// agent "waiting".
-	Agent string
-	// afterCheck, when set (tests only), runs after every unsuccessful
-	// check, before arming the watch or waiting: the windows where a lost
-	// wake-up would hide.
-	afterCheck func()
-}
-
-// ReplyCursor says what wait-reply waits after: a message of the thread
-// (AfterMessage), an event id (AfterEvent, when HasEvent), or neither: the
-// read cursor of Agent in the thread when Agent is set, else the thread's
-// newest message when the wait starts.
-type ReplyCursor struct {
-	AfterMessage string
-	AfterEvent   int64
-	HasEvent     bool
-	// Agent, with neither cursor given, waits after that agent's read
-	// cursor, and the message the wait returns moves the cursor to it: an
-	// answer that landed just before the wait is returned, and never
-	// twice.
-	Agent string
-}
-
-// WaitResult is what a blocking call found.
-type WaitResult struct {
-	Woke bool
-	// NextEventID is the cursor to continue from: the event of what woke
-	// the call or, after a timeout, the furthest point it has verified
-	// holds nothing that matches.
-	NextEventID int64
-	Message     *inbox.Message // wait-reply
-	Event       *inbox.Event   // watch
-	Thread      *inbox.Thread  // watch: the thread the event is about
-}
-
 // waiter arms a watcher on the event log before the caller scans, so that
 // nothing appended after the scan can be missed.
 type waiter struct {
 	w        *watcher.Watcher
-	opt      WaitOptions
+	opt      inbox.WaitOptions
 	deadline time.Time
 	timer    *time.Timer
 	s        *Store
 	presence *Presence // registered when the wait first blocks
 }
 
-func (s *Store) newWaiter(opt WaitOptions, deadline time.Time) (*waiter, error) {
+func (s *Store) newWaiter(opt inbox.WaitOptions, deadline time.Time) (*waiter, error) {
 	w, err := watcher.New(s.log.dir, watcher.Options{ForcePoll: opt.ForcePoll, ExitSoon: opt.ExitSoon})
 	if err != nil {
 		return nil, inbox.Storage(err, "watch the event log")
@@ -141,12 +85,12 @@ func (wt *waiter) wait(ctx context.Context) (bool, error) {
 // WaitReply blocks until thread tid has a message of one of kinds after the
 // cursor, and returns the first such message. It returns at once when one
 // already exists. On timeout the result has Woke false.
-func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kinds []string, opt WaitOptions) (*WaitResult, error) {
+func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, kinds []string, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
 	if len(kinds) == 0 {
-		kinds = DefaultWaitKinds
+		kinds = inbox.DefaultWaitKinds
 	}
 	if opt.Agent == "" {
 		opt.Agent = cur.Agent
@@ -206,13 +150,13 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 	}
 	// found answers the wait; by cursor, it also moves the agent's read
 	// cursor to the message it returns.
-	found := func(m *inbox.Message) (*WaitResult, error) {
+	found := func(m *inbox.Message) (*inbox.WaitResult, error) {
 		if byCursor {
 			if _, err := s.MarkRead(cur.Agent, tid, m.Seq); err != nil {
 				return nil, err
 			}
 		}
-		return &WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
+		return &inbox.WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
 	}
 	checked := 0 // messages up to this seq have been examined
 	// verified is a cursor no later message of the thread can be behind:
@@ -268,12 +212,12 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 		if m != nil {
 			return found(m)
 		}
-		if opt.afterCheck != nil {
-			opt.afterCheck()
+		if opt.AfterCheck != nil {
+			opt.AfterCheck()
 		}
 		if wt == nil {
 			if opt.Timeout <= 0 {
-				return &WaitResult{NextEventID: verified}, nil
+				return &inbox.WaitResult{NextEventID: verified}, nil
 			}
 			if wt, err = s.newWaiter(opt, deadline); err != nil {
 				return nil, err
@@ -286,7 +230,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur ReplyCursor, kind
 			return nil, err
 		}
 		if !woke {
-			return &WaitResult{NextEventID: verified}, nil
+			return &inbox.WaitResult{NextEventID: verified}, nil
 		}
 	}
 }
@@ -338,7 +282,7 @@ var statusEvents = []string{inbox.EventThreadCreated, inbox.EventThreadClaimed, 
 // Watch blocks until a new thread is assigned to agent, or a thread the
 // agent is assigned to or created changes to one of statuses (any status
 // when empty), after the cursor (after, or now when nil).
-func (s *Store) Watch(ctx context.Context, agent string, statuses []string, after *int64, opt WaitOptions) (*WaitResult, error) {
+func (s *Store) Watch(ctx context.Context, agent string, statuses []string, after *int64, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
@@ -398,14 +342,14 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 		if found != nil {
 			th := found.State.Thread
 			th.LastEventID = found.EventID
-			return &WaitResult{Woke: true, NextEventID: found.EventID, Event: &found.Event, Thread: &th}, nil
+			return &inbox.WaitResult{Woke: true, NextEventID: found.EventID, Event: &found.Event, Thread: &th}, nil
 		}
-		if opt.afterCheck != nil {
-			opt.afterCheck()
+		if opt.AfterCheck != nil {
+			opt.AfterCheck()
 		}
 		if wt == nil { // arm, then scan again (see WaitReply)
 			if opt.Timeout <= 0 {
-				return &WaitResult{NextEventID: scanned}, nil
+				return &inbox.WaitResult{NextEventID: scanned}, nil
 			}
 			if wt, err = s.newWaiter(opt, deadline); err != nil {
 				return nil, err
@@ -417,7 +361,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 			return nil, err
 		}
 		if !woke {
-			return &WaitResult{NextEventID: scanned}, nil
+			return &inbox.WaitResult{NextEventID: scanned}, nil
 		}
 	}
 }
@@ -425,7 +369,7 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 // Follow calls fn for every event after the cursor (filtered to one thread
 // when tid is set), then keeps waiting for new ones until ctx is done or fn
 // returns false. Timeout 0 in opt means no limit here.
-func (s *Store) Follow(ctx context.Context, after int64, tid string, opt WaitOptions, fn func(ev *inbox.Event) bool) error {
+func (s *Store) Follow(ctx context.Context, after int64, tid string, opt inbox.WaitOptions, fn func(ev *inbox.Event) bool) error {
 	if tid != "" {
 		if err := inbox.ValidateID("thread", tid); err != nil {
 			return err

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
-	"github.com/inbox-dev/inbox/spool"
 )
 
 // TestNoLostWakeup lands a reply exactly in the windows where a wake-up
@@ -30,25 +29,25 @@ func TestNoLostWakeup(t *testing.T) {
 			}
 			for i := 0; i < n; i++ {
 				tid := send(t, s, "X").Thread.ThreadID
-				opt := spool.WaitOptions{Timeout: 5 * time.Second, ForcePoll: poll}
+				opt := inbox.WaitOptions{Timeout: 5 * time.Second, ForcePoll: poll}
 				var want string
 				var once sync.Once
 				calls := 0
-				spool.AfterCheck(&opt, func() {
+				opt.AfterCheck = func() {
 					if calls++; calls != c.at {
 						return
 					}
 					once.Do(func() {
-						r, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: fmt.Sprint("answer ", i)})
+						r, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: fmt.Sprint("answer ", i)})
 						if err != nil {
 							t.Error(err)
 							return
 						}
 						want = r.Message.MessageID
 					})
-				})
+				}
 				start := time.Now()
-				w, err := s.WaitReply(context.Background(), tid, spool.ReplyCursor{}, nil, opt)
+				w, err := s.WaitReply(context.Background(), tid, inbox.ReplyCursor{}, nil, opt)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -67,46 +66,46 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 	s, _ := newStore(t)
 	tid := send(t, s, "X").Thread.ThreadID
 	ctx := context.Background()
-	now := spool.WaitOptions{}
+	now := inbox.WaitOptions{}
 	// Nothing yet: timeout 0 checks once.
-	if w, err := s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, nil, now); err != nil || w.Woke {
+	if w, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, nil, now); err != nil || w.Woke {
 		t.Fatalf("empty thread: %+v %v", w, err)
 	}
-	p, _ := s.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: "fyi"})
-	a, _ := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: "a1"})
-	c, _ := s.Reply("boss", "", tid, inbox.KindControl, spool.Content{Summary: "c1"})
-	w, err := s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, nil, now)
+	p, _ := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"})
+	a, _ := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a1"})
+	c, _ := s.Reply("boss", "", tid, inbox.KindControl, inbox.Content{Summary: "c1"})
+	w, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, nil, now)
 	if err != nil || !w.Woke || w.Message.MessageID != a.Message.MessageID || w.NextEventID != a.Message.EventID {
 		t.Fatalf("after event 0: %+v %v, want the answer", w, err)
 	}
-	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, nil, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, nil, now)
 	if !w.Woke || w.Message.MessageID != c.Message.MessageID {
 		t.Fatalf("chained cursor: %+v, want the control message", w)
 	}
-	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, nil, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, nil, now)
 	if w.Woke || w.NextEventID != c.Message.EventID {
 		t.Fatalf("past the last message: %+v", w)
 	}
 	// A timeout moves the cursor past what it verified (the progress
 	// message does not match), so the next wait starts there.
-	p2, _ := s.Reply("boss", "", tid, inbox.KindProgress, spool.Content{Summary: "more"})
-	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true, AfterEvent: c.Message.EventID}, nil, now)
+	p2, _ := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "more"})
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: c.Message.EventID}, nil, now)
 	if w.Woke || w.NextEventID != p2.Message.EventID {
 		t.Fatalf("timeout cursor %d, want %d", w.NextEventID, p2.Message.EventID)
 	}
-	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{HasEvent: true}, []string{inbox.KindProgress}, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, []string{inbox.KindProgress}, now)
 	if !w.Woke || w.Message.MessageID != p.Message.MessageID {
 		t.Fatalf("kinds=progress: %+v", w)
 	}
-	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{AfterMessage: a.Message.MessageID}, nil, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{AfterMessage: a.Message.MessageID}, nil, now)
 	if !w.Woke || w.Message.MessageID != c.Message.MessageID {
 		t.Fatalf("after-message: %+v", w)
 	}
-	if _, err := s.WaitReply(ctx, tid, spool.ReplyCursor{AfterMessage: "msg_nope"}, nil, now); err == nil {
+	if _, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{AfterMessage: "msg_nope"}, nil, now); err == nil {
 		t.Fatal("unknown --after-message accepted")
 	}
 	// No cursor: only what comes after the call starts counts.
-	w, _ = s.WaitReply(ctx, tid, spool.ReplyCursor{}, nil, spool.WaitOptions{Timeout: 50 * time.Millisecond})
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{}, nil, inbox.WaitOptions{Timeout: 50 * time.Millisecond})
 	if w.Woke {
 		t.Fatalf("no cursor woke on an old message: %+v", w)
 	}
@@ -115,8 +114,8 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 func TestWatch(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	opt := spool.WaitOptions{Timeout: 3 * time.Second}
-	var got *spool.WaitResult
+	opt := inbox.WaitOptions{Timeout: 3 * time.Second}
+	var got *inbox.WaitResult
 	var err error
 	done := make(chan struct{})
 	go func() {
@@ -132,12 +131,12 @@ func TestWatch(t *testing.T) {
 	}
 	after := got.NextEventID
 	s.Claim("X", r.Thread.ThreadID, 60)
-	s.Done("X", r.Thread.ThreadID, 0, spool.Content{Summary: "ok"})
+	s.Done("X", r.Thread.ThreadID, 0, inbox.Content{Summary: "ok"})
 	got, err = s.Watch(ctx, "boss", []string{inbox.StatusDone}, &after, opt)
 	if err != nil || !got.Woke || got.Event.EventType != inbox.EventThreadDone || got.Thread.Status != inbox.StatusDone {
 		t.Fatalf("leader watching for done: %+v %v", got, err)
 	}
-	got, _ = s.Watch(ctx, "boss", []string{inbox.StatusFailed}, &after, spool.WaitOptions{})
+	got, _ = s.Watch(ctx, "boss", []string{inbox.StatusFailed}, &after, inbox.WaitOptions{})
 	if got.Woke {
 		t.Fatalf("status filter ignored: %+v", got)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -316,7 +317,7 @@ func (c *call) noArgs() error {
 func suggest(s string) string {
 	best, bestD := "", 3
 	for _, c := range commands {
-		if d := spool.EditDistance(s, c.name); d < bestD {
+		if d := inbox.EditDistance(s, c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 	}

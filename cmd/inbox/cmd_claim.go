@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox"
 )
 
 // claimCmd serves claim and renew.
@@ -20,7 +20,7 @@ type claimCmd struct {
 func (r *claimCmd) flags(fs *pflag.FlagSet, c *call) {
 	c.agentFlag("the agent taking the lease (env INBOX_AGENT)")
 	fs.StringVar(&r.thread, "thread", "", "thread id (required)")
-	fs.IntVar(&r.seconds, "lease-seconds", spool.DefaultLeaseSeconds, "lease length in seconds, counted from now")
+	fs.IntVar(&r.seconds, "lease-seconds", inbox.DefaultLeaseSeconds, "lease length in seconds, counted from now")
 	if r.renew {
 		fs.Int64Var(&r.token, "lease-token", 0, "refuse unless this is the current lease token")
 	}
@@ -41,7 +41,7 @@ func (r *claimCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out *spool.Result
+	var out *inbox.Result
 	if r.renew {
 		out, err = s.Renew(agent, r.thread, r.seconds, r.token)
 	} else {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox"
 )
 
 type fetchCmd struct {
@@ -19,7 +19,7 @@ type fetchCmd struct {
 func (r *fetchCmd) flags(fs *pflag.FlagSet, c *call) {
 	c.agentFlag("the worker looking for work (env INBOX_AGENT)")
 	fs.StringSliceVar(&r.statuses, "status", nil, "statuses to consider, comma-separated (default pending,blocked)")
-	fs.IntVar(&r.limit, "limit", spool.DefaultFetchLimit, "at most this many threads")
+	fs.IntVar(&r.limit, "limit", inbox.DefaultFetchLimit, "at most this many threads")
 	fs.BoolVar(&r.unread, "unread", false, "only threads with a message from someone else past your read cursor")
 }
 
@@ -46,7 +46,7 @@ func (r *fetchCmd) run(c *call) (*result, error) {
 	}
 	st := strings.Join(r.statuses, ",")
 	if st == "" {
-		st = strings.Join(spool.DefaultFetchStatuses, ",")
+		st = strings.Join(inbox.DefaultFetchStatuses, ",")
 	}
 	res.human = func(w io.Writer) {
 		if len(ts) == 0 {
@@ -69,7 +69,7 @@ func (r *listCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringSliceVar(&r.statuses, "status", nil, "statuses, comma-separated (default all)")
 	fs.StringVar(&r.createdBy, "created-by", "", "only threads created by this agent")
 	fs.StringVar(&r.assignedTo, "assigned-to", "", "only threads assigned to this agent")
-	fs.IntVar(&r.limit, "limit", spool.DefaultListLimit, "at most this many threads")
+	fs.IntVar(&r.limit, "limit", inbox.DefaultListLimit, "at most this many threads")
 }
 
 func (r *listCmd) run(c *call) (*result, error) {
@@ -80,7 +80,7 @@ func (r *listCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := spool.ListFilter{CreatedBy: r.createdBy, AssignedTo: r.assignedTo, Statuses: r.statuses, Limit: r.limit}
+	f := inbox.ListFilter{CreatedBy: r.createdBy, AssignedTo: r.assignedTo, Statuses: r.statuses, Limit: r.limit}
 	if c.g.agentSet {
 		f.Agent = c.g.agent
 	}

@@ -25,14 +25,14 @@ func (c *call) mailAgent() string {
 // reapFor fails the tasks reporting to parent whose runner died, so that
 // their failure reaches the mailbox before anyone waits on it.
 func reapFor(s *spool.Store, parent string) {
-	if tasks, err := s.Tasks(spool.TaskFilter{Parent: parent}); err == nil {
+	if tasks, err := s.Tasks(inbox.TaskFilter{Parent: parent}); err == nil {
 		queue.Reap(s, tasks)
 	}
 }
 
 // running reports whether tasks reporting to agent are running.
 func running(s *spool.Store, agent string) bool {
-	tasks, err := s.Tasks(spool.TaskFilter{Parent: agent})
+	tasks, err := s.Tasks(inbox.TaskFilter{Parent: agent})
 	if err != nil {
 		return false
 	}
@@ -151,7 +151,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		}
 		ctx, stop := blockingContext()
 		defer stop()
-		opt := spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+		opt := inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
 		if running(s, agent) {
 			// A runner dying announces nothing: while the agent's tasks
 			// run, check on their runners every second.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/queue"
-	"github.com/inbox-dev/inbox/spool"
 )
 
 type pushCmd struct {
@@ -45,7 +44,7 @@ func (r *pushCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.Push(spool.TaskSpec{Name: r.name, Owner: c.mailAgent(), Parent: r.parent, Model: r.model, TimeoutSeconds: r.timeout}, prompt)
+	t, err := s.Push(inbox.TaskSpec{Name: r.name, Owner: c.mailAgent(), Parent: r.parent, Model: r.model, TimeoutSeconds: r.timeout}, prompt)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +64,7 @@ func (r *pushCmd) run(c *call) (*result, error) {
 }
 
 // taskView is a task as queue, push and run print it.
-func taskView(t *spool.Task, now time.Time) map[string]any {
+func taskView(t *inbox.Task, now time.Time) map[string]any {
 	v := map[string]any{"name": t.Name, "owner": t.Owner, "parent": t.Parent, "thread_id": t.ThreadID, "state": t.State(),
 		"status": t.Status, "created_at": t.CreatedAt}
 	if t.Model != "" {
@@ -205,12 +204,12 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 
 // queueTasks lists the tasks in the caller's queue (every queue with
 // all), after failing those whose runner died.
-func (c *call) queueTasks(all bool) (string, []*spool.Task, error) {
+func (c *call) queueTasks(all bool) (string, []*inbox.Task, error) {
 	owner := c.mailAgent()
 	if err := inbox.ValidateAgent("agent", owner); err != nil {
 		return "", nil, err
 	}
-	f := spool.TaskFilter{Owner: owner}
+	f := inbox.TaskFilter{Owner: owner}
 	if all {
 		f.Owner = ""
 	}

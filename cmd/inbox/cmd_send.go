@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox"
 )
 
 type sendCmd struct {
@@ -60,7 +60,7 @@ func (r *sendCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := spool.SendInput{From: from, To: r.to, Subject: r.subject, ThreadID: r.thread, RunID: r.run_,
+	in := inbox.SendInput{From: from, To: r.to, Subject: r.subject, ThreadID: r.thread, RunID: r.run_,
 		TaskID: r.task, Kind: r.kind, Priority: r.priority, Content: content}
 	out, err := s.Send(in)
 	if err != nil {
@@ -84,7 +84,7 @@ func (r *sendCmd) run(c *call) (*result, error) {
 }
 
 // messageResult is the JSON of a call that wrote a message.
-func messageResult(out *spool.Result) *result {
+func messageResult(out *inbox.Result) *result {
 	res := &result{}
 	res.set("thread", out.Thread).set("message", out.Message)
 	if out.Lease != nil {
@@ -99,7 +99,7 @@ func messageResult(out *spool.Result) *result {
 	return res
 }
 
-func replayNote(out *spool.Result) string {
+func replayNote(out *inbox.Result) string {
 	if out.Replayed {
 		return " (replayed: this idempotency key was used before; nothing new written)"
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/queue"
-	"github.com/inbox-dev/inbox/spool"
 )
 
 // holderCmd serves update, done and fail: the lease holder's messages.
@@ -56,7 +55,7 @@ func (r *holderCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out *spool.Result
+	var out *inbox.Result
 	switch r.verb {
 	case "update":
 		out, err = s.Update(agent, r.thread, r.status, r.token, content)
@@ -72,7 +71,7 @@ func (r *holderCmd) run(c *call) (*result, error) {
 }
 
 // statusResult is the result of a call that moved a thread's status.
-func statusResult(out *spool.Result) *result {
+func statusResult(out *inbox.Result) *result {
 	res := messageResult(out)
 	res.human = func(w io.Writer) {
 		fmt.Fprintf(w, "%s is now %s (%s: %s)%s\n", out.Thread.ThreadID, out.Thread.Status,
@@ -122,7 +121,7 @@ func (r *cancelCmd) run(c *call) (*result, error) {
 	}
 	// A task is cancelled as a task: its process group is killed and its
 	// parent gets the failure message.
-	var task *spool.Task
+	var task *inbox.Task
 	if r.name != "" {
 		if task, err = s.TaskByName(r.name); err != nil {
 			return nil, err
@@ -133,14 +132,14 @@ func (r *cancelCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out *spool.Result
+	var out *inbox.Result
 	if task != nil {
 		if len(arts) > 0 {
 			return nil, usagef("artifact", "a task's cancellation carries its partial output; --artifact is for other threads")
 		}
 		out, err = queue.Cancel(s, task, agent, r.reason, r.content.key, 2*time.Second)
 	} else {
-		out, err = s.Cancel(agent, r.thread, spool.Content{Summary: r.reason, Artifacts: arts, IdempotencyKey: r.content.key})
+		out, err = s.Cancel(agent, r.thread, inbox.Content{Summary: r.reason, Artifacts: arts, IdempotencyKey: r.content.key})
 	}
 	if err != nil {
 		return nil, err

@@ -80,9 +80,9 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	}
 	ctx, stop := blockingContext()
 	defer stop()
-	cur := spool.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
+	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
 		Agent: c.g.agent}
-	w, err := s.WaitReply(ctx, r.thread, cur, r.kinds, spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	w, err := s.WaitReply(ctx, r.thread, cur, r.kinds, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (r *watchCmd) run(c *call) (*result, error) {
 	if c.fs.Changed("after-event") {
 		after = &r.afterEvent
 	}
-	w, err := s.Watch(ctx, agent, r.statuses, after, spool.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	w, err := s.Watch(ctx, agent, r.statuses, after, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func (r *eventsCmd) stream(c *call, s *spool.Store) error {
 	ctx, stop := blockingContext()
 	defer stop()
 	n := 0
-	opt := spool.WaitOptions{ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+	opt := inbox.WaitOptions{ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
 	return s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *inbox.Event) bool {
 		if c.g.json {
 			b, _ := encodeJSON(ev)

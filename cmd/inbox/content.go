@@ -42,17 +42,17 @@ func (f *contentFlags) registerArtifacts(fs *pflag.FlagSet) {
 
 // content validates the pairing of artifact flags and reads --body-file
 // (a body that cannot be stored inline becomes a blob staged in s).
-func (f *contentFlags) content(c *call, s *spool.Store) (spool.Content, error) {
+func (f *contentFlags) content(c *call, s *spool.Store) (inbox.Content, error) {
 	if c.fs.Changed("payload-json") && strings.Trim(f.payload, " \t\r\n") == "" {
-		return spool.Content{}, usagef("payload-json", "--payload-json is empty: leave it out, or give a JSON value such as {}")
+		return inbox.Content{}, usagef("payload-json", "--payload-json is empty: leave it out, or give a JSON value such as {}")
 	}
 	arts, err := f.artifactInputs()
 	if err != nil {
-		return spool.Content{}, err
+		return inbox.Content{}, err
 	}
-	out := spool.Content{Summary: f.summary, PayloadJSON: f.payload, Artifacts: arts, IdempotencyKey: f.key}
+	out := inbox.Content{Summary: f.summary, PayloadJSON: f.payload, Artifacts: arts, IdempotencyKey: f.key}
 	if out.Body, out.Blobs, err = f.readBody(c, s); err != nil {
-		return spool.Content{}, err
+		return inbox.Content{}, err
 	}
 	return out, nil
 }
@@ -62,7 +62,7 @@ func (f *contentFlags) content(c *call, s *spool.Store) (spool.Content, error) {
 // (not UTF-8, or holding NUL bytes), or any file with --blob, is not read
 // into memory: it is staged as a blob of the store, which the message
 // carries as an artifact.
-func (f *contentFlags) readBody(c *call, s *spool.Store) (string, []*spool.Blob, error) {
+func (f *contentFlags) readBody(c *call, s *spool.Store) (string, []*inbox.Blob, error) {
 	if f.bodyFile == "" {
 		if f.asBlob {
 			return "", nil, usagef("blob", "--blob stores --body-file as a blob: give --body-file")
@@ -102,11 +102,11 @@ func (f *contentFlags) readBody(c *call, s *spool.Store) (string, []*spool.Blob,
 	return "", blobs(b), err
 }
 
-func blobs(b *spool.Blob) []*spool.Blob {
+func blobs(b *inbox.Blob) []*inbox.Blob {
 	if b == nil {
 		return nil
 	}
-	return []*spool.Blob{b}
+	return []*inbox.Blob{b}
 }
 
 // errText is an OS error without the operation and path the caller
@@ -119,16 +119,16 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func (f *contentFlags) artifactInputs() ([]spool.ArtifactInput, error) {
+func (f *contentFlags) artifactInputs() ([]inbox.ArtifactInput, error) {
 	if len(f.artifactKinds) > len(f.artifacts) {
 		return nil, usagef("artifact-kind", "--artifact-kind given %d times but --artifact only %d: they pair in order", len(f.artifactKinds), len(f.artifacts))
 	}
 	if len(f.artifactMeta) > len(f.artifacts) {
 		return nil, usagef("artifact-metadata-json", "--artifact-metadata-json given %d times but --artifact only %d: they pair in order", len(f.artifactMeta), len(f.artifacts))
 	}
-	var out []spool.ArtifactInput
+	var out []inbox.ArtifactInput
 	for i, p := range f.artifacts {
-		a := spool.ArtifactInput{Path: p}
+		a := inbox.ArtifactInput{Path: p}
 		if i < len(f.artifactKinds) {
 			a.Kind = f.artifactKinds[i]
 		}

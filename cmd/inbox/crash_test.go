@@ -267,7 +267,7 @@ func (c *crashRun) checkTasks(s *spool.Store) (finished, queued int) {
 			t.Fatalf("tasks still running a minute after the last runner: %s", out)
 		}
 	}
-	tasks, err := s.Tasks(spool.TaskFilter{Owner: "boss"})
+	tasks, err := s.Tasks(inbox.TaskFilter{Owner: "boss"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestCrashSuite(t *testing.T) {
 	// may only find orphans (a kill between a blob's link and its
 	// message's commit), which --repair removes.
 	out, _ := c.run(0, "fsck")
-	var before spool.FsckReport
+	var before inbox.FsckReport
 	json.Unmarshal(out, &before)
 	for _, f := range before.Findings {
 		if f.Check == "damaged_blob" || f.Check == "missing_blob" {
@@ -400,7 +400,7 @@ func TestCrashSuite(t *testing.T) {
 	if !ok {
 		t.Fatalf("fsck --repair did not leave a clean store: %s", out)
 	}
-	var rep spool.FsckReport
+	var rep inbox.FsckReport
 	json.Unmarshal(out, &rep)
 	if out, ok := c.run(0, "fsck"); !ok {
 		t.Fatalf("fsck after repair: %s", out)
@@ -518,7 +518,7 @@ func TestCrashSuite(t *testing.T) {
 		tasksFinished, tasksQueued, len(status), len(count), last, repaired, findingKinds(rep.Findings))
 }
 
-func findingKinds(fs []spool.Finding) string {
+func findingKinds(fs []inbox.Finding) string {
 	m := map[string]int{}
 	for _, f := range fs {
 		m[f.Check]++

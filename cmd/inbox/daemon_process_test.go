@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -39,9 +40,9 @@ func TestDaemonCrashLoop(t *testing.T) {
 	db, _ := newStore(t, 0)
 	in := filepath.Join(t.TempDir(), "intake")
 	os.Mkdir(in, 0o700)
-	inbox := lookInbox(t, "inbox")
+	bin := lookInbox(t, "inbox")
 	start := func() *exec.Cmd {
-		cmd := exec.Command(inbox, "daemon", "--db", db, "--intake", in)
+		cmd := exec.Command(bin, "daemon", "--db", db, "--intake", in)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func TestDaemonCrashLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.List(spool.ListFilter{Limit: spool.MaxLimit})
+	all, err := s.List(inbox.ListFilter{Limit: inbox.MaxLimit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -87,7 +88,7 @@ func linHelper(args []string) {
 				in.Token = tokens[in.Thread]
 			}
 		}
-		var res *spool.Result
+		var res *inbox.Result
 		in.Call = time.Now().UnixNano()
 		switch in.Op {
 		case "claim":
@@ -95,7 +96,7 @@ func linHelper(args []string) {
 		case "renew":
 			res, err = s.Renew(agent, in.Thread, in.Lease, in.Token)
 		default:
-			res, err = s.Done(agent, in.Thread, in.Token, spool.Content{Summary: "finished"})
+			res, err = s.Done(agent, in.Thread, in.Token, inbox.Content{Summary: "finished"})
 		}
 		in.Ret = time.Now().UnixNano()
 		out := linOut{Code: exitCode(err)}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
-	"github.com/inbox-dev/inbox/spool"
 )
 
 // obj is a JSON object that keeps its keys in insertion order, so every
@@ -241,7 +240,7 @@ func leaseLine(l *inbox.Lease, now time.Time) string {
 }
 
 // transcript renders a thread for people.
-func transcript(w io.Writer, v *spool.ThreadView, now time.Time) {
+func transcript(w io.Writer, v *inbox.ThreadView, now time.Time) {
 	t := v.Thread
 	fmt.Fprintf(w, "%s  %s\n", t.ThreadID, t.Subject)
 	fmt.Fprintf(w, "  status %s · priority %s · created by %s · assigned to %s\n", t.Status, t.Priority, t.CreatedBy, t.AssignedTo)

@@ -81,7 +81,7 @@ func newStore(t *testing.T, n int) (string, []string) {
 	}
 	var ids []string
 	for i := 0; i < n; i++ {
-		r, err := s.Send(spool.SendInput{From: "boss", To: "X", Subject: fmt.Sprintf("task %d", i)})
+		r, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: fmt.Sprintf("task %d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,7 +28,7 @@ func BenchmarkQueue(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Push(spool.TaskSpec{Name: fmt.Sprintf("t%06d", i)}, "nothing to do"); err != nil {
+		if _, err := s.Push(inbox.TaskSpec{Name: fmt.Sprintf("t%06d", i)}, "nothing to do"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -50,7 +50,7 @@ func BenchmarkQueue(b *testing.B) {
 	}
 	got := 0
 	for got < b.N {
-		m, err := s.Receive(context.Background(), "main", "", false, spool.WaitOptions{Timeout: 30 * time.Second})
+		m, err := s.Receive(context.Background(), "main", "", false, inbox.WaitOptions{Timeout: 30 * time.Second})
 		if err != nil || m == nil {
 			b.Fatalf("receive after %d results: %v", got, err)
 		}

@@ -134,7 +134,7 @@ func TestManyWaitersWake(t *testing.T) {
 	}
 	want := make([]string, n)
 	for i, tid := range ids {
-		r, err := s.Reply("boss", "", tid, inbox.KindAnswer, spool.Content{Summary: fmt.Sprint("answer ", i)})
+		r, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: fmt.Sprint("answer ", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 	}
 	var lat []time.Duration
 	for i := 0; i < b.N; i++ {
-		r, err := s.Send(spool.SendInput{From: "Y", To: "X", Subject: "q"})
+		r, err := s.Send(inbox.SendInput{From: "Y", To: "X", Subject: "q"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 			printed <- time.Now()
 			io.Copy(io.Discard, br)
 		}()
-		if _, err := s.Reply("X", "", tid, inbox.KindAnswer, spool.Content{Summary: "a"}); err != nil {
+		if _, err := s.Reply("X", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a"}); err != nil {
 			b.Fatal(err)
 		}
 		durable := time.Now()

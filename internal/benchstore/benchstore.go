@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -35,14 +36,14 @@ func Fill(db string, n int, clock func() time.Time) error {
 	var done []string
 	stride := n / 10
 	for i := 0; i < n; i += chunk {
-		var ins []spool.SendInput
+		var ins []inbox.SendInput
 		for j := i; j < min(n, i+chunk); j++ {
 			to := fmt.Sprint("a", j%30)
 			if j%stride == stride-1 || j%10 == 0 {
 				to = "X"
 			}
-			ins = append(ins, spool.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", j),
-				Content: spool.Content{Body: fmt.Sprint("seed body ", j)}})
+			ins = append(ins, inbox.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", j),
+				Content: inbox.Content{Body: fmt.Sprint("seed body ", j)}})
 		}
 		results, errs, err := s.SendBatch(ins)
 		if err != nil {
@@ -61,7 +62,7 @@ func Fill(db string, n int, clock func() time.Time) error {
 		if _, err := s.Claim("X", tid, 900); err != nil {
 			return err
 		}
-		if _, err := s.Done("X", tid, 0, spool.Content{Summary: "done"}); err != nil {
+		if _, err := s.Done("X", tid, 0, inbox.Content{Summary: "done"}); err != nil {
 			return err
 		}
 	}

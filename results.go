@@ -1,0 +1,110 @@
+package inbox
+
+import "time"
+
+// EditDistance is the Levenshtein distance between a and b, in bytes: how
+// many insertions, deletions or substitutions turn one into the other.
+func EditDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// AgentInfo is what the store knows of an agent.
+type AgentInfo struct {
+	Agent string `json:"agent"`
+	// State is StateWorking, StateWaiting, StateIdle or StateGone.
+	State string `json:"state"`
+	// LastSeen is the last time the store saw the agent in any role: it
+	// acted, was sent mail, or waited.
+	LastSeen string `json:"last_seen"`
+	// LastActivity is when it last acted; nil if it never has (it has
+	// only been sent or assigned work).
+	LastActivity *string  `json:"last_activity"`
+	LiveLeases   []string `json:"live_leases"`
+	MailboxDepth int      `json:"mailbox_depth"`
+	Assigned     int      `json:"open_threads"`
+}
+
+// Finding is one thing fsck found wrong with a store.
+type Finding struct {
+	// Check names the invariant: torn_event_log, corrupt_event_log,
+	// event_order, stray_temp_file, incomplete_thread, unreadable_thread,
+	// orphan_message, missing_message, stale_header, missing_event,
+	// bad_lease, missing_index, stale_index, stale_idempotency_record,
+	// stale_mailbox_entry, stale_task, orphan_blob, missing_blob,
+	// damaged_blob.
+	Check    string `json:"check"`
+	ThreadID string `json:"thread_id,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Detail   string `json:"detail"`
+	Repaired bool   `json:"repaired"`
+}
+
+// FsckReport is what fsck looked at and found.
+type FsckReport struct {
+	Threads  int       `json:"threads"`
+	Messages int       `json:"messages"`
+	Events   int       `json:"events"`
+	Findings []Finding `json:"findings"`
+}
+
+// Clean reports whether nothing is left unrepaired.
+func (r *FsckReport) Clean() bool {
+	for _, f := range r.Findings {
+		if !f.Repaired {
+			return false
+		}
+	}
+	return true
+}
+
+// MailItem is a message waiting in a mailbox.
+type MailItem struct {
+	Message *Message `json:"message"`
+	// DeliveredAt is when the message was written.
+	DeliveredAt string `json:"delivered_at"`
+	// Priority is its thread's priority.
+	Priority string `json:"priority"`
+}
+
+// ArchiveResult says what Archive moved.
+type ArchiveResult struct {
+	Cutoff   string   `json:"cutoff"`
+	Threads  []string `json:"archived_threads"`
+	Segments []string `json:"archived_segments"`
+}
+
+// Stats is what an operator looks at first.
+type Stats struct {
+	Threads         int                       `json:"threads"`
+	ByStatus        map[string]int            `json:"by_status"`
+	ByAgent         map[string]map[string]int `json:"by_agent"`
+	ArchivedThreads int                       `json:"archived_threads"`
+	StoreBytes      int64                     `json:"store_bytes"`
+	EventLogBytes   int64                     `json:"event_log_bytes"`
+	EventSegments   int                       `json:"event_log_segments"`
+	LastEventID     int64                     `json:"last_event_id"`
+	OldestPending   *Thread                   `json:"oldest_pending"`
+}
+
+// LeaseExpiry is a thread whose lease is held (not released), and when the
+// lease runs out.
+type LeaseExpiry struct {
+	ThreadID  string
+	ExpiresAt time.Time
+}
