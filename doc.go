@@ -13,4 +13,4 @@
 // the command layer renders a field as a --flag.
 package inbox
 
-//go:generate go run ./internal/recordgen -out records_gen.go Thread Message Lease Cursor Event Origin
+//go:generate go run ./internal/recordgen -out records_gen.go Thread Message Lease Cursor Event Origin TaskRunner

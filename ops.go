@@ -171,7 +171,7 @@ type TaskSpec struct {
 type Task struct {
 	TaskSpec
 	Prompt string `json:"prompt"`
-	// PromptBlob is the file holding a prompt too large to store inline
+	// PromptBlob is the blob (OpenBlob) holding a prompt too large to store inline
 	// (Prompt is then empty).
 	PromptBlob string `json:"prompt_blob,omitempty"`
 	ThreadID   string `json:"thread_id"`
@@ -181,6 +181,19 @@ type Task struct {
 	// StartedAt is when the task was claimed to run, if it was.
 	StartedAt  string `json:"started_at,omitempty"`
 	LeaseToken int64  `json:"lease_token,omitempty"`
+	// Runner is the process running the task, as its runner recorded it
+	// (SetTaskRunner); nil when none is recorded.
+	Runner *TaskRunner `json:"runner,omitempty"`
+}
+
+// TaskRunner is the process that runs a task: the runner (its pid, and
+// its start time in clock ticks since boot, which tells it from a later
+// process with the same pid) and the task's process group.
+type TaskRunner struct {
+	RunnerPID   int    `json:"runner_pid"`
+	RunnerStart int64  `json:"runner_start"`
+	PGID        int    `json:"pgid"`
+	StartedAt   string `json:"started_at"`
 }
 
 // State is the task's place in the queue: queued, running or finished.

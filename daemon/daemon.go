@@ -51,13 +51,13 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/intake"
-	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox/internal/durable"
 	"github.com/inbox-dev/inbox/watcher"
 )
 
 // Config is what the daemon serves.
 type Config struct {
-	Store    *spool.Store
+	Store    inbox.Bus
 	Intake   string // the intake directory
 	IntakeTo string // the agent new prompt and spawn_worker threads go to
 	TrustAll bool   // accept spawn_worker descriptors
@@ -128,9 +128,8 @@ const youngAge = 2 * time.Second
 
 type daemon struct {
 	cfg     Config
-	s       *spool.Store
+	s       inbox.Bus
 	log     *slog.Logger
-	tail    *spool.Tail
 	tracked map[string][]string // thread id → descriptors awaiting its .outcome
 	byName  map[string]string   // descriptor → the thread it awaits
 	leases  expiryHeap
@@ -163,16 +162,17 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer func() { d.iw.Close() }()
-	ew, err := d.watch(d.s.EventLogDir())
+	// Follow the events from now on before looking at the past, so that
+	// nothing that happens in between is missed.
+	start, err := d.s.LastEventID()
 	if err != nil {
 		return err
 	}
-	defer ew.Close()
-	// Start the tail before looking at the past, so that nothing that
-	// happens in between is missed.
-	if d.tail, err = d.s.NewTail(-1); err != nil {
-		return err
-	}
+	events := make(chan *inbox.Event, 256)
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	following := make(chan struct{})
+	go d.follow(followCtx, start, events, following)
+	defer func() { stopFollowing(); <-following }()
 	d.cleanTemps()
 	if err := d.seedLeases(); err != nil {
 		return err
@@ -183,7 +183,6 @@ func Run(ctx context.Context, cfg Config) error {
 	d.log.Info("daemon started", "intake", cfg.Intake, "intake_to", cfg.IntakeTo, "trust_all", cfg.TrustAll,
 		"held_leases", d.leases.Len(), "awaiting_outcome", len(d.tracked))
 	d.sweep(ctx)
-	d.events()
 	d.expire()
 
 	sweep := time.NewTicker(cfg.Sweep)
@@ -198,11 +197,10 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		case <-d.iw.C:
 			d.sweep(ctx)
-		case <-ew.C:
-			d.events()
+		case ev := <-events:
+			d.event(ev)
 		case <-sweep.C:
 			d.sweep(ctx)
-			d.events()
 		case <-lease.C:
 			d.expire()
 			if !d.resweep.IsZero() && !time.Now().Before(d.resweep) {
@@ -256,7 +254,7 @@ func (d *daemon) ensureIntake() error {
 	if err := os.Chmod(d.cfg.Intake, 0o700); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(d.cfg.Intake))
+	return durable.SyncDir(filepath.Dir(d.cfg.Intake))
 }
 
 // cleanTemps removes the temp files of .result and .outcome writes that a
@@ -631,7 +629,7 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 		}
 	}
 	// The fsyncs of a batch's results overlap.
-	if err := spool.SyncFiles(pending); err != nil {
+	if err := durable.SyncFiles(pending); err != nil {
 		return err
 	}
 	for i, pf := range pending {
@@ -653,7 +651,7 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 			return err
 		}
 	}
-	return syncDir(d.cfg.Intake) // makes every rename durable
+	return durable.SyncDir(d.cfg.Intake) // makes every rename durable
 }
 
 // writeFile publishes a JSON file (0600) atomically and durably.
@@ -661,7 +659,7 @@ func (d *daemon) writeFile(path string, v any) error {
 	if err := d.place(path, v); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return durable.SyncDir(filepath.Dir(path))
 }
 
 // place writes a JSON file (0600) to a temp file, fsyncs it and renames it
@@ -696,7 +694,10 @@ func (d *daemon) toSend(desc *intake.Descriptor) (inbox.SendInput, error) {
 		}
 		subject := desc.Subject
 		if subject == "" {
-			subject = firstLine(desc.Prompt, 80)
+			subject = inbox.Shorten(inbox.FirstLine(desc.Prompt), 80)
+			if subject == "" {
+				subject = "prompt"
+			}
 		}
 		return inbox.SendInput{From: from, To: to, Subject: subject, Kind: inbox.KindTask, Priority: desc.Priority,
 			TaskID: desc.TaskID, Content: inbox.Content{Body: desc.Prompt}}, nil
@@ -721,18 +722,6 @@ func (d *daemon) toSend(desc *intake.Descriptor) (inbox.SendInput, error) {
 				PayloadJSON: string(payload)}}, nil
 	}
 	return inbox.SendInput{}, fmt.Errorf("unknown descriptor kind %q", desc.Kind)
-}
-
-func firstLine(s string, n int) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	line = strings.TrimSpace(line)
-	if r := []rune(line); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	if line == "" {
-		return "prompt"
-	}
-	return line
 }
 
 // catchUpOutcomes finds processed descriptors without an .outcome: those
@@ -771,28 +760,52 @@ func (d *daemon) catchUpOutcomes() error {
 	return nil
 }
 
-// events reads new events: terminal threads get their .outcome, claims and
-// renewals feed the lease-expiry schedule.
-func (d *daemon) events() {
-	err := d.tail.Read(func(ev *inbox.Event) {
-		switch ev.EventType {
-		case inbox.EventThreadDone, inbox.EventThreadFailed, inbox.EventThreadCancelled:
-			if _, ok := d.tracked[ev.ThreadID]; ok {
-				d.outcome(ev.ThreadID)
+// follow sends the events after id start to events until ctx ends, on a
+// goroutine of its own (the daemon's state stays with Run's loop). A
+// failure to read is logged and retried a second later from the last
+// event sent.
+func (d *daemon) follow(ctx context.Context, start int64, events chan<- *inbox.Event, done chan<- struct{}) {
+	defer close(done)
+	after := start
+	for {
+		err := d.s.Follow(ctx, after, "", inbox.WaitOptions{ForcePoll: d.cfg.ForcePoll}, func(ev *inbox.Event) bool {
+			select {
+			case events <- ev:
+				after = ev.EventID
+				return true
+			case <-ctx.Done():
+				return false
 			}
-		case inbox.EventThreadClaimed, inbox.EventLeaseRenewed:
-			var p struct {
-				ExpiresAt string `json:"expires_at"`
-			}
-			if json.Unmarshal(ev.PayloadJSON, &p) == nil {
-				if t, err := time.Parse(time.RFC3339Nano, p.ExpiresAt); err == nil {
-					heap.Push(&d.leases, expiry{tid: ev.ThreadID, at: t})
-				}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		d.log.Error("cannot follow the event log; retrying", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// event handles one new event: a terminal thread gets its .outcome,
+// claims and renewals feed the lease-expiry schedule.
+func (d *daemon) event(ev *inbox.Event) {
+	switch ev.EventType {
+	case inbox.EventThreadDone, inbox.EventThreadFailed, inbox.EventThreadCancelled:
+		if _, ok := d.tracked[ev.ThreadID]; ok {
+			d.outcome(ev.ThreadID)
+		}
+	case inbox.EventThreadClaimed, inbox.EventLeaseRenewed:
+		var p struct {
+			ExpiresAt string `json:"expires_at"`
+		}
+		if json.Unmarshal(ev.PayloadJSON, &p) == nil {
+			if t, err := time.Parse(time.RFC3339Nano, p.ExpiresAt); err == nil {
+				heap.Push(&d.leases, expiry{tid: ev.ThreadID, at: t})
 			}
 		}
-	})
-	if err != nil {
-		d.log.Error("cannot read the event log", "error", err)
 	}
 }
 
@@ -897,16 +910,4 @@ func (h *expiryHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

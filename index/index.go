@@ -43,6 +43,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"github.com/inbox-dev/inbox/internal/durable"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -645,7 +646,7 @@ func (ix *Index) Reset() error {
 		return err
 	}
 	f.Close()
-	if err := syncDir(ix.dir); err != nil {
+	if err := durable.SyncDir(ix.dir); err != nil {
 		return err
 	}
 	for _, sub := range []string{statusDir, assignedDir} {
@@ -665,19 +666,7 @@ func (ix *Index) Rebuilt() error {
 	if err := os.Remove(filepath.Join(ix.dir, rebuildingFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return syncDir(ix.dir)
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.SyncDir(ix.dir)
 }
 
 // SortForFetch orders entries as fetch hands them out: high priority

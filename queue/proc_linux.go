@@ -17,7 +17,7 @@ func procAttr() *syscall.SysProcAttr {
 // procStart returns a process's start time (clock ticks since boot), 0 if
 // there is no such process. With the pid it names one process for good:
 // a reused pid has another start time.
-func procStart(pid int) uint64 {
+func procStart(pid int) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
@@ -31,6 +31,6 @@ func procStart(pid int) uint64 {
 	if len(f) < 20 || f[0] == "Z" {
 		return 0 // a zombie has finished
 	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
+	v, _ := strconv.ParseInt(f[19], 10, 64)
 	return v
 }

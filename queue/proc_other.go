@@ -9,7 +9,7 @@ func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true
 
 // procStart reports 1 for a live process and 0 otherwise where process
 // start times are not at hand.
-func procStart(pid int) uint64 {
+func procStart(pid int) int64 {
 	if syscall.Kill(pid, 0) == nil {
 		return 1
 	}

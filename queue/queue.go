@@ -10,12 +10,12 @@
 // # Guarantees
 //
 // Every task the runner starts ends with a message to its parent, whatever
-// the size of its output: the output is captured in a file in the store
-// (spool's TaskOutputFile) and becomes the message's body when it is text
-// of at most spool.MaxInline bytes, else a blob the message points at. A
+// the size of its output: the output is captured in the file the bus
+// names (TaskOutputPath) and becomes the message's body when it is text of
+// at most inbox.MaxInline bytes, else a blob the message points at. A
 // task is claimed (leased to the task's name) before it starts, so two
 // runners never start the same task. A runner that dies mid-task leaves a
-// record (tasks/NAME.runner) naming its process; Reap, which queue, run,
+// record of its process (SetTaskRunner); Reap, which queue, run,
 // receive and check call, fails such a task visibly — killing whatever is
 // left of its process group — so nothing is silently running forever.
 // Cancel kills a running task's process group and delivers the failure.
@@ -36,16 +36,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/renameio/v2"
-
 	"github.com/inbox-dev/inbox"
-	"github.com/inbox-dev/inbox/spool"
 )
 
 // Config is what one runner runs.
 type Config struct {
-	Store       *spool.Store
-	DB          string   // the store's absolute path, given to tasks as INBOX_DB
+	Store       inbox.Bus
+	DB          string   // the store's location, given to tasks as INBOX_DB
 	Exec        string   // the command, run as sh -c Exec
 	Concurrency int      // at most this many at once; 0 means all
 	Tasks       []string // task names, started in this order
@@ -55,14 +52,6 @@ type Config struct {
 	Grace time.Duration
 	// DefaultTimeout applies to tasks pushed without a timeout (0: none).
 	DefaultTimeout time.Duration
-}
-
-// runnerRecord is tasks/NAME.runner: who runs a task.
-type runnerRecord struct {
-	RunnerPID   int    `json:"runner_pid"`
-	RunnerStart uint64 `json:"runner_start"` // the runner's start time in clock ticks since boot
-	PGID        int    `json:"pgid"`
-	StartedAt   string `json:"started_at"`
 }
 
 // maxStderr bounds the standard error kept from a task: its last lines
@@ -135,7 +124,10 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 		return err
 	}
 	token := claimed.Lease.LeaseToken
-	outPath := s.TaskOutputFile(name)
+	outPath, err := s.TaskOutputPath(name)
+	if err != nil {
+		return deliverRetrying(ctx, cfg, t, token, false, "cannot capture the task's output: "+err.Error(), "", "")
+	}
 	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return deliverRetrying(ctx, cfg, t, token, false, "cannot capture the task's output: "+err.Error(), "", "")
@@ -144,7 +136,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	defer out.Close()
 	cmd := exec.Command("/bin/sh", "-c", cfg.Exec)
 	if t.PromptBlob != "" {
-		pf, err := os.Open(t.PromptBlob)
+		pf, err := s.OpenBlob(t.PromptBlob)
 		if err != nil {
 			return deliverRetrying(ctx, cfg, t, token, false, "cannot read the task's prompt: "+err.Error(), "", "")
 		}
@@ -165,13 +157,11 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 		return deliverRetrying(ctx, cfg, t, token, false, "cannot start the task: "+err.Error(), "", "")
 	}
 	pgid := cmd.Process.Pid
-	rec := runnerRecord{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: inbox.FormatTime(started)}
-	data, _ := json.Marshal(rec)
-	// Whole or not at all: a reaper must never read half a record.
-	if err := renameio.WriteFile(s.TaskRunnerFile(name), data, 0o600); err != nil {
+	rec := &inbox.TaskRunner{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: inbox.FormatTime(started)}
+	if err := s.SetTaskRunner(name, rec); err != nil {
 		cfg.Log.Warn("cannot record the task's runner", "task", name, "error", err)
 	}
-	defer os.Remove(s.TaskRunnerFile(name))
+	defer s.SetTaskRunner(name, nil)
 	cfg.Log.Info("task started", "task", name, "thread", t.ThreadID, "pgid", pgid)
 
 	done := make(chan error, 1)
@@ -262,7 +252,7 @@ func stop(pgid int, done <-chan error, grace time.Duration) error {
 // output is a task's captured standard output as a message carries it:
 // inline text when it is UTF-8 without NUL bytes and at most
 // spool.MaxInline bytes, else a blob adopted from the capture file.
-func output(s *spool.Store, outPath, field string) (text string, blob *inbox.Blob, err error) {
+func output(s inbox.Bus, outPath, field string) (text string, blob *inbox.Blob, err error) {
 	if outPath == "" {
 		return "", nil, nil
 	}
@@ -289,13 +279,16 @@ func output(s *spool.Store, outPath, field string) (text string, blob *inbox.Blo
 // deliver finishes the task's thread: done with its output as the result,
 // or failed with the error and partial output. Either way the parent gets
 // a message from the task.
-func deliver(s *spool.Store, t *inbox.Task, token int64, ok bool, why, outPath, stderr string) error {
+func deliver(s inbox.Bus, t *inbox.Task, token int64, ok bool, why, outPath, stderr string) error {
 	if ok {
 		text, blob, err := output(s, outPath, "body")
 		if err != nil {
 			return err
 		}
-		summary := lastLineOr(firstLineOf(text), "task "+t.Name+" finished")
+		summary := inbox.Shorten(inbox.FirstLine(text), 200)
+		if summary == "" {
+			summary = "task " + t.Name + " finished"
+		}
 		c := inbox.Content{Summary: summary, Body: text}
 		if blob != nil {
 			c.Blobs = []*inbox.Blob{blob}
@@ -307,7 +300,7 @@ func deliver(s *spool.Store, t *inbox.Task, token int64, ok bool, why, outPath, 
 	if err != nil {
 		return err
 	}
-	c.Summary, c.Body = "task "+t.Name+" failed: "+cutTo(why, 300), stderr
+	c.Summary, c.Body = "task "+t.Name+" failed: "+inbox.Shorten(why, 300), stderr
 	_, err = s.Fail(t.Name, t.ThreadID, token, c)
 	return err
 }
@@ -315,7 +308,7 @@ func deliver(s *spool.Store, t *inbox.Task, token int64, ok bool, why, outPath, 
 // failure is the content of a failure message: the payload
 // {"success":false,"error":…,"partial_output":…}, with a partial output
 // that cannot be inline in a blob ("partial_output_blob" names it).
-func failure(s *spool.Store, why, outPath string) (inbox.Content, error) {
+func failure(s inbox.Bus, why, outPath string) (inbox.Content, error) {
 	text, blob, err := output(s, outPath, "partial_output")
 	if err != nil {
 		return inbox.Content{}, err
@@ -338,25 +331,25 @@ func failure(s *spool.Store, why, outPath string) (inbox.Content, error) {
 // a running one's process group is killed (SIGTERM, then SIGKILL after
 // grace). Either way the parent gets the failure message, with the
 // output so far as partial_output.
-func Cancel(s *spool.Store, t *inbox.Task, agent, reason, key string, grace time.Duration) (*inbox.Result, error) {
+func Cancel(s inbox.Bus, t *inbox.Task, agent, reason, key string, grace time.Duration) (*inbox.Result, error) {
 	why := "cancelled by " + agent
 	if reason != "" {
 		why += ": " + reason
 	}
-	c, err := failure(s, why, s.TaskOutputFile(t.Name))
+	outPath, _ := s.TaskOutputPath(t.Name)
+	c, err := failure(s, why, outPath)
 	if err != nil {
 		return nil, err
 	}
-	c.Summary, c.IdempotencyKey = "task "+t.Name+" "+cutTo(why, 300), key
+	c.Summary, c.IdempotencyKey = "task "+t.Name+" "+inbox.Shorten(why, 300), key
 	// Cancelled first, then killed: the runner, finding the thread
 	// finished when its process exits, delivers nothing more.
 	res, err := s.CancelTask(agent, t, c)
 	if err != nil {
 		return nil, err
 	}
-	var rec runnerRecord
-	if data, err := os.ReadFile(s.TaskRunnerFile(t.Name)); err == nil && json.Unmarshal(data, &rec) == nil && rec.PGID > 0 {
-		killGroup(rec.PGID, grace)
+	if r := t.Runner; r != nil && r.PGID > 0 {
+		killGroup(r.PGID, grace)
 	}
 	return res, nil
 }
@@ -387,19 +380,19 @@ const unrecordedGrace = 30 * time.Second
 // between claiming it and starting it), or the task's lease has expired.
 // Whatever is left of the task's process group is killed. It returns the
 // names it failed.
-func Reap(s *spool.Store, tasks []*inbox.Task) ([]string, error) {
+func Reap(s inbox.Bus, tasks []*inbox.Task) ([]string, error) {
 	var reaped []string
 	for _, t := range tasks {
 		if t.State() != "running" {
 			continue
 		}
-		var rec runnerRecord
-		data, err := os.ReadFile(s.TaskRunnerFile(t.Name))
+		rec := t.Runner
 		alive := false
 		switch {
-		case err == nil && json.Unmarshal(data, &rec) == nil:
+		case rec != nil:
 			alive = procStart(rec.RunnerPID) == rec.RunnerStart && rec.RunnerStart != 0
 		default:
+			rec = &inbox.TaskRunner{}
 			// No record: the runner died between claiming and starting
 			// (or is a moment from writing it); the claim's age tells,
 			// and the lease.
@@ -416,7 +409,8 @@ func Reap(s *spool.Store, tasks []*inbox.Task) ([]string, error) {
 		if rec.RunnerPID == 0 {
 			why = "the runner died before the task started"
 		}
-		if err := deliver(s, t, t.LeaseToken, false, why, s.TaskOutputFile(t.Name), ""); err != nil {
+		outPath, _ := s.TaskOutputPath(t.Name)
+		if err := deliver(s, t, t.LeaseToken, false, why, outPath, ""); err != nil {
 			if errors.Is(err, inbox.ErrInvalidState) || errors.Is(err, inbox.ErrLeaseConflict) || errors.Is(err, inbox.ErrStaleToken) {
 				continue // finished or taken over meanwhile
 			}
@@ -428,18 +422,18 @@ func Reap(s *spool.Store, tasks []*inbox.Task) ([]string, error) {
 			if cerr != nil {
 				continue
 			}
-			if err := deliver(s, t, c.Lease.LeaseToken, false, why, s.TaskOutputFile(t.Name), ""); err != nil {
+			if err := deliver(s, t, c.Lease.LeaseToken, false, why, outPath, ""); err != nil {
 				return reaped, err
 			}
 		}
-		os.Remove(s.TaskRunnerFile(t.Name))
-		os.Remove(s.TaskOutputFile(t.Name))
+		s.SetTaskRunner(t.Name, nil)
+		os.Remove(outPath)
 		reaped = append(reaped, t.Name)
 	}
 	return reaped, nil
 }
 
-func leaseExpired(s *spool.Store, t *inbox.Task) bool {
+func leaseExpired(s inbox.Bus, t *inbox.Task) bool {
 	v, err := s.Show(t.ThreadID)
 	if err != nil || v.Lease == nil {
 		return false
@@ -474,30 +468,9 @@ func (t *tail) String() string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-func firstLineOf(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			return cutTo(l, 200)
-		}
-	}
-	return ""
-}
-
+// lastLine is the last line of s (standard error's last line says why a
+// process failed), shortened.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return cutTo(strings.TrimSpace(lines[len(lines)-1]), 300)
-}
-
-func lastLineOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func cutTo(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
+	return inbox.Shorten(strings.TrimSpace(lines[len(lines)-1]), 300)
 }

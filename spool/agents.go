@@ -38,15 +38,15 @@ func (s *Store) seen(agent string) {
 	}
 }
 
-// Known reports whether agent has ever acted in this store.
-func (s *Store) Known(agent string) bool {
+// known reports whether agent has ever acted in this store.
+func (s *Store) known(agent string) bool {
 	return exists(filepath.Join(s.dir, agentsDir, agent))
 }
 
 // unknownRecipient returns a warning when to has never acted here, naming
 // close matches among the agents that have.
 func (s *Store) unknownRecipient(to string) []string {
-	if to == "" || s.Known(to) {
+	if to == "" || s.known(to) {
 		return nil
 	}
 	msg := "agent " + to + " has never been seen in this store; the message waits for it"

@@ -49,9 +49,26 @@ func stagedOf(b *inbox.Blob) *staged {
 	return &staged{}
 }
 
-// BlobPath is where a blob's content is read: the store-relative path in
+// OpenBlob opens a blob by its reference (Blob.Ref, the "blob" of its
+// artifact's metadata).
+func (s *Store) OpenBlob(ref string) (io.ReadCloser, error) {
+	p, err := s.blobPath(ref)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, inbox.NotFound("blob %s not found", ref)
+	}
+	if err != nil {
+		return nil, inbox.Storage(err, "open blob %s", ref)
+	}
+	return f, nil
+}
+
+// blobPath is where a blob's content is read: the store-relative path in
 // its artifact's metadata ("blob"), resolved in the store.
-func (s *Store) BlobPath(rel string) (string, error) {
+func (s *Store) blobPath(rel string) (string, error) {
 	name, ok := cutPrefix(rel, blobsDir+"/")
 	if !ok || !isHex64(name) {
 		return "", inbox.Invalid("blob", "%q does not name a blob (want blobs/ and 64 hex digits)", rel)

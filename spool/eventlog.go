@@ -49,6 +49,9 @@ type eventLog struct {
 
 func segmentName(first int64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
 
+// maxEventSumLen is the length summaries are cut to in event lines.
+const maxEventSumLen = 300
+
 // encodeEvent renders ev as one log line, newline included.
 func encodeEvent(ev *logEvent) []byte { return encodeLine(ev.appendJSON(nil)) }
 
@@ -113,7 +116,7 @@ func (l *eventLog) segments() ([]int64, error) {
 	}
 	slices.Sort(segs)
 	if len(segs) == 0 {
-		return nil, &inbox.Error{Code: "corrupt_store", Err: inbox.ErrFormat, Rule: "the event log has no segment (the store needs repair)"}
+		return nil, &inbox.Error{Code: "corrupt_store", Err: inbox.ErrFormat, Rule: "the event log has no segment (the store needs repair: run inbox fsck)"}
 	}
 	return segs, nil
 }

@@ -519,7 +519,7 @@ func (s *Store) lostEvent(id int64, lastEvent map[int64]*inbox.Event, byEvent ma
 		return &e
 	}
 	if m := byEvent[id]; m != nil {
-		ev := &inbox.Event{EventID: id, ThreadID: m.ThreadID, Source: "fsck", MessageID: m.MessageID, Summary: cut(m.Summary, maxEventSumLen),
+		ev := &inbox.Event{EventID: id, ThreadID: m.ThreadID, Source: "fsck", MessageID: m.MessageID, Summary: inbox.Shorten(m.Summary, maxEventSumLen),
 			PayloadJSON: json.RawMessage(`{"restored":true}`), CreatedAt: m.CreatedAt, Agent: m.FromAgent, Kind: m.Kind, Status: m.Status}
 		switch {
 		case m.Seq == 1:
@@ -710,7 +710,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 				Detail: fmt.Sprintf("message %s has no event in the log", m.MessageID)})
 			if repair {
 				ev := inbox.Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: "fsck", EventType: inbox.EventMessageAdded,
-					MessageID: m.MessageID, Summary: cut(m.Summary, maxEventSumLen), PayloadJSON: json.RawMessage(`{"repaired":true}`),
+					MessageID: m.MessageID, Summary: inbox.Shorten(m.Summary, maxEventSumLen), PayloadJSON: json.RawMessage(`{"repaired":true}`),
 					CreatedAt: inbox.FormatTime(s.now()), Agent: m.FromAgent, Kind: m.Kind, Status: h.Status}
 				if _, _, err := s.log.append(&logEvent{Event: ev}); err != nil {
 					return nil, err

@@ -79,50 +79,6 @@ func (s *Store) ExpireLease(tid string) (bool, error) {
 	return expired, err
 }
 
-// Tail reads the event log forward from a cursor, remembering where it
-// stopped, for a long-running reader such as the daemon.
-type Tail struct {
-	s     *Store
-	after int64
-	pos   Pos
-}
-
-// NewTail starts a tail after event id after (now, when after < 0).
-func (s *Store) NewTail(after int64) (*Tail, error) {
-	var pos Pos
-	var err error
-	if after < 0 {
-		after, pos, err = s.log.lastID()
-	} else {
-		pos, err = s.log.find(after)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &Tail{s: s, after: after, pos: pos}, nil
-}
-
-// Read calls fn for each event appended since the last Read, in order.
-func (t *Tail) Read(fn func(ev *inbox.Event)) error {
-	return t.s.log.scan(t.pos, func(ev *logEvent, end Pos) bool {
-		t.pos = end
-		if ev.EventID <= t.after {
-			return true
-		}
-		t.after = ev.EventID
-		fn(&ev.Event)
-		return true
-	})
-}
-
-// LastEvent returns the id of the last event Read delivered (or started
-// after).
-func (t *Tail) LastEvent() int64 { return t.after }
-
-// EventLogDir is the directory holding the event log, for callers that
-// watch it for changes.
-func (s *Store) EventLogDir() string { return s.log.dir }
-
 // LastMessage returns a thread and its latest message.
 func (s *Store) LastMessage(tid string) (*inbox.Thread, *inbox.Message, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
@@ -145,10 +101,10 @@ func (s *Store) LastMessage(tid string) (*inbox.Thread, *inbox.Message, error) {
 var ErrDaemonRunning = errors.New("another daemon is running")
 
 // LockDaemon takes the store's daemon lock without waiting, so that two
-// daemons never serve one store. It records the holder (pid and start
-// time) in the lock file for the error message a second daemon prints.
+// daemons never serve one store. It records the holder (say, its pid) and
+// the time in the lock file for the error message a second daemon prints.
 // The returned function releases the lock.
-func (s *Store) LockDaemon(pid int) (release func(), err error) {
+func (s *Store) LockDaemon(holder string) (release func(), err error) {
 	p := s.lockFile("daemon.lock")
 	lk := flock.New(p, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(s.fileMode))
 	ok, err := lk.TryLock()
@@ -156,9 +112,9 @@ func (s *Store) LockDaemon(pid int) (release func(), err error) {
 		return nil, inbox.Storage(err, "lock %s", p)
 	}
 	if !ok {
-		holder, _ := os.ReadFile(p)
+		other, _ := os.ReadFile(p)
 		msg := "another inbox daemon is running on this store"
-		if h := strings.TrimSpace(string(holder)); h != "" {
+		if h := strings.TrimSpace(string(other)); h != "" {
 			msg += " (" + h + ")"
 		}
 		return nil, &inbox.Error{Code: "daemon_running", Err: inbox.ErrLeaseConflict, Cause: ErrDaemonRunning,
@@ -167,7 +123,7 @@ func (s *Store) LockDaemon(pid int) (release func(), err error) {
 	f, err := os.OpenFile(p, os.O_WRONLY, s.fileMode)
 	if err == nil {
 		f.Truncate(0)
-		fmt.Fprintf(f, "pid %d, started %s", pid, inbox.FormatTime(s.now()))
+		fmt.Fprintf(f, "%s, started %s", holder, inbox.FormatTime(s.now()))
 		f.Close()
 	}
 	return func() { lk.Unlock() }, nil

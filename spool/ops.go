@@ -64,7 +64,7 @@ func (s *Store) message(now time.Time, from, to, kind string, c inbox.Content, d
 	}
 	if summary == "" {
 		line, _, _ := strings.Cut(strings.TrimSpace(body), "\n")
-		summary = cut(strings.TrimSpace(line), 200)
+		summary = inbox.Shorten(strings.TrimSpace(line), 200)
 	}
 	if summary == "" && len(blobs) > 0 {
 		summary = fmt.Sprintf("%s: %d bytes, stored as %s", blobs[0].Field, blobs[0].Size, blobs[0].Ref())
@@ -272,9 +272,9 @@ func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
 	if strings.TrimSpace(in.Subject) == "" {
 		// A message to an agent needs no separate subject: its summary, or
 		// its body's first line, serves.
-		in.Subject = firstLine(in.Summary, 80)
+		in.Subject = inbox.Shorten(inbox.FirstLine(in.Summary), 80)
 		if in.Subject == "" {
-			in.Subject = firstLine(in.Body, 80)
+			in.Subject = inbox.Shorten(inbox.FirstLine(in.Body), 80)
 		}
 		if in.Subject == "" {
 			return nil, nil, inbox.Invalid("subject", "is required when send creates a thread (or give {summary} or {body}: its first line becomes the subject)")
@@ -573,23 +573,30 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 			return err
 		}
 		m.ToAgent = t.h.CreatedBy
-		from := t.h.Status
-		t.h.Status = status
-		if inbox.IsTerminal(status) {
-			l := *t.h.Lease
-			l.Release(inbox.FormatTime(t.now))
-			t.setLease(l)
-		}
-		payload := jsonrec.Fields{}.Str("from", from).Str("to", status).JSON()
-		t.ev = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
-		t.addMessage(m)
-		res = &inbox.Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
+		res = t.transition(agent, status, evType, m, nil)
 		return nil
 	})
 	if err == nil {
 		s.seen(agent)
 	}
 	return res, err
+}
+
+// transition moves the thread to status with message m (from agent),
+// releasing a held lease when the status is terminal, and records the
+// event (its payload: from, to and extra).
+func (t *tx) transition(agent, status, evType string, m *draft, extra jsonrec.Fields) *inbox.Result {
+	from := t.h.Status
+	t.h.Status = status
+	if inbox.IsTerminal(status) && t.h.Lease != nil && !t.h.Lease.Released() {
+		l := *t.h.Lease
+		l.Release(inbox.FormatTime(t.now))
+		t.setLease(l)
+	}
+	payload := append(jsonrec.Fields{}.Str("from", from).Str("to", status), extra...).JSON()
+	t.ev = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
+	t.addMessage(m)
+	return &inbox.Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
 }
 
 // Cancel moves a live thread to cancelled; any agent (a leader) may cancel.
@@ -615,17 +622,7 @@ func (s *Store) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error
 			return inbox.InvalidState("thread %s is already %s; it cannot be cancelled", tid, t.h.Status)
 		}
 		m.ToAgent = t.h.AssignedTo
-		from := t.h.Status
-		t.h.Status = inbox.StatusCancelled
-		if t.h.Lease != nil && !t.h.Lease.Released() {
-			l := *t.h.Lease
-			l.Release(inbox.FormatTime(t.now))
-			t.setLease(l)
-		}
-		payload := jsonrec.Fields{}.Str("from", from).Str("to", inbox.StatusCancelled).JSON()
-		t.ev = inbox.Event{EventType: inbox.EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
-		t.addMessage(m)
-		res = &inbox.Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
+		res = t.transition(agent, inbox.StatusCancelled, inbox.EventThreadCancelled, m, nil)
 		return nil
 	})
 	if err == nil {

@@ -28,16 +28,20 @@ import (
 
 var waitSeq atomic.Int64
 
-// Presence is a registration of a waiting process; Release ends it.
-type Presence struct {
+// presence is a registration of a waiting process; Release ends it.
+type presence struct {
 	path string
 	lk   *flock.Flock
 }
 
-// Waiting records that this process is blocked for agent until Release.
-// It is best effort: a store that cannot record it still lets the wait
-// go on (a nil Presence, whose Release does nothing).
-func (s *Store) Waiting(agent string) *Presence {
+// Waiting records that this process is blocked for agent until release
+// is called. It is best effort: a store that cannot record it still lets
+// the wait go on.
+func (s *Store) Waiting(agent string) (release func()) {
+	return s.waiting(agent).Release
+}
+
+func (s *Store) waiting(agent string) *presence {
 	if agent == "" || inbox.ValidateAgent("agent", agent) != nil || s.linkErr != nil {
 		return nil
 	}
@@ -75,12 +79,12 @@ func (s *Store) Waiting(agent string) *Presence {
 		lk.Unlock()
 		return nil
 	}
-	return &Presence{path: p, lk: lk}
+	return &presence{path: p, lk: lk}
 }
 
 // Release ends the wait: the file goes first, then the lock, so no reader
 // ever takes the lock of a live wait.
-func (p *Presence) Release() {
+func (p *presence) Release() {
 	if p == nil {
 		return
 	}

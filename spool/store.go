@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
+	"github.com/inbox-dev/inbox/internal/durable"
 )
 
 // FormatVersion is the on-disk format this package reads and writes.
@@ -105,8 +104,15 @@ type Store struct {
 	linkErr  error // a top-level directory is a symbolic link (see links.go)
 }
 
-// Dir returns the store's root directory.
-func (s *Store) Dir() string { return s.dir }
+// Store is a Bus on a directory.
+var _ inbox.Bus = (*Store)(nil)
+
+// RunnerLog is the file detached task runners log to.
+func (s *Store) RunnerLog() string { return filepath.Join(s.dir, tasksDir, "runner.log") }
+
+// DefaultIntake is the intake directory the daemon reads when it is
+// given none: intake/ in the store, which init creates.
+func (s *Store) DefaultIntake() string { return filepath.Join(s.dir, intakeDir) }
 
 // Init creates a store at dir, or checks the one already there. shared makes
 // files 0660 and directories 0770 (group-shared) instead of 0600/0700, and
@@ -291,15 +297,7 @@ func publishFile(path, tmpDir string, mode os.FileMode, data []byte) error {
 // syncDir fsyncs a directory so that creations, renames and removals in it
 // survive power loss.
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return inbox.Storage(err, "open directory %s", dir)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return inbox.Storage(err, "fsync directory %s", dir)
+	return inbox.Storage(durable.SyncDir(dir), "fsync directory %s", dir)
 }
 
 // syncSet collects directories to fsync once at the end of an operation.
@@ -323,33 +321,7 @@ func (ss *syncSet) add(dirs ...string) {
 // flush fsyncs the directories concurrently: each fsync ends in a device
 // cache flush, and concurrent flushes are merged by the block layer.
 func (ss syncSet) flush() error {
-	return concurrently(len(ss), func(i int) error { return syncDir(ss[i]) })
-}
-
-// concurrently runs f(0) … f(n-1), up to 32 at a time (each blocked fsync
-// holds an OS thread), and returns the first error by index.
-func concurrently(n int, f func(i int) error) error {
-	if n == 1 {
-		return f(0)
-	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = f(i)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return durable.Concurrently(len(ss), func(i int) error { return syncDir(ss[i]) })
 }
 
 func orNone(s string) string {
@@ -357,16 +329,4 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// marshal encodes v as compact JSON without HTML escaping.
-func marshal(v any) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		// Only our own types are encoded here; failing is a programming error.
-		panic(fmt.Sprintf("spool: marshal %T: %v", v, err))
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
@@ -92,7 +94,7 @@ func (s *Store) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 			spec.Name = "task-" + string(b)
 		}
 		payload, _ := json.Marshal(map[string]any{"task": spec})
-		in := inbox.SendInput{From: spec.Parent, To: spec.Name, Subject: firstLine(prompt, 80), Kind: inbox.KindTask,
+		in := inbox.SendInput{From: spec.Parent, To: spec.Name, Subject: inbox.Shorten(inbox.FirstLine(prompt), 80), Kind: inbox.KindTask,
 			Content: inbox.Content{Body: prompt, PayloadJSON: string(payload)}}
 		if err := validateSendBasics(&in); err != nil {
 			return nil, err
@@ -116,15 +118,6 @@ func (s *Store) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 		}
 		return nil, err
 	}
-}
-
-func firstLine(s string, n int) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	line = strings.TrimSpace(line)
-	if r := []rune(line); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return line
 }
 
 // TaskByName returns a task.
@@ -165,11 +158,14 @@ func (s *Store) TaskByName(name string) (*inbox.Task, error) {
 	}
 	for _, bm := range blobRefs(first) {
 		if bm.Field == "body" {
-			t.PromptBlob, _ = s.BlobPath(bm.Blob)
+			t.PromptBlob = bm.Blob
 		}
 	}
 	if h.Lease != nil {
 		t.StartedAt, t.LeaseToken = h.Lease.ClaimedAt, h.Lease.LeaseToken
+	}
+	if t.State() == "running" {
+		t.Runner = s.taskRunner(name)
 	}
 	return t, nil
 }
@@ -208,16 +204,53 @@ func sortTasks(ts []*inbox.Task) {
 	slices.SortFunc(ts, func(a, b *inbox.Task) int { return strings.Compare(a.ThreadID, b.ThreadID) })
 }
 
-// TaskRunnerFile is where a runner records the process running a task.
-func (s *Store) TaskRunnerFile(name string) string {
+// taskRunnerFile is where a runner records the process running a task.
+func (s *Store) taskRunnerFile(name string) string {
 	return filepath.Join(s.dir, tasksDir, name+".runner")
 }
 
-// TaskOutputFile is where a runner captures a running task's standard
+// SetTaskRunner records the process running task name (written whole: a
+// temp file renamed into place, so a reader never sees half a record), or
+// forgets it when r is nil. The record is not synced: it is about a
+// process, which a power cut ends anyway.
+func (s *Store) SetTaskRunner(name string, r *inbox.TaskRunner) error {
+	if err := inbox.ValidateAgent("name", name); err != nil {
+		return err
+	}
+	p := s.taskRunnerFile(name)
+	if r == nil {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return inbox.Storage(err, "forget the runner of task %s", name)
+		}
+		return nil
+	}
+	if err := renameio.WriteFile(p, r.AppendJSON(nil), s.fileMode, renameio.WithTempDir(s.tmpDir())); err != nil {
+		return inbox.Storage(err, "record the runner of task %s", name)
+	}
+	return nil
+}
+
+// taskRunner reads task name's runner record, nil when there is none.
+func (s *Store) taskRunner(name string) *inbox.TaskRunner {
+	data, err := os.ReadFile(s.taskRunnerFile(name))
+	if err != nil {
+		return nil
+	}
+	var r inbox.TaskRunner
+	if r.DecodeJSON(data) != nil {
+		return nil
+	}
+	return &r
+}
+
+// TaskOutputPath is where a runner captures a running task's standard
 // output: a file on the store's file system, so that output of any size
 // becomes its result (inline, or a blob linked from this file).
-func (s *Store) TaskOutputFile(name string) string {
-	return filepath.Join(s.dir, tasksDir, name+".out")
+func (s *Store) TaskOutputPath(name string) (string, error) {
+	if err := inbox.ValidateAgent("name", name); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.dir, tasksDir, name+".out"), nil
 }
 
 // TaskByThread returns the task a thread is, or inbox.ErrNotFound.
@@ -268,17 +301,8 @@ func (s *Store) CancelTask(agent string, t *inbox.Task, c inbox.Content) (*inbox
 		if inbox.IsTerminal(tx.h.Status) {
 			return inbox.InvalidState("task %s already finished (%s); there is nothing to cancel", t.Name, tx.h.Status)
 		}
-		from := tx.h.Status
-		tx.h.Status = inbox.StatusCancelled
-		if tx.h.Lease != nil && !tx.h.Lease.Released() {
-			l := *tx.h.Lease
-			l.Release(inbox.FormatTime(tx.now))
-			tx.setLease(l)
-		}
-		payload := jsonrec.Fields{}.Str("from", from).Str("to", inbox.StatusCancelled).Str("cancelled_by", agent).JSON()
-		tx.ev = inbox.Event{EventType: inbox.EventThreadCancelled, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
-		tx.addMessage(m)
-		res = &inbox.Result{Thread: &tx.h.Thread, Message: &m.Message, Lease: tx.h.Lease}
+		res = tx.transition(agent, inbox.StatusCancelled, inbox.EventThreadCancelled, m,
+			jsonrec.Fields{}.Str("cancelled_by", agent))
 		return nil
 	})
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
+	"github.com/inbox-dev/inbox/internal/durable"
 )
 
 // Files inside a thread directory.
@@ -576,7 +577,7 @@ func (t *tx) event(id int64, segment, start int64) []byte {
 	ev.Source = t.s.source
 	ev.CreatedAt = t.h.UpdatedAt
 	ev.Status = t.h.Status
-	ev.Summary = cut(ev.Summary, maxEventSumLen)
+	ev.Summary = inbox.Shorten(ev.Summary, maxEventSumLen)
 	if ev.PayloadJSON == nil {
 		ev.PayloadJSON = json.RawMessage("{}")
 	}
@@ -758,8 +759,8 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 	// concurrent flushes are merged. Then rename them in order, a new
 	// thread's first message after its other files.
 	if !s.unsynced {
-		if err := SyncFiles(pending); err != nil {
-			return err
+		if err := durable.SyncFiles(pending); err != nil {
+			return inbox.Storage(err, "fsync staged files")
 		}
 	}
 	for i, pf := range pending {
@@ -845,28 +846,4 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 		}
 	}
 	return nil
-}
-
-// SyncFiles fsyncs staged files, up to 32 at a time when there are
-// several: each fsync ends in a device cache flush, and the disk merges
-// concurrent flushes where one after another each pays a round trip. The
-// caller then closes and renames them, in the order it needs.
-func SyncFiles(pending []*renameio.PendingFile) error {
-	return concurrently(len(pending), func(i int) error {
-		if err := pending[i].Sync(); err != nil {
-			return inbox.Storage(err, "fsync %s", pending[i].Name())
-		}
-		return nil
-	})
-}
-
-// cut shortens s to at most n bytes on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n]
 }

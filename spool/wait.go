@@ -21,7 +21,7 @@ type waiter struct {
 	deadline time.Time
 	timer    *time.Timer
 	s        *Store
-	presence *Presence // registered when the wait first blocks
+	presence *presence // registered when the wait first blocks
 }
 
 func (s *Store) newWaiter(opt inbox.WaitOptions, deadline time.Time) (*waiter, error) {
@@ -54,7 +54,7 @@ func (wt *waiter) wait(ctx context.Context) (bool, error) {
 		// Blocking for real now: show the agent as waiting. A wait that
 		// found its answer at once never gets here and costs nothing.
 		if wt.opt.Agent != "" {
-			wt.presence = wt.s.Waiting(wt.opt.Agent)
+			wt.presence = wt.s.waiting(wt.opt.Agent)
 		}
 	}
 	reported := wt.w.Fallback() != nil

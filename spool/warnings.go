@@ -11,7 +11,7 @@ import (
 // naming close matches among those it has: a misspelled name is not a
 // silent orphan (SPEC 7). The call it warns about still goes ahead.
 func (s *Store) UnknownAgentWarnings(role, name string) []string {
-	if name == "" || inbox.ValidateAgent(role, name) != nil || s.Known(name) || exists(s.taskPath(name)) {
+	if name == "" || inbox.ValidateAgent(role, name) != nil || s.known(name) || exists(s.taskPath(name)) {
 		return nil // (a queued task's name is known before it runs)
 	}
 	var msg string

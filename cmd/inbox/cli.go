@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime/debug"
-	"sort"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -292,8 +292,17 @@ func fail(e *env, g globals, name string, err error) int {
 	return exitCode(err)
 }
 
+// absDB is the store location as another process, in another directory,
+// must be given it: a directory made absolute; a URL as it is.
+func absDB(db string) (string, error) {
+	if strings.Contains(db, "://") {
+		return db, nil
+	}
+	return filepath.Abs(db)
+}
+
 // open opens the store named by the globals.
-func (c *call) open() (*spool.Store, error) {
+func (c *call) open() (inbox.Bus, error) {
 	return spool.Open(c.g.db, spool.Options{})
 }
 
@@ -331,15 +340,6 @@ func lookup(name string) *command {
 		}
 	}
 	return nil
-}
-
-func sortedNames() []string {
-	var names []string
-	for _, c := range commands {
-		names = append(names, c.name)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // version may be set at build time with -ldflags "-X main.version=…";

@@ -10,7 +10,6 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/queue"
-	"github.com/inbox-dev/inbox/spool"
 )
 
 // mailAgent is the agent whose mailbox or queue a command uses: --agent,
@@ -24,14 +23,14 @@ func (c *call) mailAgent() string {
 
 // reapFor fails the tasks reporting to parent whose runner died, so that
 // their failure reaches the mailbox before anyone waits on it.
-func reapFor(s *spool.Store, parent string) {
+func reapFor(s inbox.Bus, parent string) {
 	if tasks, err := s.Tasks(inbox.TaskFilter{Parent: parent}); err == nil {
 		queue.Reap(s, tasks)
 	}
 }
 
 // running reports whether tasks reporting to agent are running.
-func running(s *spool.Store, agent string) bool {
+func running(s inbox.Bus, agent string) bool {
 	tasks, err := s.Tasks(inbox.TaskFilter{Parent: agent})
 	if err != nil {
 		return false

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -119,7 +118,7 @@ func (r *runCmd) run(c *call) (*result, error) {
 	if r.timeout < 0 || r.timeout > inbox.MaxLeaseSecs {
 		return nil, usagef("timeout-seconds", "--timeout-seconds %d is out of range: give 0 (no limit) to %d", r.timeout, inbox.MaxLeaseSecs)
 	}
-	owner, tasks, err := c.queueTasks(false)
+	owner, s, tasks, err := c.queueTasks(false)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +135,7 @@ func (r *runCmd) run(c *call) (*result, error) {
 		res.human = func(io.Writer) { fmt.Fprintf(c.env.stderr, "inbox: no queued tasks in %s's queue\n", owner) }
 		return res, nil
 	}
-	pid, err := startRunner(c.g.db, n, r.timeout, command, names)
+	pid, err := startRunner(s, c.g.db, n, r.timeout, command, names)
 	if err != nil {
 		return nil, err
 	}
@@ -153,22 +152,24 @@ func (r *runCmd) run(c *call) (*result, error) {
 
 // startRunner starts a detached runner (a new session, no terminal, its
 // own process group) that outlives this command and the calling shell.
-func startRunner(db string, n, timeout int, command string, names []string) (int, error) {
+func startRunner(s inbox.Bus, db string, n, timeout int, command string, names []string) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, fmt.Errorf("cannot find the inbox binary to start a runner: %w", err)
 	}
-	abs, err := filepath.Abs(db)
+	db, err = absDB(db)
 	if err != nil {
 		return 0, err
 	}
-	args := append([]string{"__runner", "--db", abs, "--concurrency", strconv.Itoa(n), "--timeout-seconds", strconv.Itoa(timeout),
+	args := append([]string{"__runner", "--db", db, "--concurrency", strconv.Itoa(n), "--timeout-seconds", strconv.Itoa(timeout),
 		"--exec", command, "--"}, names...)
 	cmd := exec.Command(self, args...)
-	logf, err := os.OpenFile(filepath.Join(abs, "tasks", "runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err == nil {
-		defer logf.Close()
-		cmd.Stdout, cmd.Stderr = logf, logf
+	if l, ok := s.(interface{ RunnerLog() string }); ok {
+		logf, err := os.OpenFile(l.RunnerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err == nil {
+			defer logf.Close()
+			cmd.Stdout, cmd.Stderr = logf, logf
+		}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -204,10 +205,10 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 
 // queueTasks lists the tasks in the caller's queue (every queue with
 // all), after failing those whose runner died.
-func (c *call) queueTasks(all bool) (string, []*inbox.Task, error) {
+func (c *call) queueTasks(all bool) (string, inbox.Bus, []*inbox.Task, error) {
 	owner := c.mailAgent()
 	if err := inbox.ValidateAgent("agent", owner); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	f := inbox.TaskFilter{Owner: owner}
 	if all {
@@ -215,18 +216,18 @@ func (c *call) queueTasks(all bool) (string, []*inbox.Task, error) {
 	}
 	s, err := c.open()
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	tasks, err := s.Tasks(f)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if reaped, _ := queue.Reap(s, tasks); len(reaped) > 0 {
 		if tasks, err = s.Tasks(f); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 	}
-	return owner, tasks, nil
+	return owner, s, tasks, nil
 }
 
 type queueCmd struct{ all bool }
@@ -240,7 +241,7 @@ func (r *queueCmd) run(c *call) (*result, error) {
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
-	owner, tasks, err := c.queueTasks(r.all)
+	owner, _, tasks, err := c.queueTasks(r.all)
 	if err != nil {
 		return nil, err
 	}

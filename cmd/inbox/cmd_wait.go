@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/inbox-dev/inbox"
-	"github.com/inbox-dev/inbox/spool"
 )
 
 // DefaultWaitSeconds bounds wait-reply and watch when --timeout-seconds is
@@ -223,7 +222,7 @@ func (r *eventsCmd) run(c *call) (*result, error) {
 }
 
 // stream prints events as they come: one JSON object per line with --json.
-func (r *eventsCmd) stream(c *call, s *spool.Store) error {
+func (r *eventsCmd) stream(c *call, s inbox.Bus) error {
 	ctx, stop := blockingContext()
 	defer stop()
 	n := 0

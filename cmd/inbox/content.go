@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/inbox-dev/inbox"
-	"github.com/inbox-dev/inbox/spool"
 )
 
 // contentFlags are the flags of every command that writes a message.
@@ -42,7 +41,7 @@ func (f *contentFlags) registerArtifacts(fs *pflag.FlagSet) {
 
 // content validates the pairing of artifact flags and reads --body-file
 // (a body that cannot be stored inline becomes a blob staged in s).
-func (f *contentFlags) content(c *call, s *spool.Store) (inbox.Content, error) {
+func (f *contentFlags) content(c *call, s inbox.Bus) (inbox.Content, error) {
 	if c.fs.Changed("payload-json") && strings.Trim(f.payload, " \t\r\n") == "" {
 		return inbox.Content{}, usagef("payload-json", "--payload-json is empty: leave it out, or give a JSON value such as {}")
 	}
@@ -62,7 +61,7 @@ func (f *contentFlags) content(c *call, s *spool.Store) (inbox.Content, error) {
 // (not UTF-8, or holding NUL bytes), or any file with --blob, is not read
 // into memory: it is staged as a blob of the store, which the message
 // carries as an artifact.
-func (f *contentFlags) readBody(c *call, s *spool.Store) (string, []*inbox.Blob, error) {
+func (f *contentFlags) readBody(c *call, s inbox.Bus) (string, []*inbox.Blob, error) {
 	if f.bodyFile == "" {
 		if f.asBlob {
 			return "", nil, usagef("blob", "--blob stores --body-file as a blob: give --body-file")

@@ -51,6 +51,9 @@ func exitCode(err error) int {
 // errorShape is the "error" member of a failed JSON response.
 func errorShape(err error) map[string]string {
 	shape := map[string]string{"code": "internal_error", "message": message(err)}
+	if h := hintFor(err); h != "" {
+		shape["hint"] = h
+	}
 	var se *inbox.Error
 	var ue *usageError
 	switch {
@@ -91,6 +94,15 @@ func hintFor(err error) string {
 		return "inbox claim --agent NAME --thread ID takes the lease again if nobody else holds it"
 	case errors.Is(err, inbox.ErrStaleToken):
 		return "a newer claim superseded your lease; stop work on this thread or claim it again"
+	}
+	var se *inbox.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case "corrupt_store":
+			return "inbox fsck lists the damage and inbox fsck --repair repairs it"
+		case "index_missing":
+			return "inbox reindex rebuilds the index (so does inbox fsck --repair)"
+		}
 	}
 	return ""
 }

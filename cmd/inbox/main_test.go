@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -36,10 +37,11 @@ func scriptParams(dir string) testscript.Params {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"jget":     cmdJget,
-			"jeq":      cmdJeq,
-			"waitfile": cmdWaitfile,
-			"exits":    cmdExits,
+			"jget":       cmdJget,
+			"jeq":        cmdJeq,
+			"waitfile":   cmdWaitfile,
+			"waitdaemon": cmdWaitdaemon,
+			"exits":      cmdExits,
 		},
 	}
 }
@@ -134,6 +136,36 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	ts.Fatalf("%s did not appear within %v", args[0], limit)
+}
+
+// waitdaemon DB [SECONDS]: wait until a daemon serves the store DB (it
+// holds the store's daemon lock, locks/daemon.lock; default 10 s).
+func cmdWaitdaemon(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitdaemon DB [SECONDS]")
+	}
+	limit := 10 * time.Second
+	if len(args) == 2 {
+		n, err := strconv.ParseFloat(args[1], 64)
+		if err != nil {
+			ts.Fatalf("waitdaemon: bad seconds %q", args[1])
+		}
+		limit = time.Duration(n * float64(time.Second))
+	}
+	p := filepath.Join(ts.MkAbs(args[0]), "locks", "daemon.lock")
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		lk := flock.New(p, flock.SetFlag(os.O_RDWR))
+		ok, err := lk.TryLock()
+		if err == nil && !ok {
+			return // another process holds it: the daemon is up
+		}
+		if ok {
+			lk.Unlock()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ts.Fatalf("no daemon took the lock of %s within %v", args[0], limit)
 }
 
 // exits N CMD ARGS...: run CMD and require exit status N (0, 10, 20, 30, 40,

@@ -1,0 +1,679 @@
+// Package bustest is the conformance suite for backends of inbox.Bus, in
+// the manner of testing/fstest: a backend's own tests call Run with a
+// function that opens a fresh, empty bus, and the suite checks through
+// the interface alone the semantics SPEC §4–§8 promise — atomic claims
+// and fencing tokens, lease expiry, idempotent retries, read cursors,
+// collect-once mailboxes, wake-ups and timeouts of the blocking calls,
+// event order, and tasks.
+//
+// A second backend proves itself by passing it unchanged.
+package bustest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Run runs the suite. open returns a new, empty bus for each test; it
+// should register its own cleanup with t.
+func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, b inbox.Bus)
+	}{
+		{"SendFetchClaimDone", testLifecycle},
+		{"ClaimIsAtomic", testClaimIsAtomic},
+		{"FencingTokens", testFencing},
+		{"LeaseExpiry", testLeaseExpiry},
+		{"Transitions", testTransitions},
+		{"IdempotentRetries", testIdempotency},
+		{"ReadCursors", testReadCursors},
+		{"MailIsNotWork", testMailIsNotWork},
+		{"CollectOnce", testCollectOnce},
+		{"ReceiveWakesAndTimesOut", testReceive},
+		{"WaitReply", testWaitReply},
+		{"WaitReplyNoLostWakeup", testWaitReplyNoLostWakeup},
+		{"Watch", testWatch},
+		{"EventOrder", testEventOrder},
+		{"Tasks", testTasks},
+		{"Errors", testErrors},
+		{"AgentsAndPresence", testAgents},
+		{"Fsck", testFsck},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, open(t))
+		})
+	}
+}
+
+// ok returns a function that fails the test on err and otherwise returns
+// v: ok(b.Send(in))(t).
+func ok[T any](v T, err error) func(t *testing.T) T {
+	return func(t *testing.T) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// wantErr fails unless err wraps sentinel.
+func wantErr(t *testing.T, what string, err, sentinel error) {
+	t.Helper()
+	if !errors.Is(err, sentinel) {
+		t.Errorf("%s: got error %v, want %v", what, err, sentinel)
+		return
+	}
+	var e *inbox.Error
+	if !errors.As(err, &e) || e.Code == "" {
+		t.Errorf("%s: %v is not an *inbox.Error with a code", what, err)
+	}
+}
+
+func newThread(t *testing.T, b inbox.Bus, to, subject string) *inbox.Result {
+	t.Helper()
+	return ok(b.Send(inbox.SendInput{From: "leader", To: to, Subject: subject,
+		Content: inbox.Content{Body: "details of " + subject}}))(t)
+}
+
+func ids(ts []*inbox.Thread) []string {
+	var out []string
+	for _, th := range ts {
+		out = append(out, th.ThreadID)
+	}
+	return out
+}
+
+func testLifecycle(t *testing.T, b inbox.Bus) {
+	r := newThread(t, b, "w", "build it")
+	tid := r.Thread.ThreadID
+	if r.Thread.Status != inbox.StatusPending || r.Thread.AssignedTo != "w" || r.Message.Kind != inbox.KindTask {
+		t.Fatalf("new thread: %+v %+v", r.Thread, r.Message)
+	}
+	got := ok(b.Fetch("w", nil, 10, false))(t)
+	if !slices.Equal(ids(got), []string{tid}) {
+		t.Fatalf("fetch: got %v, want [%s]", ids(got), tid)
+	}
+	// fetch never grants ownership.
+	if th := ok(b.Thread(tid))(t); th.Status != inbox.StatusPending {
+		t.Errorf("fetch changed the thread's status to %s", th.Status)
+	}
+	c := ok(b.Claim("w", tid, 60))(t)
+	if c.Thread.Status != inbox.StatusClaimed || c.Lease == nil || c.Lease.LeaseToken != 1 || c.Lease.AgentID != "w" {
+		t.Fatalf("claim: %+v %+v", c.Thread, c.Lease)
+	}
+	if got := ok(b.Fetch("w", nil, 10, false))(t); len(got) != 0 {
+		t.Errorf("a claimed thread is still offered by fetch: %v", ids(got))
+	}
+	ok(b.Update("w", tid, inbox.StatusInProgress, 1, inbox.Content{Summary: "working"}))(t)
+	ok(b.Update("w", tid, inbox.StatusBlocked, 1, inbox.Content{Summary: "which database?"}))(t)
+	ok(b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "postgres"}))(t)
+	d := ok(b.Done("w", tid, 1, inbox.Content{Summary: "built"}))(t)
+	if d.Thread.Status != inbox.StatusDone || d.Message.Status != inbox.StatusDone {
+		t.Fatalf("done: %+v", d.Thread)
+	}
+	v := ok(b.Show(tid))(t)
+	var kinds []string
+	for _, m := range v.Messages {
+		kinds = append(kinds, m.Kind)
+	}
+	if want := []string{"task", "progress", "question", "answer", "result"}; !slices.Equal(kinds, want) {
+		t.Errorf("show: kinds %v, want %v", kinds, want)
+	}
+	if v.Lease == nil || !v.Lease.Released() {
+		t.Errorf("done did not release the lease: %+v", v.Lease)
+	}
+	th, last := ok2(b.LastMessage(tid))(t)
+	if th.Status != inbox.StatusDone || last.Summary != "built" {
+		t.Errorf("last message: %+v %+v", th, last)
+	}
+}
+
+func ok2[A, B any](a A, b B, err error) func(t *testing.T) (A, B) {
+	return func(t *testing.T) (A, B) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	}
+}
+
+func testClaimIsAtomic(t *testing.T, b inbox.Bus) {
+	for round := range 5 {
+		tid := newThread(t, b, "w", fmt.Sprint("race ", round)).Thread.ThreadID
+		const n = 8
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var winners []string
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				agent := fmt.Sprint("w", i)
+				_, err := b.Claim(agent, tid, 60)
+				switch {
+				case err == nil:
+					mu.Lock()
+					winners = append(winners, agent)
+					mu.Unlock()
+				case !errors.Is(err, inbox.ErrLeaseConflict):
+					t.Errorf("claim by %s: %v, want a lease conflict", agent, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d claims won (%v), want exactly 1", round, len(winners), winners)
+		}
+		v := ok(b.Show(tid))(t)
+		if v.Thread.AssignedTo != winners[0] || v.Lease.AgentID != winners[0] {
+			t.Errorf("the winner %s does not hold the thread: %+v", winners[0], v.Lease)
+		}
+	}
+}
+
+func testFencing(t *testing.T, b inbox.Bus) {
+	tid := newThread(t, b, "w", "fenced").Thread.ThreadID
+	c1 := ok(b.Claim("w", tid, 60))(t)
+	c2 := ok(b.Claim("w", tid, 60))(t) // the holder may claim again
+	if c2.Lease.LeaseToken <= c1.Lease.LeaseToken {
+		t.Fatalf("re-claim token %d is not above %d", c2.Lease.LeaseToken, c1.Lease.LeaseToken)
+	}
+	_, err := b.Update("w", tid, inbox.StatusInProgress, c1.Lease.LeaseToken, inbox.Content{Summary: "old"})
+	wantErr(t, "update with a superseded token", err, inbox.ErrStaleToken)
+	_, err = b.Done("w", tid, c1.Lease.LeaseToken, inbox.Content{Summary: "old"})
+	wantErr(t, "done with a superseded token", err, inbox.ErrStaleToken)
+	_, err = b.Claim("other", tid, 60)
+	wantErr(t, "claim of a held thread", err, inbox.ErrLeaseConflict)
+	_, err = b.Update("other", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: "not mine"})
+	wantErr(t, "update by a non-holder", err, inbox.ErrLeaseConflict)
+	ok(b.Renew("w", tid, 120, c2.Lease.LeaseToken))(t)
+	ok(b.Done("w", tid, c2.Lease.LeaseToken, inbox.Content{Summary: "ok"}))(t)
+}
+
+func testLeaseExpiry(t *testing.T, b inbox.Bus) {
+	tid := newThread(t, b, "w", "expiring").Thread.ThreadID
+	old := ok(b.Claim("w", tid, 1))(t)
+	time.Sleep(1200 * time.Millisecond)
+	// Expired for every command, daemon or not: fetch offers it.
+	got := ok(b.Fetch("w", nil, 10, false))(t)
+	if len(got) != 1 || !got[0].LeaseExpired {
+		t.Fatalf("fetch after expiry: %+v, want the thread with lease_expired", got)
+	}
+	_, err := b.Update("w", tid, inbox.StatusInProgress, old.Lease.LeaseToken, inbox.Content{Summary: "late"})
+	wantErr(t, "update after expiry", err, inbox.ErrLeaseExpired)
+	// The same agent's new session claims it again: the old session's
+	// token is fenced out although the name matches.
+	c := ok(b.Claim("w", tid, 60))(t)
+	if c.Lease.LeaseToken <= old.Lease.LeaseToken {
+		t.Fatalf("token after expiry %d is not above %d", c.Lease.LeaseToken, old.Lease.LeaseToken)
+	}
+	_, err = b.Done("w", tid, old.Lease.LeaseToken, inbox.Content{Summary: "stale"})
+	wantErr(t, "done with the expired session's token", err, inbox.ErrStaleToken)
+	held := ok(b.HeldLeases())(t)
+	if len(held) != 1 || held[0].ThreadID != tid {
+		t.Errorf("held leases: %+v", held)
+	}
+	// An expired lease is released by ExpireLease (the daemon's job).
+	tid2 := newThread(t, b, "w", "expiring 2").Thread.ThreadID
+	first := ok(b.Claim("w", tid2, 1))(t)
+	if expired := ok(b.ExpireLease(tid2))(t); expired {
+		t.Errorf("ExpireLease released a live lease")
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if expired := ok(b.ExpireLease(tid2))(t); !expired {
+		t.Errorf("ExpireLease kept an expired lease")
+	}
+	if th := ok(b.Thread(tid2))(t); th.Status != inbox.StatusPending {
+		t.Errorf("after expiry the thread is %s, want pending", th.Status)
+	}
+	// Another agent takes it; the first holder is out, token or not.
+	c2 := ok(b.Claim("w2", tid2, 60))(t)
+	if c2.Lease.LeaseToken <= first.Lease.LeaseToken {
+		t.Errorf("token after expiry %d is not above %d", c2.Lease.LeaseToken, first.Lease.LeaseToken)
+	}
+	_, err = b.Done("w", tid2, first.Lease.LeaseToken, inbox.Content{Summary: "stale"})
+	wantErr(t, "done by the expired holder", err, inbox.ErrLeaseConflict)
+}
+
+func testTransitions(t *testing.T, b inbox.Bus) {
+	tid := newThread(t, b, "w", "strict").Thread.ThreadID
+	_, err := b.Update("w", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: "unclaimed"})
+	wantErr(t, "update of an unclaimed thread", err, inbox.ErrInvalidState)
+	ok(b.Claim("w", tid, 60))(t)
+	_, err = b.Update("w", tid, inbox.StatusBlocked, 0, inbox.Content{})
+	wantErr(t, "blocked without saying what is missing", err, inbox.ErrInvalidInput)
+	ok(b.Fail("w", tid, 0, inbox.Content{Summary: "cannot"}))(t)
+	_, err = b.Claim("w", tid, 60)
+	wantErr(t, "claim of a failed thread", err, inbox.ErrInvalidState)
+	_, err = b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "late"})
+	wantErr(t, "reply to a failed thread", err, inbox.ErrInvalidState)
+	tid2 := newThread(t, b, "w", "to cancel").Thread.ThreadID
+	ok(b.Cancel("leader", tid2, inbox.Content{Summary: "not needed"}))(t)
+	_, err = b.Cancel("leader", tid2, inbox.Content{Summary: "again"})
+	wantErr(t, "cancel of a cancelled thread", err, inbox.ErrInvalidState)
+}
+
+func testIdempotency(t *testing.T, b inbox.Bus) {
+	in := inbox.SendInput{From: "leader", To: "w", Subject: "once", Content: inbox.Content{IdempotencyKey: "k-send"}}
+	a := ok(b.Send(in))(t)
+	again := ok(b.Send(in))(t)
+	if again.Thread.ThreadID != a.Thread.ThreadID || again.Message.MessageID != a.Message.MessageID || !again.Replayed {
+		t.Fatalf("retried send: %+v, want the original %s (replayed)", again.Message, a.Message.MessageID)
+	}
+	tid := a.Thread.ThreadID
+	r1 := ok(b.Reply("leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "note", IdempotencyKey: "k-reply"}))(t)
+	r2 := ok(b.Reply("leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "note", IdempotencyKey: "k-reply"}))(t)
+	if r1.Message.MessageID != r2.Message.MessageID {
+		t.Errorf("retried reply made a second message")
+	}
+	ok(b.Claim("w", tid, 60))(t)
+	d1 := ok(b.Done("w", tid, 0, inbox.Content{Summary: "done", IdempotencyKey: "k-done"}))(t)
+	d2 := ok(b.Done("w", tid, 0, inbox.Content{Summary: "done", IdempotencyKey: "k-done"}))(t)
+	if d1.Message.MessageID != d2.Message.MessageID {
+		t.Errorf("retried done made a second message")
+	}
+	if n := len(ok(b.Show(tid))(t).Messages); n != 3 {
+		t.Errorf("thread has %d messages after retries, want 3", n)
+	}
+	_, err := b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "x", IdempotencyKey: "k-done"})
+	if err == nil {
+		t.Errorf("a key reused for another command was accepted")
+	}
+}
+
+func testReadCursors(t *testing.T, b inbox.Bus) {
+	tid := newThread(t, b, "w", "questions").Thread.ThreadID
+	ok(b.Claim("w", tid, 60))(t)
+	ok(b.Update("w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"}))(t)
+	ok(b.MarkRead("w", tid, 0))(t)
+	if got := ok(b.Fetch("w", []string{inbox.StatusBlocked}, 10, true))(t); len(got) != 0 {
+		t.Errorf("unread after marking everything read: %v", ids(got))
+	}
+	ok(b.Reply("leader", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "this one"}))(t)
+	if got := ok(b.Fetch("w", []string{inbox.StatusBlocked}, 10, true))(t); !slices.Equal(ids(got), []string{tid}) {
+		t.Errorf("unread after an answer: %v, want [%s]", ids(got), tid)
+	}
+	c := ok(b.MarkRead("w", tid, 0))(t)
+	if c.LastReadSeq != 3 || c.AgentID != "w" {
+		t.Errorf("cursor: %+v", c)
+	}
+	if got := ok(b.Fetch("w", []string{inbox.StatusBlocked}, 10, true))(t); len(got) != 0 {
+		t.Errorf("still unread after reading the answer: %v", ids(got))
+	}
+}
+
+func testMailIsNotWork(t *testing.T, b inbox.Bus) {
+	ok(b.Send(inbox.SendInput{From: "a", To: "m", Content: inbox.Content{Body: "a note"}}))(t)
+	if got := ok(b.Fetch("m", nil, 10, false))(t); len(got) != 0 {
+		t.Errorf("mail shows in fetch: %v", ids(got))
+	}
+	items := ok(b.Mailbox("m", ""))(t)
+	if len(items) != 1 || items[0].Message.Body != "a note" {
+		t.Fatalf("mailbox: %+v", items)
+	}
+	// High priority first.
+	ok(b.Send(inbox.SendInput{From: "boss", To: "m", Subject: "urgent", Priority: "high", Content: inbox.Content{Body: "now"}}))(t)
+	got := ok(b.Collect("m", "", false, 10))(t)
+	if len(got) != 2 || got[0].FromAgent != "boss" {
+		t.Fatalf("collect order: %+v", got)
+	}
+	if left := ok(b.Mailbox("m", ""))(t); len(left) != 0 {
+		t.Errorf("collected mail is still in the mailbox: %d", len(left))
+	}
+}
+
+func testCollectOnce(t *testing.T, b inbox.Bus) {
+	const n = 20
+	for i := range n {
+		ok(b.Send(inbox.SendInput{From: "p", To: "c", Content: inbox.Content{Body: fmt.Sprint("m", i)}}))(t)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				got, err := b.Collect("c", "", false, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				seen[got[0].MessageID]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Errorf("collected %d distinct messages, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("message %s collected %d times", id, c)
+		}
+	}
+}
+
+func testReceive(t *testing.T, b inbox.Bus) {
+	start := time.Now()
+	m, err := b.Receive(context.Background(), "r", "", false, inbox.WaitOptions{Timeout: 300 * time.Millisecond})
+	if err != nil || m != nil {
+		t.Fatalf("receive on an empty mailbox: %v %v", m, err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("receive returned after %v, before its timeout", d)
+	}
+	done := make(chan *inbox.Message, 1)
+	go func() {
+		m, err := b.Receive(context.Background(), "r", "", false, inbox.WaitOptions{Timeout: 10 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- m
+	}()
+	time.Sleep(100 * time.Millisecond)
+	sent := ok(b.Send(inbox.SendInput{From: "s", To: "r", Content: inbox.Content{Body: "wake"}}))(t)
+	select {
+	case m := <-done:
+		if m == nil || m.MessageID != sent.Message.MessageID {
+			t.Errorf("receive woke with %+v, want %s", m, sent.Message.MessageID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("receive did not wake for a message sent while it waited")
+	}
+	// Cancellation ends a wait at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	start = time.Now()
+	b.Receive(ctx, "r", "", false, inbox.WaitOptions{Timeout: 10 * time.Second})
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("a cancelled receive returned after %v", d)
+	}
+}
+
+func testWaitReply(t *testing.T, b inbox.Bus) {
+	tid := newThread(t, b, "w", "ask").Thread.ThreadID
+	ok(b.Claim("w", tid, 60))(t)
+	q := ok(b.Update("w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"}))(t)
+	// An answer that landed before the wait began is not missed when the
+	// wait is after the agent's read cursor.
+	a := ok(b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "that"}))(t)
+	w := ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "w"}, nil, inbox.WaitOptions{Timeout: time.Second}))(t)
+	if !w.Woke || w.Message.MessageID != a.Message.MessageID {
+		t.Fatalf("wait-reply after the cursor: %+v, want %s", w, a.Message.MessageID)
+	}
+	// ... and not returned twice: the cursor moved.
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "w"}, nil, inbox.WaitOptions{Timeout: 200 * time.Millisecond}))(t)
+	if w.Woke {
+		t.Errorf("the same answer was returned twice: %+v", w.Message)
+	}
+	// After an event cursor, a timeout says where to resume.
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterEvent: a.Message.EventID, HasEvent: true}, nil,
+		inbox.WaitOptions{Timeout: 200 * time.Millisecond}))(t)
+	if w.Woke || w.NextEventID < a.Message.EventID {
+		t.Errorf("timed-out wait: %+v", w)
+	}
+	// Kinds filter: a progress note does not wake a wait for answers.
+	ok(b.Reply("leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"}))(t)
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterMessage: q.Message.MessageID}, []string{inbox.KindAnswer}, inbox.WaitOptions{Timeout: time.Second}))(t)
+	if !w.Woke || w.Message.MessageID != a.Message.MessageID {
+		t.Errorf("wait after the question: %+v", w)
+	}
+	// A terminal thread answers at once.
+	ok(b.Done("w", tid, 0, inbox.Content{Summary: "finished"}))(t)
+	start := time.Now()
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "observer"}, nil, inbox.WaitOptions{Timeout: 5 * time.Second}))(t)
+	if !w.Woke || time.Since(start) > 2*time.Second {
+		t.Errorf("wait-reply on a done thread: %+v after %v", w, time.Since(start))
+	}
+}
+
+func testWaitReplyNoLostWakeup(t *testing.T, b inbox.Bus) {
+	for i := range 10 {
+		tid := newThread(t, b, "w", fmt.Sprint("wake ", i)).Thread.ThreadID
+		cur := ok(b.LastEventID())(t)
+		got := make(chan *inbox.WaitResult, 1)
+		go func() {
+			w, err := b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterEvent: cur, HasEvent: true}, nil,
+				inbox.WaitOptions{Timeout: 5 * time.Second})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		if i%2 == 1 {
+			time.Sleep(time.Duration(i) * time.Millisecond)
+		}
+		a := ok(b.Reply("leader", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "now"}))(t)
+		select {
+		case w := <-got:
+			if w == nil || !w.Woke || w.Message.MessageID != a.Message.MessageID {
+				t.Fatalf("round %d: %+v", i, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the wait missed an answer", i)
+		}
+	}
+}
+
+func testWatch(t *testing.T, b inbox.Bus) {
+	done := make(chan *inbox.WaitResult, 1)
+	go func() {
+		w, err := b.Watch(context.Background(), "watcher", nil, nil, inbox.WaitOptions{Timeout: 10 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- w
+	}()
+	time.Sleep(200 * time.Millisecond)
+	tid := newThread(t, b, "watcher", "for you").Thread.ThreadID
+	select {
+	case w := <-done:
+		if w == nil || !w.Woke || w.Thread == nil || w.Thread.ThreadID != tid {
+			t.Errorf("watch: %+v, want thread %s", w, tid)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not wake for a new thread")
+	}
+	w := ok(b.Watch(context.Background(), "nobody", nil, nil, inbox.WaitOptions{Timeout: 200 * time.Millisecond}))(t)
+	if w.Woke {
+		t.Errorf("watch woke for another agent's thread: %+v", w)
+	}
+}
+
+func testEventOrder(t *testing.T, b inbox.Bus) {
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 5 {
+				newThread(t, b, "w", fmt.Sprint("t", i, j))
+			}
+		}()
+	}
+	wg.Wait()
+	var last int64
+	n := 0
+	if err := b.Events(0, func(ev *inbox.Event) bool {
+		if ev.EventID <= last {
+			t.Errorf("event %d after %d", ev.EventID, last)
+		}
+		last = ev.EventID
+		n++
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 20 {
+		t.Errorf("%d events for 20 sends", n)
+	}
+	if id := ok(b.LastEventID())(t); id != last {
+		t.Errorf("last event id %d, the log ends at %d", id, last)
+	}
+	// Follow delivers what comes next.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan int64, 1)
+	go func() {
+		b.Follow(ctx, last, "", inbox.WaitOptions{}, func(ev *inbox.Event) bool {
+			got <- ev.EventID
+			return false
+		})
+	}()
+	time.Sleep(100 * time.Millisecond)
+	newThread(t, b, "w", "followed")
+	select {
+	case id := <-got:
+		if id != last+1 {
+			t.Errorf("follow delivered event %d, want %d", id, last+1)
+		}
+	case <-ctx.Done():
+		t.Fatal("follow delivered nothing")
+	}
+}
+
+func testTasks(t *testing.T, b inbox.Bus) {
+	task := ok(b.Push(inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "do the thing"))(t)
+	if task.State() != "queued" || task.Prompt != "do the thing" {
+		t.Fatalf("pushed task: %+v", task)
+	}
+	if _, err := b.Push(inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "again"); err == nil {
+		t.Errorf("a second task named t1 was accepted")
+	}
+	ok(b.Push(inbox.TaskSpec{Name: "t2", Parent: "boss", Owner: "other"}, "other's"))(t)
+	mine := ok(b.Tasks(inbox.TaskFilter{Owner: "boss"}))(t)
+	if len(mine) != 1 || mine[0].Name != "t1" {
+		t.Fatalf("boss's queue: %+v", mine)
+	}
+	byThread := ok(b.TaskByThread(task.ThreadID))(t)
+	if byThread.Name != "t1" {
+		t.Errorf("task by thread: %+v", byThread)
+	}
+	ok(b.Claim("t1", task.ThreadID, 60))(t)
+	if err := b.SetTaskRunner("t1", &inbox.TaskRunner{RunnerPID: 42, PGID: 43, StartedAt: inbox.FormatTime(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	running := ok(b.TaskByName("t1"))(t)
+	if running.State() != "running" || running.Runner == nil || running.Runner.PGID != 43 {
+		t.Errorf("running task: %+v", running)
+	}
+	ok(b.Done("t1", task.ThreadID, 0, inbox.Content{Summary: "result", Body: "the output"}))(t)
+	if err := b.SetTaskRunner("t1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := ok(b.TaskByName("t1"))(t).State(); st != "finished" {
+		t.Errorf("task after done: %s", st)
+	}
+	// The result reaches the parent's mailbox, the prompt not the task's.
+	mail := ok(b.Collect("boss", "t1", false, 10))(t)
+	if len(mail) != 1 || mail[0].Body != "the output" {
+		t.Errorf("parent's mail: %+v", mail)
+	}
+	if m := ok(b.Mailbox("t1", ""))(t); len(m) != 0 {
+		t.Errorf("the task's prompt is in its own mailbox: %+v", m)
+	}
+	t2 := ok(b.TaskByName("t2"))(t)
+	ok(b.CancelTask("other", t2, inbox.Content{Summary: "not needed"}))(t)
+	if st := ok(b.TaskByName("t2"))(t).State(); st != "finished" {
+		t.Errorf("cancelled task: %s", st)
+	}
+	_, err := b.TaskByName("nope")
+	wantErr(t, "unknown task", err, inbox.ErrNotFound)
+}
+
+func testErrors(t *testing.T, b inbox.Bus) {
+	_, err := b.Send(inbox.SendInput{From: "leader", To: "../etc", Subject: "x"})
+	wantErr(t, "a path as agent name", err, inbox.ErrInvalidInput)
+	var e *inbox.Error
+	if errors.As(err, &e) && e.Field != "to" {
+		t.Errorf("bad recipient: field %q, want to", e.Field)
+	}
+	_, err = b.Claim("w", "thr_doesnotexist", 60)
+	wantErr(t, "claim of an unknown thread", err, inbox.ErrNotFound)
+	_, err = b.Show("thr_doesnotexist")
+	wantErr(t, "show of an unknown thread", err, inbox.ErrNotFound)
+	_, err = b.Fetch("w", []string{"sleeping"}, 10, false)
+	wantErr(t, "an unknown status", err, inbox.ErrInvalidInput)
+	_, err = b.Send(inbox.SendInput{From: "leader", To: "w", Subject: "x", Content: inbox.Content{PayloadJSON: "{nope"}})
+	wantErr(t, "bad payload JSON", err, inbox.ErrInvalidInput)
+	if errors.As(err, &e) && e.Field != "payload_json" {
+		t.Errorf("bad payload: field %q, want payload_json", e.Field)
+	}
+	tid := newThread(t, b, "w", "x").Thread.ThreadID
+	_, err = b.Claim("w", tid, 0-1)
+	wantErr(t, "a negative lease", err, inbox.ErrInvalidInput)
+}
+
+func testAgents(t *testing.T, b inbox.Bus) {
+	newThread(t, b, "worker", "job")
+	got := ok(b.Agents())(t)
+	byName := map[string]*inbox.AgentInfo{}
+	for _, a := range got {
+		byName[a.Agent] = a
+	}
+	if a := byName["worker"]; a == nil || a.LastActivity != nil || a.LastSeen == "" || a.MailboxDepth != 1 {
+		t.Errorf("a recipient that never acted: %+v", a)
+	}
+	if a := byName["leader"]; a == nil || a.LastActivity == nil {
+		t.Errorf("the sender: %+v", a)
+	}
+	release := b.Waiting("listener")
+	if a := agentNamed(t, b, "listener"); a == nil || a.State != inbox.StateWaiting {
+		t.Errorf("a waiting agent: %+v", a)
+	}
+	release()
+	if a := agentNamed(t, b, "listener"); a != nil && a.State == inbox.StateWaiting {
+		t.Errorf("still waiting after release: %+v", a)
+	}
+	if w := b.UnknownAgentWarnings("to", "workr"); len(w) == 0 {
+		t.Errorf("no warning for a misspelled agent")
+	}
+	if w := b.UnknownAgentWarnings("to", "leader"); len(w) != 0 {
+		t.Errorf("a warning for a known agent: %v", w)
+	}
+}
+
+func agentNamed(t *testing.T, b inbox.Bus, name string) *inbox.AgentInfo {
+	for _, a := range ok(b.Agents())(t) {
+		if a.Agent == name {
+			return a
+		}
+	}
+	return nil
+}
+
+func testFsck(t *testing.T, b inbox.Bus) {
+	tid := newThread(t, b, "w", "checked").Thread.ThreadID
+	ok(b.Claim("w", tid, 60))(t)
+	ok(b.Done("w", tid, 0, inbox.Content{Summary: "ok"}))(t)
+	ok(b.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: "mail"}}))(t)
+	r := ok(b.Fsck(false))(t)
+	if !r.Clean() {
+		t.Errorf("fsck after ordinary work: %+v", r.Findings)
+	}
+	if n := ok(b.Reindex())(t); n < 2 {
+		t.Errorf("reindex saw %d threads, want 2", n)
+	}
+	st := ok(b.Stats())(t)
+	if st.Threads != 2 {
+		t.Errorf("stats: %d threads, want 2", st.Threads)
+	}
+}
