@@ -8,6 +8,22 @@ import (
 	"github.com/spf13/pflag"
 )
 
+var agentsCommand = &command{
+	name: "agents", short: "every agent the store has seen, with activity, leases and mail",
+	long: `List every agent the store has seen, as sender or recipient, with its state,
+when it was last seen (in any role) and last acted (null if it never has),
+its live leases, open threads assigned to it and mailbox depth.
+
+States: working (holds a live lease); waiting (a process is blocked for it
+right now in receive, wait-reply or watch, proven by a lock that process
+holds, not by a timestamp); gone (its lease ran out unreleased, or its
+process died while waiting, and it has not acted since); idle (anything
+else). That is how a leader tells an idle agent from a dead one. Sending to
+an agent that never acted here warns and names close matches.`,
+	examples: []string{"inbox agents", "inbox agents --json"},
+	new:      func() runner { return &agentsCmd{} },
+}
+
 type agentsCmd struct{}
 
 func (r *agentsCmd) flags(fs *pflag.FlagSet, c *call) {}

@@ -9,6 +9,34 @@ import (
 	"github.com/inbox-dev/inbox"
 )
 
+var claimCommand = &command{
+	name: "claim", short: "take the lease on a thread before working on it",
+	long: `Worker step 2: own a thread. claim gives --agent the thread's lease for
+--lease-seconds (default 900): the status becomes claimed and assigned_to
+becomes you. Only one agent holds a live lease; a second claimer gets exit 20
+(lease_conflict). Claiming a thread whose lease expired succeeds, and the
+holder may claim again.
+
+Each claim returns a lease_token that is larger than every earlier one on the
+thread. Pass it as --lease-token to update, renew, done and fail so that a
+worker whose lease was taken over is refused (exit 20) instead of
+overwriting the new holder's work. Renew before the lease runs out.`,
+	examples: []string{
+		"inbox claim --agent backend-worker --thread thr_01... --json",
+		"inbox claim --agent backend-worker --thread thr_01... --lease-seconds 1800",
+	},
+	new: func() runner { return &claimCmd{} },
+}
+
+var renewCommand = &command{
+	name: "renew", short: "extend your lease",
+	long: `Extend the lease you hold to --lease-seconds from now (default 900). Only the
+holder may renew, and only while the lease is live; after it expires, claim
+again. With --lease-token, a stale token is refused with exit 20.`,
+	examples: []string{"inbox renew --agent backend-worker --thread thr_01... --lease-seconds 900 --lease-token 3"},
+	new:      func() runner { return &claimCmd{renew: true} },
+}
+
 // claimCmd serves claim and renew.
 type claimCmd struct {
 	renew   bool

@@ -10,6 +10,19 @@ import (
 	"github.com/spf13/pflag"
 )
 
+var completionCommand = &command{
+	name: "completion", args: "bash|zsh|fish", short: "print a shell completion script",
+	long: `Print a completion script for bash, zsh or fish: commands, their flags, and
+the fixed values of --kind and --priority. Load it in your shell's start-up
+file, or save it where your shell looks for completions.`,
+	examples: []string{
+		"source <(inbox completion bash)      # in ~/.bashrc",
+		"source <(inbox completion zsh)       # in ~/.zshrc",
+		"inbox completion fish > ~/.config/fish/completions/inbox.fish",
+	},
+	new: func() runner { return &completionCmd{} },
+}
+
 // completionCmd prints a shell completion script. The scripts are
 // generated from the command table and each command's flag set, so they
 // never fall behind the CLI.

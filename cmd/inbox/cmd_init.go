@@ -10,6 +10,19 @@ import (
 	"github.com/inbox-dev/inbox/spool"
 )
 
+var initCommand = &command{
+	name: "init", short: "create the store (safe to repeat)",
+	long: `Create an inbox store: a directory holding threads, messages, leases, read
+cursors, an event log and an index. Running it again on an existing store
+changes nothing. Every other command needs the store to exist.
+
+The store is --db, else $INBOX_DB, else .agents/inbox in the current
+directory. Directories are 0700 and files 0600; --shared makes them 0770 and
+0660 for a group of users.`,
+	examples: []string{"inbox init", "inbox init --db .agents/coord.db"},
+	new:      func() runner { return &initCmd{} },
+}
+
 type initCmd struct{ shared bool }
 
 func (r *initCmd) flags(fs *pflag.FlagSet, c *call) {

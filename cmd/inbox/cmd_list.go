@@ -10,6 +10,27 @@ import (
 	"github.com/inbox-dev/inbox"
 )
 
+var fetchCommand = &command{
+	name: "fetch", short: "list work waiting for an agent (never claims)",
+	long: `Worker step 1: see which threads are waiting for you. fetch lists threads
+assigned to --agent in the given statuses (default pending,blocked) that no
+other agent holds a live lease on: high priority first, then oldest. It
+changes nothing and grants nothing; only claim gives you a thread.
+
+--unread keeps only threads with a message from someone else that you have
+not marked read (show --mark-read): use it to see which of your blocked
+threads got an answer.
+
+Exit 10 (not an error) when nothing is waiting. fetch is the worker's view;
+"inbox list" is the leader's filter over all threads.`,
+	examples: []string{
+		"inbox fetch --agent backend-worker --json",
+		"inbox fetch --agent backend-worker --status pending --limit 1 --json",
+		"inbox fetch --agent backend-worker --unread",
+	},
+	new: func() runner { return &fetchCmd{} },
+}
+
 type fetchCmd struct {
 	statuses []string
 	limit    int
@@ -56,6 +77,21 @@ func (r *fetchCmd) run(c *call) (*result, error) {
 		table(w, threadHeader, threadRows(ts))
 	}
 	return res, nil
+}
+
+var listCommand = &command{
+	name: "list", short: "filter all threads (leader's view)",
+	long: `List threads across all agents, newest first, filtered by --status,
+--created-by, --assigned-to and --agent (created by or assigned to). Unlike
+fetch, which shows a worker the work it could claim next (and hides threads
+leased by others), list shows every thread that matches, whatever its lease,
+and exits 0 even when nothing matches.`,
+	examples: []string{
+		"inbox list --status blocked",
+		"inbox list --assigned-to backend-worker --status done,failed --limit 10 --json",
+		"inbox list --created-by leader",
+	},
+	new: func() runner { return &listCmd{} },
 }
 
 type listCmd struct {

@@ -55,6 +55,42 @@ func mailLine(w io.Writer, m *inbox.Message) {
 	}
 }
 
+var receiveCommand = &command{
+	name: "receive", short: "wait for a message in your mailbox and collect it",
+	long: `Your mailbox holds every message addressed to you, in any thread, that you
+have not collected. receive blocks until one is there (oldest first; --lifo
+newest first; --from only that sender's), collects it and prints it. Each
+message is collected once, even when two of your processes receive at the
+same time; collected messages stay in their threads (show still has them).
+Exit 10 with "woke":false on timeout. The agent is --agent, else
+INBOX_AGENT, else main.
+
+Task results arrive here: a finished task's output is a result message from
+the task's name to its parent.`,
+	examples: []string{
+		"inbox receive --json",
+		"inbox receive --agent main --from analyzer --timeout-seconds 600",
+	},
+	new: func() runner { return &receiveCmd{} },
+}
+
+var checkCommand = &command{
+	name: "check", short: "collect every ready message, without waiting",
+	long: `Like receive, but never waits: collects and prints every message ready in
+your mailbox (oldest first; --lifo newest first; --from one sender's). Exit
+10 when there is none.`,
+	examples: []string{"inbox check --json", "inbox check --from worker --lifo"},
+	new:      func() runner { return &receiveCmd{all: true} },
+}
+
+var mailboxCommand = &command{
+	name: "mailbox", short: "look at your mailbox without collecting",
+	long: `Show what waits in your mailbox — who sent it and how long ago — without
+collecting anything.`,
+	examples: []string{"inbox mailbox", "inbox mailbox --agent implementer --json"},
+	new:      func() runner { return &receiveCmd{peek: true} },
+}
+
 type receiveCmd struct {
 	from    string
 	lifo    bool

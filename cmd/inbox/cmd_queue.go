@@ -17,6 +17,19 @@ import (
 	"github.com/inbox-dev/inbox/queue"
 )
 
+var pushCommand = &command{
+	name: "push", args: "PROMPT", short: "queue a task for a sub-agent (returns at once)",
+	long: `Queue a task: PROMPT (the words after the flags, or - to read stdin) is what
+the sub-agent is asked to do. --name is the task's name and the sub-agent's
+agent name (generated and unique when omitted); --parent is who gets its
+result (default --agent, else main). Nothing runs until "inbox run".`,
+	examples: []string{
+		`inbox push --name research "Research the API and summarise the auth flow"`,
+		`inbox push --timeout-seconds 300 --model fast "Refactor file1.c"`,
+	},
+	new: func() runner { return &pushCmd{} },
+}
+
 type pushCmd struct {
 	name, parent, model string
 	timeout             int
@@ -83,6 +96,28 @@ func taskView(t *inbox.Task, now time.Time) map[string]any {
 		v["finished_at"] = t.UpdatedAt
 	}
 	return v
+}
+
+var runCommand = &command{
+	name: "run", args: "[N]", short: "start the queued tasks, N at a time (returns at once)",
+	long: `Start your queued tasks (all of them at once, or N at a time) and return at
+once: a detached runner runs each as "sh -c CMD" in its own process group,
+with the prompt on stdin and INBOX_TASK_NAME (also INBOX_AGENT),
+INBOX_THREAD, INBOX_PARENT, INBOX_MODEL and INBOX_DB set, so the task can
+use inbox itself (send progress to its parent, push sub-tasks). The runner
+survives the calling shell.
+
+When a task exits 0 its stdout is delivered to the parent's mailbox as a
+result message from the task's name. When it fails, or passes its
+--timeout-seconds (its whole process group is killed), the message's
+payload is {"success":false,"error":…,"partial_output":…}. A task whose
+runner dies is reported failed the same way by the next queue, run,
+receive or check. Collect results with receive or check.`,
+	examples: []string{
+		`inbox run --exec 'claude -p "$(cat)"'`,
+		`INBOX_EXEC='./agent.sh' inbox run 2`,
+	},
+	new: func() runner { return &runCmd{} },
 }
 
 type runCmd struct {
@@ -180,6 +215,11 @@ func startRunner(s inbox.Bus, db string, n, timeout int, command string, names [
 	return pid, nil
 }
 
+var runnerCommand = &command{
+	name: "__runner", hidden: true, short: "internal: the detached task runner",
+	new: func() runner { return &runnerCmd{} },
+}
+
 type runnerCmd struct {
 	concurrency, timeout int
 	exec                 string
@@ -228,6 +268,15 @@ func (c *call) queueTasks(all bool) (string, inbox.Bus, []*inbox.Task, error) {
 		}
 	}
 	return owner, s, tasks, nil
+}
+
+var queueCommand = &command{
+	name: "queue", short: "show queued, running and finished tasks",
+	long: `Show your tasks: queued (pushed, not started), running (with how long ago
+they started) and finished (done or failed). Results themselves arrive in
+your mailbox.`,
+	examples: []string{"inbox queue", "inbox queue --json"},
+	new:      func() runner { return &queueCmd{} },
 }
 
 type queueCmd struct{ all bool }

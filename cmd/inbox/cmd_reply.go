@@ -7,6 +7,18 @@ import (
 	"github.com/spf13/pflag"
 )
 
+var replyCommand = &command{
+	name: "reply", short: "answer or comment inside a thread (anyone)",
+	long: `Append a message to a live thread; anyone may reply. This is how a leader
+answers a blocked worker (--kind answer), steers it (--kind control), or how
+anyone asks a follow-up (--kind question) or notes progress. --to defaults to
+the other party of the thread. reply never changes the thread's status.`,
+	examples: []string{
+		`inbox reply --from leader --thread thr_01... --kind answer --summary "Use email/password for MVP" --body "Keep it simple for now." --json`,
+	},
+	new: func() runner { return &replyCmd{} },
+}
+
 type replyCmd struct {
 	from, to, thread, kind string
 	content                contentFlags

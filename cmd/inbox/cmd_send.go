@@ -10,6 +10,32 @@ import (
 	"github.com/inbox-dev/inbox"
 )
 
+var sendCommand = &command{
+	name: "send", args: "[AGENT MESSAGE...]", short: "give an agent work, mail it a note, or add to a thread",
+	long: `Work: with --subject (and no --thread), send creates a new thread assigned to
+--to, in status pending, whose first message (kind task) you write. That
+thread is what the recipient's "inbox fetch" shows until it claims it.
+
+Mail: without --subject, or with a --kind other than task, the message is a
+note, not work: it lands in the recipient's mailbox (inbox receive / check /
+mailbox) and in no one's fetch. "inbox send AGENT MESSAGE..." is the short
+form (from --from, INBOX_AGENT, else main), e.g. a task reporting progress
+to its parent.
+
+In a thread: with --thread, send adds a message of any kind to a live
+thread; --subject then becomes the message's summary, and --run, --task and
+--priority must match the thread's.
+
+The output names the thread id; keep it to watch or answer the thread.`,
+	examples: []string{
+		`inbox send --from leader --to backend-worker --subject "Add post CRUD routes" --body "Routes under /posts; see docs/api.md" --task T4`,
+		`inbox send --from leader --to backend-worker --subject "Hotfix login" --priority high --json`,
+		`inbox send "$INBOX_PARENT" "Phase 1 complete"`,
+		`inbox send --from leader --thread thr_01... --kind task --body "Also cover DELETE"`,
+	},
+	new: func() runner { return &sendCmd{} },
+}
+
 type sendCmd struct {
 	from, to, subject, thread, run_, task, kind, priority string
 	content                                               contentFlags

@@ -8,6 +8,20 @@ import (
 	"github.com/spf13/pflag"
 )
 
+var showCommand = &command{
+	name: "show", short: "inspect one thread's full history",
+	long: `The thread-history inspection command: print one thread with its header,
+lease and every message in order, with artifacts. fetch and list only show
+headers; show is where you read the conversation. --mark-read moves
+--agent's read cursor to the latest message shown, which is what
+"fetch --unread" compares against.`,
+	examples: []string{
+		"inbox show --thread thr_01...",
+		"inbox show --thread thr_01... --mark-read --agent backend-worker --json",
+	},
+	new: func() runner { return &showCmd{} },
+}
+
 type showCmd struct {
 	thread   string
 	markRead bool

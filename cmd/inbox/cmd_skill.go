@@ -10,6 +10,15 @@ import (
 //go:embed SKILL.md
 var skillMD string
 
+var skillCommand = &command{
+	name: "skill", short: "print SKILL.md, the guide for agents using inbox",
+	long: `Print the embedded SKILL.md: when and how an agent should use inbox, with
+the worker loop and copyable commands. Install it where your agent runtime
+looks for skills.`,
+	examples: []string{"inbox skill > ~/.claude/skills/inbox/SKILL.md"},
+	new:      func() runner { return &skillCmd{} },
+}
+
 type skillCmd struct{}
 
 func (r *skillCmd) flags(fs *pflag.FlagSet, c *call) {}

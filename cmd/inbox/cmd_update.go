@@ -12,6 +12,41 @@ import (
 	"github.com/inbox-dev/inbox/queue"
 )
 
+var updateCommand = &command{
+	name: "update", short: "post progress, or say you are blocked and why",
+	long: `Worker step 3: tell the thread where you are. Only the lease holder may
+update. --status in_progress posts a progress message. --status blocked
+posts a question: the --summary must say exactly what is missing, and the
+leader answers with "inbox reply". Then wait for the answer with
+"inbox wait-reply" instead of sleeping.`,
+	examples: []string{
+		`inbox update --agent backend-worker --thread thr_01... --status in_progress --summary "Implementing post CRUD routes" --json`,
+		`inbox update --agent backend-worker --thread thr_01... --status blocked --summary "Need auth decision" --payload-json '{"question":"email/password or OAuth for MVP?"}' --json`,
+	},
+	new: func() runner { return &holderCmd{verb: "update"} },
+}
+
+var doneCommand = &command{
+	name: "done", short: "finish the thread with its result",
+	long: `Worker's last step on success: the holder marks the thread done with a result
+message (kind result) addressed to the thread's creator. --summary is
+required; put the details in --body, --body-file, --payload-json or
+artifacts. The lease is released and the thread is terminal.`,
+	examples: []string{
+		`inbox done --agent backend-worker --thread thr_01... --summary "Post CRUD implemented" --body-file result.md --artifact patch.diff --artifact-kind patch --json`,
+	},
+	new: func() runner { return &holderCmd{verb: "done"} },
+}
+
+var failCommand = &command{
+	name: "fail", short: "give up on the thread, saying why",
+	long: `Worker's last step when the work cannot be done: the holder marks the thread
+failed with a result message whose --summary says why. The lease is released
+and the thread is terminal. Deciding whether to retry belongs to the leader.`,
+	examples: []string{`inbox fail --agent backend-worker --thread thr_01... --summary "Tests need a database this machine lacks" --json`},
+	new:      func() runner { return &holderCmd{verb: "fail"} },
+}
+
 // holderCmd serves update, done and fail: the lease holder's messages.
 type holderCmd struct {
 	verb    string // update | done | fail
@@ -78,6 +113,16 @@ func statusResult(out *inbox.Result) *result {
 			out.Message.MessageID, out.Message.Summary, replayNote(out))
 	}
 	return res
+}
+
+var cancelCommand = &command{
+	name: "cancel", short: "stop a thread (leader override)",
+	long: `Cancel a live thread: its status becomes cancelled (terminal), any lease is
+released, and a control message carrying --reason goes to the assignee, so a
+worker waiting with wait-reply wakes up. Any agent may cancel: it is the
+leader's override.`,
+	examples: []string{`inbox cancel --agent leader --thread thr_01... --reason "Superseded by T9"`},
+	new:      func() runner { return &cancelCmd{} },
 }
 
 type cancelCmd struct {

@@ -13,6 +13,22 @@ import (
 	"github.com/inbox-dev/inbox"
 )
 
+var fsckCommand = &command{
+	name: "fsck", short: "check the store's invariants; --repair fixes what a crash left",
+	long: `Check every invariant the store promises: event-log lines whole, checksummed
+and in increasing order; each thread's header agreeing with its messages;
+each message having its event; lease files agreeing with their threads; the
+index agreeing with the headers; no stray temp files or stale records.
+Exit 0 when clean; otherwise exit 50 and list the findings.
+
+--repair fixes what a crash can leave half-done (cuts a torn log tail,
+appends missing events, removes uncommitted leftovers, rewrites lease
+files, fixes the index) while holding every lock of the store, so writers
+wait for it. It exits 0 when everything found was repaired.`,
+	examples: []string{"inbox fsck", "inbox fsck --repair --json"},
+	new:      func() runner { return &fsckCmd{} },
+}
+
 type fsckCmd struct{ repair bool }
 
 func (r *fsckCmd) flags(fs *pflag.FlagSet, c *call) {
@@ -68,6 +84,14 @@ func (r *fsckCmd) run(c *call) (*result, error) {
 	return res, nil
 }
 
+var reindexCommand = &command{
+	name: "reindex", short: "rebuild the index from the thread files",
+	long: `Rebuild the index that fetch and list read (derived data) from the thread
+headers alone. Safe at any time; writers wait while it runs.`,
+	examples: []string{"inbox reindex"},
+	new:      func() runner { return &reindexCmd{} },
+}
+
 type reindexCmd struct{}
 
 func (r *reindexCmd) flags(fs *pflag.FlagSet, c *call) {}
@@ -88,6 +112,18 @@ func (r *reindexCmd) run(c *call) (*result, error) {
 	res.set("threads", n)
 	res.human = func(w io.Writer) { fmt.Fprintf(w, "rebuilt the index of %d threads\n", n) }
 	return res, nil
+}
+
+var archiveCommand = &command{
+	name: "archive", short: "move old finished threads out of the live tree",
+	long: `Move threads in a terminal status (--status, default done,failed,cancelled)
+last updated longer ago than --older-than into <db>/archive, where
+"inbox show" still reads them (read-only) but fetch, list and the index no
+longer see them; also move event-log segments whose events are all older
+than that into <db>/archive/events, so the live log stops growing. Nothing
+is deleted.`,
+	examples: []string{"inbox archive --older-than 30d", "inbox archive --older-than 12h --status done --json"},
+	new:      func() runner { return &archiveCmd{} },
 }
 
 type archiveCmd struct {
@@ -147,6 +183,15 @@ func (r *archiveCmd) run(c *call) (*result, error) {
 			len(out.Threads), len(out.Segments), shortTime(out.Cutoff))
 	}
 	return res, nil
+}
+
+var statsCommand = &command{
+	name: "stats", short: "counts by status and agent, sizes, oldest pending thread",
+	long: `What an operator looks at first: how many threads are in each status, per
+agent; the oldest pending thread; the store's size on disk and the event
+log's size and last event id.`,
+	examples: []string{"inbox stats", "inbox stats --json"},
+	new:      func() runner { return &statsCmd{} },
 }
 
 type statsCmd struct{}

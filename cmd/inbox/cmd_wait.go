@@ -46,6 +46,33 @@ func (c *call) fallbackNotice() func(error) {
 
 func (c *call) forcePoll() bool { return c.env.getenv("INBOX_POLL") == "1" }
 
+var waitReplyCommand = &command{
+	name: "wait-reply", short: "block until an answer lands in a thread",
+	long: `The normal wait primitive for a blocked worker: block until the thread has a
+message of one of --kinds (default answer,control,result) later than the
+cursor, then print it. It returns at once if such a message already exists.
+It wakes the moment the message is written (file notifications on the event
+log, not a sleep loop) and never misses one that lands while it starts.
+
+Pass your agent name (--agent or INBOX_AGENT): then the wait starts after
+your read cursor in the thread, so an answer that landed just before you
+started waiting is returned at once, and the message returned moves your
+cursor, so it is never returned twice. Or give the cursor yourself:
+--after-event N (the next_event_id of an earlier output) or --after-message
+ID. With no cursor and no agent, only messages written after the call starts
+count. The output's next_event_id is the cursor for the next wait. On a
+thread that is already done, failed or cancelled it returns at once with the
+message that ended it. On timeout it exits 10 with "woke":false.
+
+wait-reply waits on one thread for messages; "inbox watch" waits on all of an
+agent's threads for new threads and status changes.`,
+	examples: []string{
+		"inbox wait-reply --agent backend-worker --thread thr_01... --timeout-seconds 1800 --json",
+		"inbox wait-reply --thread thr_01... --after-event 51 --kinds answer,control --json",
+	},
+	new: func() runner { return &waitReplyCmd{} },
+}
+
 type waitReplyCmd struct {
 	thread, afterMessage string
 	afterEvent           int64
@@ -109,6 +136,24 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	return res, nil
 }
 
+var watchCommand = &command{
+	name: "watch", short: "block until an agent gets a new thread or a status change",
+	long: `Block until something happens to --agent's threads after the call starts (or
+after --after-event N): a new thread assigned to it, or a thread it is
+assigned to or created changing status (only the statuses in --status, if
+given). Prints the event and the thread, and next_event_id to continue from.
+Exit 10 with "woke":false on timeout.
+
+Use watch as a leader waiting for results (--status done,failed,blocked) or as
+an idle worker waiting for work (--status pending); use wait-reply to wait for
+messages inside one thread.`,
+	examples: []string{
+		"inbox watch --agent backend-worker --status pending --timeout-seconds 600 --json",
+		"inbox watch --agent leader --status done,failed,blocked --json",
+	},
+	new: func() runner { return &watchCmd{} },
+}
+
 type watchCmd struct {
 	statuses   []string
 	afterEvent int64
@@ -164,6 +209,20 @@ func (r *watchCmd) run(c *call) (*result, error) {
 		fmt.Fprintf(wr, "(next: --after-event %d)\n", w.NextEventID)
 	}
 	return res, nil
+}
+
+var eventsCommand = &command{
+	name: "events", short: "print or follow the event log",
+	long: `Print the store's event log: every state change, in order, with its
+monotonic event_id. --thread keeps one thread's events, --after-event starts
+after a cursor. --follow keeps streaming new events as they are appended
+until interrupted; with --json each event is then one JSON object per line,
+for leaders and orchestrators that tail the bus.`,
+	examples: []string{
+		"inbox events --thread thr_01...",
+		"inbox events --after-event 120 --follow --json",
+	},
+	new: func() runner { return &eventsCmd{} },
 }
 
 type eventsCmd struct {
