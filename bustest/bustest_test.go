@@ -5,25 +5,18 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/bustest"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
 
 func openSpool(t *testing.T) inbox.Bus {
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spool.Open(db, spool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storetest.New(t, spool.Options{})
 	return s
 }
 

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,49 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inbox-dev/inbox/daemon"
-	"github.com/inbox-dev/inbox/spool"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/watcher"
 )
-
-// startDaemon runs a daemon in this process on a fresh store.
-func startDaemon(tb testing.TB) (intakeDir string, stop func()) {
-	tb.Helper()
-	db := filepath.Join(tb.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
-		tb.Fatal(err)
-	}
-	s, err := spool.Open(db, spool.Options{Source: "daemon"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	intakeDir = filepath.Join(db, "intake")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- daemon.Run(ctx, daemon.Config{Store: s, Intake: intakeDir, IntakeTo: "coordinator"}) }()
-	for i := 0; i < 500; i++ { // the daemon creates the intake directory
-		if _, err := os.Stat(intakeDir); err == nil {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return intakeDir, func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Error(err)
-		}
-	}
-}
-
-func dropFile(tb testing.TB, dir, name, body string) {
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		tb.Fatal(err)
-	}
-}
 
 // BenchmarkDropToResult measures single drops: from the rename of a
 // descriptor into the intake directory to its .result being in place.
@@ -68,7 +27,7 @@ func BenchmarkDropToResult(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		name := fmt.Sprintf("single-%06d.task.json", i)
 		t0 := time.Now()
-		dropFile(b, dir, name, `{"version":1,"kind":"prompt","prompt":"benchmark"}`)
+		storetest.Drop(b, dir, name, `{"version":1,"kind":"prompt","prompt":"benchmark"}`)
 		for {
 			if _, err := os.Stat(filepath.Join(dir, name+".result")); err == nil {
 				break
@@ -95,7 +54,7 @@ func BenchmarkBurst(b *testing.B) {
 	defer stop()
 	t0 := time.Now()
 	for i := 0; i < b.N; i++ {
-		dropFile(b, dir, fmt.Sprintf("burst-%06d.task.json", i), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"job %d"}`, i))
+		storetest.Drop(b, dir, fmt.Sprintf("burst-%06d.task.json", i), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"job %d"}`, i))
 	}
 	last := filepath.Join(dir, fmt.Sprintf("burst-%06d.task.json.result", b.N-1))
 	for {

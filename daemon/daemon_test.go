@@ -9,6 +9,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/daemon"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -48,9 +49,9 @@ func TestRunInProcess(t *testing.T) {
 	}
 	names := []string{"a.task.json", "b.task.json", "c.task.json"}
 	for _, n := range names {
-		dropFile(t, dir, n, `{"version":1,"kind":"prompt","prompt":"job `+n+`"}`)
+		storetest.Drop(t, dir, n, `{"version":1,"kind":"prompt","prompt":"job `+n+`"}`)
 	}
-	dropFile(t, dir, "bad.task.json", `{"version":1,"kind":"prompt","prompt":"x","colour":"red"}`)
+	storetest.Drop(t, dir, "bad.task.json", `{"version":1,"kind":"prompt","prompt":"x","colour":"red"}`)
 
 	var tids []string
 	for _, n := range names {

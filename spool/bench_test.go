@@ -2,10 +2,10 @@ package spool_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -13,21 +13,8 @@ import (
 // CLI-level comparison with the SQLite reference is ../shared/bench's
 // compare.sh; see the README.
 
-func benchStore(b *testing.B) *spool.Store {
-	b.Helper()
-	db := filepath.Join(b.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
-		b.Fatal(err)
-	}
-	s, err := spool.Open(db, spool.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s
-}
-
 func BenchmarkSend(b *testing.B) {
-	s := benchStore(b)
+	s, _ := storetest.New(b, spool.Options{})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: fmt.Sprint("task ", i),
@@ -38,7 +25,7 @@ func BenchmarkSend(b *testing.B) {
 }
 
 func BenchmarkReply(b *testing.B) {
-	s := benchStore(b)
+	s, _ := storetest.New(b, spool.Options{})
 	r, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "long thread"})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -49,7 +36,7 @@ func BenchmarkReply(b *testing.B) {
 }
 
 func BenchmarkClaim(b *testing.B) {
-	s := benchStore(b)
+	s, _ := storetest.New(b, spool.Options{})
 	ids := make([]string, b.N)
 	for i := range ids {
 		r, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "t"})
@@ -70,7 +57,7 @@ func BenchmarkClaim(b *testing.B) {
 // like compare.sh's: 10,000 threads, 10 pending for X, 1,000 done by X, the
 // rest pending for 30 other agents.
 func BenchmarkFetch10k(b *testing.B) {
-	s := benchStore(b)
+	s, _ := storetest.New(b, spool.Options{})
 	for i := 0; i < 10000; i++ {
 		to := fmt.Sprint("a", i%30)
 		if i%1000 == 999 || i%10 == 0 {

@@ -26,42 +26,9 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsontext"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
-
-// fuzzStore creates a fresh store for one fuzz iteration.
-func fuzzStore(t *testing.T, opts spool.Options) (*spool.Store, string) {
-	t.Helper()
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spool.Open(db, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, db
-}
-
-func allEvents(t *testing.T, s *spool.Store, after int64) []*inbox.Event {
-	t.Helper()
-	var out []*inbox.Event
-	if err := s.Events(after, func(ev *inbox.Event) bool { out = append(out, ev); return true }); err != nil {
-		t.Fatalf("Events(%d): %v", after, err)
-	}
-	return out
-}
-
-// newestSegment returns the path of the newest event-log segment.
-func newestSegment(t *testing.T, db string) string {
-	t.Helper()
-	segs, err := filepath.Glob(filepath.Join(db, "events", "*.jsonl"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("no event-log segment in %s: %v", db, err)
-	}
-	slices.Sort(segs)
-	return segs[len(segs)-1]
-}
 
 // sameEvent is the part of an event the repair property compares.
 type sameEvent struct {
@@ -112,7 +79,7 @@ func FuzzEventLogRepair(f *testing.F) {
 		if n&0x80 != 0 {
 			opts.SegmentBytes = 1 // every event starts a new segment
 		}
-		s, db := fuzzStore(t, opts)
+		s, db := storetest.New(t, opts)
 		var want []sameEvent
 		var lastThread string
 		for i := 0; i < nEvents; i++ {
@@ -389,7 +356,7 @@ func FuzzPayloadJSON(f *testing.F) {
 		if len(payload)+len(meta) > 1<<16 {
 			return
 		}
-		s, db := fuzzStore(t, spool.Options{})
+		s, db := storetest.New(t, spool.Options{})
 		var tid string
 		var before int
 		if reply {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/benchstore"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -84,9 +85,7 @@ func BenchmarkScaleList(b *testing.B) {
 
 // BenchmarkScaleShow reads a thread of 10,000 messages.
 func BenchmarkScaleShow(b *testing.B) {
-	db := filepath.Join(b.TempDir(), "store")
-	spool.Init(db, false)
-	gen, _ := spool.Open(db, spool.Options{Unsynced: true})
+	gen, db := storetest.New(b, spool.Options{Unsynced: true})
 	r, err := gen.Send(inbox.SendInput{From: "boss", To: "X", Subject: "a long conversation"})
 	if err != nil {
 		b.Fatal(err)

@@ -9,39 +9,9 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
-
-func newStore(t *testing.T) (*spool.Store, string) {
-	t.Helper()
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spool.Open(db, spool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, db
-}
-
-func send(t *testing.T, s *spool.Store, to string) *inbox.Result {
-	t.Helper()
-	r, err := s.Send(inbox.SendInput{From: "boss", To: to, Subject: "work for " + to, Content: inbox.Content{Body: "please"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func events(t *testing.T, s *spool.Store) []*inbox.Event {
-	t.Helper()
-	var out []*inbox.Event
-	if err := s.Events(0, func(ev *inbox.Event) bool { out = append(out, ev); return true }); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func TestInitIsIdempotentAndRefusesForeignDirs(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "a", "store")
@@ -68,7 +38,7 @@ func TestInitIsIdempotentAndRefusesForeignDirs(t *testing.T) {
 }
 
 func TestNewerFormatIsRefused(t *testing.T) {
-	_, db := newStore(t)
+	_, db := storetest.New(t, spool.Options{})
 	os.WriteFile(filepath.Join(db, "inbox.json"), []byte(`{"format":"inbox-store","version":99}`), 0o600)
 	if _, err := spool.Open(db, spool.Options{}); !errors.Is(err, inbox.ErrFormat) || !strings.Contains(err.Error(), "version 99") {
 		t.Fatalf("Open: %v, want inbox.ErrFormat naming version 99", err)
@@ -76,7 +46,7 @@ func TestNewerFormatIsRefused(t *testing.T) {
 }
 
 func TestLifecycleAndEvents(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := storetest.New(t, spool.Options{})
 	r := send(t, s, "X")
 	tid := r.Thread.ThreadID
 	c, err := s.Claim("X", tid, 60)
@@ -100,7 +70,7 @@ func TestLifecycleAndEvents(t *testing.T) {
 		t.Fatalf("done: %+v %+v", d.Thread, d.Lease)
 	}
 	types := []string{}
-	for _, ev := range events(t, s) {
+	for _, ev := range allEvents(t, s, 0) {
 		types = append(types, ev.EventType)
 	}
 	want := "thread_created thread_claimed thread_updated message_added thread_done"
@@ -113,7 +83,7 @@ func TestLifecycleAndEvents(t *testing.T) {
 }
 
 func TestTransitions(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := storetest.New(t, spool.Options{})
 	tid := send(t, s, "X").Thread.ThreadID
 	cases := []struct {
 		name string
@@ -163,7 +133,7 @@ func TestTransitions(t *testing.T) {
 func TestLeaseExpiry(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
-	_, db := newStore(t)
+	_, db := storetest.New(t, spool.Options{})
 	s, _ := spool.Open(db, spool.Options{Now: clock})
 	tid := send(t, s, "X").Thread.ThreadID
 	if _, err := s.Claim("X", tid, 10); err != nil {
@@ -186,7 +156,7 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := storetest.New(t, spool.Options{})
 	bad := []struct {
 		name string
 		in   inbox.SendInput
@@ -210,7 +180,7 @@ func TestValidation(t *testing.T) {
 			t.Errorf("%s: got %v (field %q), want inbox.ErrInvalidInput naming %q", c.name, err, fieldOf(err), c.flag)
 		}
 	}
-	if n := len(events(t, s)); n != 0 {
+	if n := len(allEvents(t, s, 0)); n != 0 {
 		t.Fatalf("refused sends wrote %d events", n)
 	}
 	if _, err := s.Show("thr_doesnotexist"); !errors.Is(err, inbox.ErrNotFound) {
@@ -227,7 +197,7 @@ func fieldOf(err error) string {
 }
 
 func TestIdempotency(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := storetest.New(t, spool.Options{})
 	in := inbox.SendInput{From: "boss", To: "X", Subject: "once", Content: inbox.Content{IdempotencyKey: "k1"}}
 	a, err := s.Send(in)
 	if err != nil {
@@ -256,13 +226,13 @@ func TestIdempotency(t *testing.T) {
 		t.Fatalf("key reused by cancel: %v, want inbox.ErrIdempotencyMismatch", err)
 	}
 	v, _ := s.Show(tid)
-	if len(v.Messages) != 2 || len(events(t, s)) != 2 {
-		t.Fatalf("%d messages, %d events after retries, want 2 and 2", len(v.Messages), len(events(t, s)))
+	if len(v.Messages) != 2 || len(allEvents(t, s, 0)) != 2 {
+		t.Fatalf("%d messages, %d events after retries, want 2 and 2", len(v.Messages), len(allEvents(t, s, 0)))
 	}
 }
 
 func TestFetchOrderLeasesAndUnread(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := storetest.New(t, spool.Options{})
 	low, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "low", Priority: "low"})
 	norm1 := send(t, s, "X")
 	high, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "high", Priority: "high"})
@@ -313,27 +283,18 @@ func TestFetchOrderLeasesAndUnread(t *testing.T) {
 // threadDir finds a thread's directory by the layout in docs/FORMAT.md.
 func threadDir(db, tid string) string { return filepath.Join(db, "threads", tid) }
 
-func lastSegment(t *testing.T, db string) string {
-	t.Helper()
-	m, _ := filepath.Glob(filepath.Join(db, "events", "*.jsonl"))
-	if len(m) == 0 {
-		t.Fatal("no event log segment")
-	}
-	return m[len(m)-1]
-}
-
 func TestTornEventLogTailIsRepaired(t *testing.T) {
-	s, db := newStore(t)
+	s, db := storetest.New(t, spool.Options{})
 	send(t, s, "X")
-	seg := lastSegment(t, db)
+	seg := newestSegment(t, db)
 	f, _ := os.OpenFile(seg, os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"event_id":2,"run_id":"","tas`) // a crash mid-append
 	f.Close()
-	if n := len(events(t, s)); n != 1 {
+	if n := len(allEvents(t, s, 0)); n != 1 {
 		t.Fatalf("readers saw %d events with a torn tail, want 1", n)
 	}
 	send(t, s, "X")
-	evs := events(t, s)
+	evs := allEvents(t, s, 0)
 	if len(evs) != 2 || evs[1].EventID != 2 {
 		t.Fatalf("after repair: %d events, last id %d", len(evs), evs[len(evs)-1].EventID)
 	}
@@ -344,20 +305,20 @@ func TestTornEventLogTailIsRepaired(t *testing.T) {
 }
 
 func TestGarbageLineInEventLogIsSkipped(t *testing.T) {
-	s, db := newStore(t)
+	s, db := storetest.New(t, spool.Options{})
 	send(t, s, "X")
-	f, _ := os.OpenFile(lastSegment(t, db), os.O_APPEND|os.O_WRONLY, 0)
+	f, _ := os.OpenFile(newestSegment(t, db), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString("{\"event_id\":2,\"garbage\":true,\"crc\":\"00000000\"}\n\x00\x00\x00")
 	f.Close()
 	send(t, s, "X")
-	evs := events(t, s)
+	evs := allEvents(t, s, 0)
 	if len(evs) != 2 || evs[1].EventID != 2 || evs[1].EventType != inbox.EventThreadCreated {
 		t.Fatalf("events after garbage: %+v", evs)
 	}
 }
 
 func TestOrphanMessageIsDiscarded(t *testing.T) {
-	s, db := newStore(t)
+	s, db := storetest.New(t, spool.Options{})
 	tid := send(t, s, "X").Thread.ThreadID
 	// A writer died after renaming message 2 into place, before committing.
 	orphan := filepath.Join(threadDir(db, tid), "m-00000002.json")
@@ -376,22 +337,22 @@ func TestOrphanMessageIsDiscarded(t *testing.T) {
 }
 
 func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
-	s, db := newStore(t)
+	s, db := storetest.New(t, spool.Options{})
 	tid := send(t, s, "X").Thread.ThreadID
-	seg := lastSegment(t, db)
+	seg := newestSegment(t, db)
 	before, _ := os.ReadFile(seg)
 	if _, err := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	// A writer died after committing the header, before appending the event.
 	os.WriteFile(seg, before, 0o600)
-	if n := len(events(t, s)); n != 1 {
+	if n := len(allEvents(t, s, 0)); n != 1 {
 		t.Fatalf("setup: %d events", n)
 	}
 	if _, err := s.Claim("X", tid, 60); err != nil {
 		t.Fatal(err)
 	}
-	evs := events(t, s)
+	evs := allEvents(t, s, 0)
 	types := []string{}
 	for _, ev := range evs {
 		types = append(types, ev.EventType)
@@ -412,9 +373,9 @@ func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
 // settled, a daemon restarted after SIGKILL replayed such descriptors and
 // the next new thread took the missing event's id.
 func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
-	s, db := newStore(t)
+	s, db := storetest.New(t, spool.Options{})
 	send(t, s, "X")
-	seg := lastSegment(t, db)
+	seg := newestSegment(t, db)
 	before, _ := os.ReadFile(seg)
 	in := inbox.SendInput{From: "boss", To: "X", Subject: "keyed", Content: inbox.Content{IdempotencyKey: "k1"}}
 	first, err := s.Send(in)
@@ -422,7 +383,7 @@ func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(seg, before, 0o600) // the event never reached the log
-	if n := len(events(t, s)); n != 1 {
+	if n := len(allEvents(t, s, 0)); n != 1 {
 		t.Fatalf("setup: %d events", n)
 	}
 	again, err := s.Send(in)
@@ -432,7 +393,7 @@ func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
 	if !again.Replayed || again.Thread.ThreadID != first.Thread.ThreadID {
 		t.Fatalf("retry: replayed=%v thread %s, want a replay of %s", again.Replayed, again.Thread.ThreadID, first.Thread.ThreadID)
 	}
-	evs := events(t, s)
+	evs := allEvents(t, s, 0)
 	if len(evs) != 2 || evs[1].ThreadID != first.Thread.ThreadID || evs[1].EventType != inbox.EventThreadCreated {
 		t.Fatalf("events after the retry: %+v", evs)
 	}
@@ -447,7 +408,7 @@ func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
 }
 
 func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
-	s, db := newStore(t)
+	s, db := storetest.New(t, spool.Options{})
 	tid := send(t, s, "X").Thread.ThreadID
 	if _, err := s.Claim("X", tid, 60); err != nil {
 		t.Fatal(err)
@@ -475,7 +436,7 @@ func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
 }
 
 func TestSegmentRotation(t *testing.T) {
-	_, db := newStore(t)
+	_, db := storetest.New(t, spool.Options{})
 	s, _ := spool.Open(db, spool.Options{SegmentBytes: 2000})
 	for i := 0; i < 10; i++ {
 		send(t, s, "X")
@@ -484,7 +445,7 @@ func TestSegmentRotation(t *testing.T) {
 	if len(segs) < 3 {
 		t.Fatalf("%d segments after 10 events with a 2000-byte bound", len(segs))
 	}
-	evs := events(t, s)
+	evs := allEvents(t, s, 0)
 	if len(evs) != 10 || evs[9].EventID != 10 {
 		t.Fatalf("%d events across segments", len(evs))
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/spool"
 )
 
 // TestNoLostWakeup lands a reply exactly in the windows where a wake-up
@@ -22,7 +24,7 @@ func TestNoLostWakeup(t *testing.T) {
 	}{{false, 1}, {false, 2}, {true, 1}, {true, 2}} {
 		poll := c.poll
 		t.Run(fmt.Sprintf("poll=%v/at=%d", c.poll, c.at), func(t *testing.T) {
-			s, _ := newStore(t)
+			s, _ := storetest.New(t, spool.Options{})
 			n := 100
 			if poll {
 				n = 20
@@ -63,7 +65,7 @@ func TestNoLostWakeup(t *testing.T) {
 }
 
 func TestWaitReplyCursorsAndKinds(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := storetest.New(t, spool.Options{})
 	tid := send(t, s, "X").Thread.ThreadID
 	ctx := context.Background()
 	now := inbox.WaitOptions{}
@@ -112,7 +114,7 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := storetest.New(t, spool.Options{})
 	ctx := context.Background()
 	opt := inbox.WaitOptions{Timeout: 3 * time.Second}
 	var got *inbox.WaitResult
