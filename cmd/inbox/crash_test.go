@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -87,18 +88,6 @@ func (c *crashRun) record(a ack) {
 		c.tids = append(c.tids, a.thread)
 	}
 	c.mu.Unlock()
-}
-
-type cliOut struct {
-	Thread struct {
-		ThreadID string `json:"thread_id"`
-	} `json:"thread"`
-	Message struct {
-		MessageID string `json:"message_id"`
-	} `json:"message"`
-	Lease struct {
-		LeaseToken int64 `json:"lease_token"`
-	} `json:"lease"`
 }
 
 // writer runs random writes until stop closes.
@@ -176,10 +165,7 @@ func (c *crashRun) reader(stop <-chan struct{}) {
 		cmd := exec.Command(c.inbox, append([]string{"--db", c.db, "--json"}, args...)...)
 		out, err := cmd.Output()
 		c.reads.Add(1)
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
+		code, _ := exitStatus(err)
 		var v map[string]any
 		if jerr := json.Unmarshal(out, &v); jerr != nil || (code != 0 && !(code == 10 && args[0] == "fetch")) {
 			c.t.Errorf("reader %v: exit %d, output %q", args, code, out)
@@ -197,7 +183,7 @@ func (c *crashRun) daemonLoop(stop <-chan struct{}) {
 			return
 		}
 		for j := 0; j < 5; j++ {
-			drop(c.t, c.intake, fmt.Sprintf("d-%05d-%d.task.json", i, j), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"drop %d %d"}`, i, j))
+			storetest.Drop(c.t, c.intake, fmt.Sprintf("d-%05d-%d.task.json", i, j), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"drop %d %d"}`, i, j))
 			c.drops.Add(1)
 			time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
 		}
@@ -457,21 +443,9 @@ func TestCrashSuite(t *testing.T) {
 		}
 	}
 	// Event ids unique and increasing; each message has exactly one event.
-	var last int64
-	evPerMsg := map[string]int{}
-	err = s.Events(0, func(ev *inbox.Event) bool {
-		if ev.EventID <= last {
-			t.Errorf("event %d after %d", ev.EventID, last)
-		}
-		last = ev.EventID
-		if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
-			evPerMsg[ev.MessageID]++
-		}
-		return true
+	last, evPerMsg := eventsByMessage(t, s, func(ev *inbox.Event) bool {
+		return ev.MessageID != "" && ev.EventType != inbox.EventThreadRead
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for id := range count {
 		if evPerMsg[id] != 1 {
 			t.Errorf("message %s has %d events", id, evPerMsg[id])
@@ -482,10 +456,7 @@ func TestCrashSuite(t *testing.T) {
 	seen := map[string]string{}
 	for _, r := range results {
 		data, _ := os.ReadFile(r)
-		var res struct {
-			OK       bool   `json:"ok"`
-			ThreadID string `json:"thread_id"`
-		}
+		var res intakeResult
 		if json.Unmarshal(data, &res) != nil || !res.OK {
 			t.Errorf("%s: %s", r, data)
 			continue

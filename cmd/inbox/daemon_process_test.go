@@ -13,20 +13,9 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
-
-// drop writes a descriptor the way droppers should: a temp file, then a
-// rename into the intake directory.
-func drop(t testing.TB, dir, name, body string) {
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestDaemonCrashLoop kills the daemon with SIGKILL at random instants
 // while 1,000 descriptors are dropped, restarting it each time. Afterwards
@@ -53,7 +42,7 @@ func TestDaemonCrashLoop(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < n; i++ {
-			drop(t, in, fmt.Sprintf("job-%04d.task.json", i), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"job %d"}`, i))
+			storetest.Drop(t, in, fmt.Sprintf("job-%04d.task.json", i), fmt.Sprintf(`{"version":1,"kind":"prompt","prompt":"job %d"}`, i))
 			if i%50 == 0 {
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -112,10 +101,7 @@ func TestDaemonCrashLoop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r struct {
-			OK       bool   `json:"ok"`
-			ThreadID string `json:"thread_id"`
-		}
+		var r intakeResult
 		if err := json.Unmarshal(data, &r); err != nil || !r.OK || r.ThreadID == "" {
 			t.Fatalf("%s.result: %s", name, data)
 		}

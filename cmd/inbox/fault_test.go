@@ -173,12 +173,15 @@ func runInbox(t *testing.T, inbox string, args ...string) cmdRes {
 	if ctx.Err() != nil {
 		t.Fatalf("still running after 20 s, killed\n%s", r)
 	}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
+	if r.code, err = exitStatus(err); err != nil {
 		t.Fatalf("inbox %v: %v", args, err)
 	}
 	return r
+}
+
+// directRunner runs commands with runInbox.
+func directRunner(t *testing.T, inbox string) faultRunner {
+	return func(args ...string) cmdRes { return runInbox(t, inbox, args...) }
 }
 
 // ---------------------------------------------------------------------------
@@ -283,9 +286,6 @@ func startNS(t *testing.T) *nsShell {
 	return sh
 }
 
-// shq quotes s for sh.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // run runs script in the namespace's shell and returns its result.
 func (sh *nsShell) run(script string) cmdRes {
 	sh.t.Helper()
@@ -369,6 +369,19 @@ type eventView struct {
 }
 
 type faultRunner func(args ...string) cmdRes
+
+// setupRunner runs setup commands on the store db: it adds --db and
+// --json, and fails the test unless the command exits 0.
+func setupRunner(t *testing.T, run faultRunner, db string) func(args ...string) cmdRes {
+	return func(args ...string) cmdRes {
+		t.Helper()
+		r := run(append(args, "--db", db, "--json")...)
+		if r.code != 0 {
+			t.Fatalf("setup:\n%s", r)
+		}
+		return r
+	}
+}
 
 // showThread runs show --json and checks that what it prints is whole: a
 // parsable thread with message_count messages of contiguous seq, none torn.
@@ -512,14 +525,7 @@ var (
 func ids(t *testing.T, r cmdRes) (thread, msg string) {
 	t.Helper()
 	if r.jsonMode() {
-		var v struct {
-			Thread struct {
-				ThreadID string `json:"thread_id"`
-			} `json:"thread"`
-			Message struct {
-				MessageID string `json:"message_id"`
-			} `json:"message"`
-		}
+		var v cliOut
 		if err := json.Unmarshal([]byte(r.out), &v); err != nil {
 			t.Fatalf("unparsable JSON after exit 0 (%v)\n%s", err, r)
 		}
@@ -912,14 +918,7 @@ func TestFaultDiskFullPageByPage(t *testing.T) {
 	if r := run("init", "--db", db); r.code != 0 {
 		t.Fatalf("init:\n%s", r)
 	}
-	mustOK := func(args ...string) cmdRes {
-		t.Helper()
-		r := run(append(args, "--db", db, "--json")...)
-		if r.code != 0 {
-			t.Fatalf("setup:\n%s", r)
-		}
-		return r
-	}
+	mustOK := setupRunner(t, run, db)
 	T, _ := ids(t, mustOK("send", "--from", "boss", "--to", "w", "--subject", "w reads this"))
 	C, _ := ids(t, mustOK("send", "--from", "boss", "--to", "w", "--subject", "w holds this"))
 	mustOK("claim", "--agent", "w", "--thread", C, "--lease-seconds", "3600")
@@ -1159,14 +1158,7 @@ func TestFaultReadOnlyStore(t *testing.T) {
 	if r := run("init", "--db", db); r.code != 0 {
 		t.Fatalf("init:\n%s", r)
 	}
-	must := func(args ...string) cmdRes {
-		t.Helper()
-		r := run(append(args, "--db", db, "--json")...)
-		if r.code != 0 {
-			t.Fatalf("setup:\n%s", r)
-		}
-		return r
-	}
+	must := setupRunner(t, run, db)
 	T, _ := ids(t, must("send", "--from", "boss", "--to", "w", "--subject", "being worked on", "--body", "do it"))
 	U, _ := ids(t, must("send", "--from", "boss", "--to", "w", "--subject", "waiting", "--priority", "high"))
 	must("claim", "--agent", "w", "--thread", T, "--lease-seconds", "3600")
@@ -1285,14 +1277,7 @@ func TestFaultReadOnlyStore(t *testing.T) {
 func faultStore(t *testing.T, inbox string) (db, T, U string) {
 	t.Helper()
 	db = filepath.Join(t.TempDir(), "db")
-	must := func(args ...string) cmdRes {
-		t.Helper()
-		r := runInbox(t, inbox, append(args, "--db", db, "--json")...)
-		if r.code != 0 {
-			t.Fatalf("setup:\n%s", r)
-		}
-		return r
-	}
+	must := setupRunner(t, directRunner(t, inbox), db)
 	must("init")
 	T, _ = ids(t, must("send", "--from", "boss", "--to", "w", "--subject", "being worked on"))
 	U, _ = ids(t, must("send", "--from", "boss", "--to", "w", "--subject", "waiting"))
@@ -1516,7 +1501,7 @@ func TestFaultEventLogDeleted(t *testing.T) {
 		t.Logf("fsck --repair refuses to repair a store without an event log: %s", strings.TrimSpace(msg))
 		return
 	}
-	mustFsckClean(t, func(a ...string) cmdRes { return runInbox(t, inbox, a...) }, db)
+	mustFsckClean(t, directRunner(t, inbox), db)
 	r = runInbox(t, inbox, "send", "--db", db, "--json", "--from", "boss", "--to", "w", "--subject", "after repair")
 	if r.code != 0 {
 		t.Fatalf("send after fsck --repair:\n%s", r)

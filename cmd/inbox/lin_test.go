@@ -8,7 +8,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -16,7 +15,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -204,30 +202,21 @@ var leaseModel = porcupine.Model{
 func runLin(t *testing.T, seed uint64, clients, ops, threads int) []porcupine.Operation {
 	db, ids := newStore(t, threads)
 	helper := lookInbox(t, "inbox-test-helper")
-	outs := make([]bytes.Buffer, clients)
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
+	cmds := make([]*exec.Cmd, clients)
+	for c := range cmds {
 		agent := fmt.Sprintf("a%d", c%(clients/2+1)) // some clients share an agent
 		args := append([]string{"lin", db, strconv.Itoa(c), agent, strconv.FormatUint(seed, 10), strconv.Itoa(ops)}, ids...)
-		cmd := exec.Command(helper, args...)
-		cmd.Stdout = &outs[c]
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := cmd.Wait(); err != nil {
-				t.Errorf("client %d: %v %s", c, err, stderr.String())
-			}
-		}()
+		cmds[c] = exec.Command(helper, args...)
 	}
-	wg.Wait()
+	outs := runConcurrently(t, cmds)
+	for c, o := range outs {
+		if o.err != nil {
+			t.Errorf("client %d: %v %s", c, o.err, o.stderr.String())
+		}
+	}
 	var h []porcupine.Operation
 	for c := range outs {
-		for _, line := range strings.Split(strings.TrimSpace(outs[c].String()), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(outs[c].stdout.String()), "\n") {
 			var r linRecord
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
 				t.Fatalf("client %d printed %q", c, line)

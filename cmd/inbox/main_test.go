@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -114,58 +113,61 @@ func cmdJeq(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// waitfile PATH [SECONDS]: wait until PATH exists (default 10 s).
-func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
+// waitArgs reads the arguments of a wait command, "name ARG [SECONDS]":
+// ARG, and the time limit (default 10 s).
+func waitArgs(ts *testscript.TestScript, neg bool, args []string, name, arg string) (string, time.Duration) {
 	if neg || len(args) < 1 || len(args) > 2 {
-		ts.Fatalf("usage: waitfile PATH [SECONDS]")
+		ts.Fatalf("usage: %s %s [SECONDS]", name, arg)
 	}
 	limit := 10 * time.Second
 	if len(args) == 2 {
 		n, err := strconv.ParseFloat(args[1], 64)
 		if err != nil {
-			ts.Fatalf("waitfile: bad seconds %q", args[1])
+			ts.Fatalf("%s: bad seconds %q", name, args[1])
 		}
 		limit = time.Duration(n * float64(time.Second))
 	}
-	p := ts.MkAbs(args[0])
+	return args[0], limit
+}
+
+// pollFor calls done every 10 ms until it reports true, for at most
+// limit; it reports whether done did.
+func pollFor(limit time.Duration, done func() bool) bool {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(p); err == nil {
-			return
+		if done() {
+			return true
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	ts.Fatalf("%s did not appear within %v", args[0], limit)
+	return false
+}
+
+// waitfile PATH [SECONDS]: wait until PATH exists (default 10 s).
+func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
+	path, limit := waitArgs(ts, neg, args, "waitfile", "PATH")
+	p := ts.MkAbs(path)
+	if !pollFor(limit, func() bool { _, err := os.Stat(p); return err == nil }) {
+		ts.Fatalf("%s did not appear within %v", path, limit)
+	}
 }
 
 // waitdaemon DB [SECONDS]: wait until a daemon serves the store DB (it
 // holds the store's daemon lock, locks/daemon.lock; default 10 s).
 func cmdWaitdaemon(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 1 || len(args) > 2 {
-		ts.Fatalf("usage: waitdaemon DB [SECONDS]")
-	}
-	limit := 10 * time.Second
-	if len(args) == 2 {
-		n, err := strconv.ParseFloat(args[1], 64)
-		if err != nil {
-			ts.Fatalf("waitdaemon: bad seconds %q", args[1])
-		}
-		limit = time.Duration(n * float64(time.Second))
-	}
-	p := filepath.Join(ts.MkAbs(args[0]), "locks", "daemon.lock")
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	db, limit := waitArgs(ts, neg, args, "waitdaemon", "DB")
+	p := filepath.Join(ts.MkAbs(db), "locks", "daemon.lock")
+	up := pollFor(limit, func() bool {
 		lk := flock.New(p, flock.SetFlag(os.O_RDWR))
 		ok, err := lk.TryLock()
-		if err == nil && !ok {
-			return // another process holds it: the daemon is up
-		}
 		if ok {
 			lk.Unlock()
 		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil && !ok // another process holds it: the daemon is up
+	})
+	if !up {
+		ts.Fatalf("no daemon took the lock of %s within %v", db, limit)
 	}
-	ts.Fatalf("no daemon took the lock of %s within %v", args[0], limit)
 }
 
 // exits N CMD ARGS...: run CMD and require exit status N (0, 10, 20, 30, 40,
@@ -187,23 +189,6 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
 	}
-}
-
-// exitStatus is the exit status that ended a command from the error its
-// run returned (nil is 0), or an error when it ended without one: it did
-// not start, was killed by a signal, or the script timed out.
-func exitStatus(err error) (int, error) {
-	if err == nil {
-		return 0, nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if code := ee.ExitCode(); code >= 0 {
-			return code, nil
-		}
-		return -1, fmt.Errorf("no exit status: %v", err)
-	}
-	return -1, err
 }
 
 // TestExitsFails proves exits can fail: a script that wants the wrong

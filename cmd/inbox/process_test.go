@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -58,38 +57,6 @@ func helperMain() {
 	w.Flush()
 }
 
-func lookInbox(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not on PATH (testscript.Main installs it): %v", name, err)
-	}
-	return p
-}
-
-// newStore creates a store with n threads for agent X and returns its path
-// and the thread ids.
-func newStore(t *testing.T, n int) (string, []string) {
-	t.Helper()
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spool.Open(db, spool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for i := 0; i < n; i++ {
-		r, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: fmt.Sprintf("task %d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, r.Thread.ThreadID)
-	}
-	return db, ids
-}
-
 // TestClaimRaceProcesses: 16 processes claim the same 200 threads in the
 // same order; every thread must have exactly one winner, every loser must
 // get a lease conflict, and the store must agree with the winners.
@@ -101,34 +68,20 @@ func TestClaimRaceProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	helper := lookInbox(t, "inbox-test-helper")
-	outs := make([]bytes.Buffer, procs)
-	var wg sync.WaitGroup
-	errs := make(chan error, procs)
-	for p := 0; p < procs; p++ {
-		cmd := exec.Command(helper, "claim", db, fmt.Sprintf("w%d", p), list)
-		cmd.Stdout = &outs[p]
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := cmd.Wait(); err != nil {
-				errs <- fmt.Errorf("%v: %s", err, stderr.String())
-			}
-		}()
+	cmds := make([]*exec.Cmd, procs)
+	for p := range cmds {
+		cmds[p] = exec.Command(helper, "claim", db, fmt.Sprintf("w%d", p), list)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	outs := runConcurrently(t, cmds)
+	for _, o := range outs {
+		if o.err != nil {
+			t.Fatalf("%v: %s", o.err, o.stderr.String())
+		}
 	}
 	winners := map[string][]string{}
 	codes := map[string]int{}
 	for p := range outs {
-		sc := bufio.NewScanner(&outs[p])
+		sc := bufio.NewScanner(&outs[p].stdout)
 		for sc.Scan() {
 			var tid, code string
 			fmt.Sscan(sc.Text(), &tid, &code)
@@ -185,11 +138,7 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 					errs <- fmt.Errorf("send: %v: %s", err, out)
 					return
 				}
-				var r struct {
-					Message struct {
-						MessageID string `json:"message_id"`
-					} `json:"message"`
-				}
+				var r cliOut
 				if err := json.Unmarshal(out, &r); err != nil || r.Message.MessageID == "" {
 					errs <- fmt.Errorf("send printed %q", out)
 					return
@@ -232,21 +181,7 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 			t.Errorf("message %s in the thread was not acknowledged to a sender", m.MessageID)
 		}
 	}
-	var last int64
-	events := map[string]int{}
-	err = s.Events(0, func(ev *inbox.Event) bool {
-		if ev.EventID <= last {
-			t.Errorf("event id %d after %d", ev.EventID, last)
-		}
-		last = ev.EventID
-		if ev.MessageID != "" {
-			events[ev.MessageID]++
-		}
-		return true
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	last, events := eventsByMessage(t, s, func(ev *inbox.Event) bool { return ev.MessageID != "" })
 	for id := range seen {
 		if events[id] != 1 {
 			t.Errorf("message %s has %d events, want 1", id, events[id])
@@ -266,12 +201,11 @@ func TestLeaseExpiryFencesOldHolder(t *testing.T) {
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, append([]string{"--db", db, "--json"}, args...)...)
 		out, err := cmd.Output()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
+		rc, err := exitStatus(err)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return string(out), 0
+		return string(out), rc
 	}
 	if out, rc := run("claim", "--agent", "A", "--thread", tid, "--lease-seconds", "1"); rc != 0 {
 		t.Fatalf("A's claim: rc %d %s", rc, out)

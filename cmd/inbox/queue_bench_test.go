@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -19,14 +19,7 @@ import (
 // counted per running slot. Use -benchtime=1000x.
 func BenchmarkQueue(b *testing.B) {
 	const slots = 2
-	db := filepath.Join(b.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
-		b.Fatal(err)
-	}
-	s, err := spool.Open(db, spool.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, db := storetest.New(b, spool.Options{})
 	for i := 0; i < b.N; i++ {
 		if _, err := s.Push(inbox.TaskSpec{Name: fmt.Sprintf("t%06d", i)}, "nothing to do"); err != nil {
 			b.Fatal(err)
@@ -39,10 +32,7 @@ func BenchmarkQueue(b *testing.B) {
 	}
 	cmdCost := time.Since(t0) / 50
 
-	bin, err := exec.LookPath("inbox")
-	if err != nil {
-		b.Fatal(err)
-	}
+	bin := lookInbox(b, "inbox")
 	b.ResetTimer()
 	start := time.Now()
 	if out, err := exec.Command(bin, "--db", db, "run", fmt.Sprint(slots), "--exec", "true").CombinedOutput(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -165,18 +166,8 @@ func TestManyWaitersWake(t *testing.T) {
 // A negative value means the waiter printed before the replier's call
 // returned (it wakes on the event append, after the commit point).
 func BenchmarkWakeLatency(b *testing.B) {
-	db := filepath.Join(b.TempDir(), "store")
-	if _, err := spool.Init(db, false); err != nil {
-		b.Fatal(err)
-	}
-	s, err := spool.Open(db, spool.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin, err := exec.LookPath("inbox")
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, db := storetest.New(b, spool.Options{})
+	bin := lookInbox(b, "inbox")
 	var lat []time.Duration
 	for i := 0; i < b.N; i++ {
 		r, err := s.Send(inbox.SendInput{From: "Y", To: "X", Subject: "q"})
