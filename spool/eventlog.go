@@ -95,17 +95,12 @@ func lineID(body []byte) (int64, bool) {
 
 // segments returns the first ids of all segments, ascending.
 func (l *eventLog) segments() ([]int64, error) {
-	f, err := os.Open(l.dir)
+	entries, err := names(l.dir, "event log")
 	if err != nil {
-		return nil, inbox.Storage(err, "open event log")
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, inbox.Storage(err, "list event log")
+		return nil, err
 	}
 	var segs []int64
-	for _, n := range names {
+	for _, n := range entries {
 		if !strings.HasSuffix(n, segSuffix) || len(n) != 20+len(segSuffix) {
 			continue
 		}

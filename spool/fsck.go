@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -562,17 +561,7 @@ func padLines(lines [][]byte, n int) []byte {
 
 // threadIDs lists the thread directories.
 func (s *Store) threadIDs() ([]string, error) {
-	f, err := os.Open(s.threadsRoot())
-	if err != nil {
-		return nil, inbox.Storage(err, "list threads")
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, inbox.Storage(err, "list threads")
-	}
-	sort.Strings(names)
-	return names, nil
+	return names(s.threadsRoot(), "threads")
 }
 
 // messageSeqs lists the seq numbers of a thread's message files.

@@ -33,13 +33,19 @@ func idemHash(key string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func readIdem(path string) (*idemRecord, error) {
+// readOptional reads a file that may not exist: nil data then.
+func readOptional(path, what string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, inbox.Storage(err, "read idempotency record")
+	return data, inbox.Storage(err, "read %s", what)
+}
+
+func readIdem(path string) (*idemRecord, error) {
+	data, err := readOptional(path, "idempotency record")
+	if data == nil || err != nil {
+		return nil, err
 	}
 	var r idemRecord
 	if err := r.decodeJSON(data); err != nil {
@@ -101,12 +107,9 @@ func (t *tx) sealIdem() {
 // never committed).
 func (s *Store) newThreadReplay(key string) (*inbox.Result, error) {
 	p := s.idemPath(idemHash(key))
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, inbox.Storage(err, "read idempotency record")
+	data, err := readOptional(p, "idempotency record")
+	if data == nil || err != nil {
+		return nil, err
 	}
 	var m msgFile
 	if m.decodeJSON(data) != nil || m.IdempotencyKey != key || m.ThreadID == "" {

@@ -81,11 +81,7 @@ func (s *Store) ExpireLease(tid string) (bool, error) {
 
 // LastMessage returns a thread and its latest message.
 func (s *Store) LastMessage(tid string) (*inbox.Thread, *inbox.Message, error) {
-	if err := inbox.ValidateID("thread", tid); err != nil {
-		return nil, nil, err
-	}
-	dir, _ := s.viewDir(tid)
-	h, err := s.readHeaderAt(dir, tid)
+	h, dir, _, err := s.viewHeader(tid)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -143,26 +143,20 @@ func (s *Store) mailItems(agent, from string) ([]*mailEntry, error) {
 		}
 	}
 	dir := s.mailboxPath(agent)
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	if !exists(dir) {
 		return []*mailEntry{}, nil
 	}
+	entries, err := names(dir, "mailbox of "+agent)
 	if err != nil {
-		return nil, inbox.Storage(err, "read mailbox of %s", agent)
+		return nil, err
 	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return nil, inbox.Storage(err, "read mailbox of %s", agent)
-	}
-	slices.Sort(names)
 	items := []*mailEntry{}
 	type threadInfo struct {
 		count    int // committed messages
 		priority string
 	}
 	threads := map[string]threadInfo{}
-	for _, n := range names {
+	for _, n := range entries {
 		ev, sender, tid, seq, ok := parseMarker(n)
 		if !ok || (from != "" && sender != from) {
 			continue
@@ -260,32 +254,13 @@ func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*inbox.Messag
 func (s *Store) Receive(ctx context.Context, agent, from string, lifo bool, opt inbox.WaitOptions) (*inbox.Message, error) {
 	deadline := time.Now().Add(opt.Timeout)
 	opt.Agent = agent
-	var wt *waiter
-	defer func() {
-		if wt != nil {
-			wt.close()
+	var got *inbox.Message
+	_, err := s.waitLoop(ctx, deadline, opt, func(bool) (bool, error) {
+		msgs, err := s.Collect(agent, from, lifo, 1)
+		if len(msgs) == 1 {
+			got = msgs[0]
 		}
-	}()
-	for {
-		got, err := s.Collect(agent, from, lifo, 1)
-		if err != nil {
-			return nil, err
-		}
-		if len(got) == 1 {
-			return got[0], nil
-		}
-		if wt == nil { // arm, then look again (see WaitReply)
-			if opt.Timeout <= 0 {
-				return nil, nil
-			}
-			if wt, err = s.newWaiter(opt, deadline); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		woke, err := wt.wait(ctx)
-		if err != nil || !woke {
-			return nil, err
-		}
-	}
+		return got != nil, err
+	})
+	return got, err
 }

@@ -392,7 +392,11 @@ func (s *Store) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Resul
 	return s.appendMessage("reply", tid, from, to, kind, c, nil)
 }
 
-func validateLeaseSeconds(secs int) error {
+// checkLeaseArgs checks the arguments of a claim or renewal.
+func checkLeaseArgs(agent, tid string, secs int) error {
+	if err := checkAgentThread(agent, tid); err != nil {
+		return err
+	}
 	if secs <= 0 || secs > inbox.MaxLeaseSecs {
 		return inbox.Invalid("lease_seconds", "%d is out of range: give 1 to %d", secs, inbox.MaxLeaseSecs)
 	}
@@ -410,10 +414,7 @@ func checkAgentThread(agent, tid string) error {
 // agent, a new lease token. It fails with inbox.ErrLeaseConflict while another
 // agent holds a live lease. The holder may claim again (a new token).
 func (s *Store) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error) {
-	if err := checkAgentThread(agent, tid); err != nil {
-		return nil, err
-	}
-	if err := validateLeaseSeconds(leaseSeconds); err != nil {
+	if err := checkLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
 	var res *inbox.Result
@@ -479,10 +480,7 @@ func checkHolder(h *header, agent string, token int64, now time.Time) error {
 
 // Renew extends the holder's lease to leaseSeconds from now.
 func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Result, error) {
-	if err := checkAgentThread(agent, tid); err != nil {
-		return nil, err
-	}
-	if err := validateLeaseSeconds(leaseSeconds); err != nil {
+	if err := checkLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
 	var res *inbox.Result

@@ -176,6 +176,17 @@ func (s *Store) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
 	return out, nil
 }
 
+// viewHeader validates tid and reads its header for a reader, from the
+// live tree or the archive.
+func (s *Store) viewHeader(tid string) (h *header, dir string, archived bool, err error) {
+	if err := inbox.ValidateID("thread", tid); err != nil {
+		return nil, "", false, err
+	}
+	dir, archived = s.viewDir(tid)
+	h, err = s.readHeaderAt(dir, tid)
+	return h, dir, archived, err
+}
+
 // viewDir finds a thread's directory for reading: the live tree, else the
 // archive (archived threads stay readable).
 func (s *Store) viewDir(tid string) (dir string, archived bool) {
@@ -190,11 +201,7 @@ func (s *Store) viewDir(tid string) (dir string, archived bool) {
 
 // Show returns a thread with every message in order; archived threads too.
 func (s *Store) Show(tid string) (*inbox.ThreadView, error) {
-	if err := inbox.ValidateID("thread", tid); err != nil {
-		return nil, err
-	}
-	dir, archived := s.viewDir(tid)
-	h, err := s.readHeaderAt(dir, tid)
+	h, dir, archived, err := s.viewHeader(tid)
 	if err != nil {
 		return nil, err
 	}
@@ -240,11 +247,7 @@ func (s *Store) readMessages(dir, tid string, n int) ([]*inbox.Message, error) {
 
 // Thread returns one thread's header; archived threads too.
 func (s *Store) Thread(tid string) (*inbox.Thread, error) {
-	if err := inbox.ValidateID("thread", tid); err != nil {
-		return nil, err
-	}
-	dir, _ := s.viewDir(tid)
-	h, err := s.readHeaderAt(dir, tid)
+	h, _, _, err := s.viewHeader(tid)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -141,8 +142,14 @@ func (s *Store) readHeaderAt(dir, tid string) (*header, error) {
 // carries its state: for a thread whose only header, in its first
 // message, was damaged. It reads the whole log; damage is rare.
 func (s *Store) headerFromLog(tid string) (*header, error) {
-	var newest *header
-	err := s.log.scan(Pos{}, func(ev *logEvent, end Pos) bool {
+	return s.newestState(Pos{}, tid, nil)
+}
+
+// newestState scans the log from pos for events of thread tid that carry
+// its state, and returns the header of the newest one past newest (newest
+// itself when there is none; nil means none yet).
+func (s *Store) newestState(pos Pos, tid string, newest *header) (*header, error) {
+	err := s.log.scan(pos, func(ev *logEvent, end Pos) bool {
 		if ev.ThreadID == tid && ev.State != nil && (newest == nil || ev.EventID > newest.LastEventID) {
 			st := ev.State
 			last := ev.Event
@@ -151,10 +158,7 @@ func (s *Store) headerFromLog(tid string) (*header, error) {
 		}
 		return true
 	})
-	if err != nil {
-		return nil, err
-	}
-	return newest, nil
+	return newest, err
 }
 
 func initialHeader(dir, tid string) (*header, error) {
@@ -244,6 +248,22 @@ func (s *Store) readMessageAt(dir, tid string, seq int) (*inbox.Message, error) 
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// names lists the entries of directory dir, sorted; what names the
+// directory in an error.
+func names(dir, what string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, inbox.Storage(err, "list %s", what)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, inbox.Storage(err, "list %s", what)
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // threadLock returns the lock guarding thread tid.
@@ -393,16 +413,8 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 	var ap *appender
 	var line []byte
 	if logged {
-		err := s.log.scan(h.LogPos, func(ev *logEvent, end Pos) bool {
-			if ev.ThreadID == tid && ev.State != nil && ev.EventID > newest.LastEventID {
-				st := ev.State
-				last := ev.Event
-				st.LastEventID, st.LogPos, st.LastEvent = ev.EventID, end, &last
-				newest = st
-			}
-			return true
-		})
-		if err != nil {
+		var err error
+		if newest, err = s.newestState(h.LogPos, tid, h); err != nil {
 			return nil, err
 		}
 	} else {

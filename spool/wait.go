@@ -194,43 +194,60 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 		checked = h.MessageCount
 		return found, nil
 	}
-	// Check, arm the watch, check again, then wait: a message that lands
-	// at any point after the cursor is seen by one of the checks or wakes
-	// the wait. The first check runs unarmed so that a reply that is
-	// already there costs no watch at all.
+	var got *inbox.Message
+	woke, err := s.waitLoop(ctx, deadline, opt, func(armed bool) (bool, error) {
+		if armed {
+			checked = 0 // re-check everything once the watch is armed
+		}
+		m, err := check()
+		got = m
+		return m != nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !woke {
+		return &inbox.WaitResult{NextEventID: verified}, nil
+	}
+	return found(got)
+}
+
+// waitLoop runs check until it reports what the caller waits for: check,
+// arm a watch on the event log, check again, then wait for the log to
+// change between later checks. Whatever lands after the caller's cursor
+// is seen by one of the checks or wakes the wait; the first check runs
+// unarmed, so that an answer already there costs no watch at all. armed is
+// true for the check right after the watch is armed. It returns false
+// when the deadline passes or ctx ends.
+func (s *Store) waitLoop(ctx context.Context, deadline time.Time, opt inbox.WaitOptions, check func(armed bool) (bool, error)) (bool, error) {
 	var wt *waiter
 	defer func() {
 		if wt != nil {
 			wt.close()
 		}
 	}()
+	armed := false
 	for {
-		m, err := check()
-		if err != nil {
-			return nil, err
+		done, err := check(armed)
+		if err != nil || done {
+			return done, err
 		}
-		if m != nil {
-			return found(m)
-		}
+		armed = false
 		if opt.AfterCheck != nil {
 			opt.AfterCheck()
 		}
 		if wt == nil {
 			if opt.Timeout <= 0 {
-				return &inbox.WaitResult{NextEventID: verified}, nil
+				return false, nil
 			}
 			if wt, err = s.newWaiter(opt, deadline); err != nil {
-				return nil, err
+				return false, err
 			}
-			checked = 0 // re-check everything once the watch is armed
+			armed = true
 			continue
 		}
-		woke, err := wt.wait(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !woke {
-			return &inbox.WaitResult{NextEventID: verified}, nil
+		if woke, err := wt.wait(ctx); err != nil || !woke {
+			return false, err
 		}
 	}
 }
@@ -319,14 +336,8 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 		return st.AssignedTo == agent || st.CreatedBy == agent
 	}
 	scanned := cursor // every event up to here has been looked at
-	var wt *waiter
-	defer func() {
-		if wt != nil {
-			wt.close()
-		}
-	}()
-	for {
-		var found *logEvent
+	var found *logEvent
+	woke, err := s.waitLoop(ctx, deadline, opt, func(bool) (bool, error) {
 		err := s.log.scan(pos, func(ev *logEvent, end Pos) bool {
 			pos = end
 			scanned = max(scanned, ev.EventID)
@@ -336,34 +347,17 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 			}
 			return true
 		})
-		if err != nil {
-			return nil, err
-		}
-		if found != nil {
-			th := found.State.Thread
-			th.LastEventID = found.EventID
-			return &inbox.WaitResult{Woke: true, NextEventID: found.EventID, Event: &found.Event, Thread: &th}, nil
-		}
-		if opt.AfterCheck != nil {
-			opt.AfterCheck()
-		}
-		if wt == nil { // arm, then scan again (see WaitReply)
-			if opt.Timeout <= 0 {
-				return &inbox.WaitResult{NextEventID: scanned}, nil
-			}
-			if wt, err = s.newWaiter(opt, deadline); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		woke, err := wt.wait(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !woke {
-			return &inbox.WaitResult{NextEventID: scanned}, nil
-		}
+		return found != nil, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	if !woke {
+		return &inbox.WaitResult{NextEventID: scanned}, nil
+	}
+	th := found.State.Thread
+	th.LastEventID = found.EventID
+	return &inbox.WaitResult{Woke: true, NextEventID: found.EventID, Event: &found.Event, Thread: &th}, nil
 }
 
 // Follow calls fn for every event after the cursor (filtered to one thread
