@@ -3,7 +3,7 @@ package inbox
 import (
 	"errors"
 	"fmt"
-	"regexp"
+	"strings"
 )
 
 // Sentinel errors. Every error an operation returns wraps exactly one of
@@ -81,17 +81,50 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Render(func(f string) string { return f }) }
 
-var fieldRef = regexp.MustCompile(`\{([a-z][a-z0-9_]*)\}`)
-
 // Render writes the error as a sentence, each field named by name: the
 // field at fault first, then the rule, whose {field} references become
 // name(field).
 func (e *Error) Render(name func(field string) string) string {
-	rule := fieldRef.ReplaceAllStringFunc(e.Rule, func(ref string) string { return name(ref[1 : len(ref)-1]) })
+	rule := expandFields(e.Rule, name)
 	if e.Field == "" {
 		return rule
 	}
 	return name(e.Field) + " " + rule
+}
+
+// expandFields replaces each {field} in rule (a lower-case name of
+// letters, digits and underscores) with name(field).
+func expandFields(rule string, name func(string) string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(rule, '{')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(rule[i:], '}')
+		if j < 0 || !isFieldName(rule[i+1:i+j]) {
+			b.WriteString(rule[:i+1])
+			rule = rule[i+1:]
+			continue
+		}
+		b.WriteString(rule[:i])
+		b.WriteString(name(rule[i+1 : i+j]))
+		rule = rule[i+j+1:]
+	}
+	b.WriteString(rule)
+	return b.String()
+}
+
+func isFieldName(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Unwrap returns the sentinel and the cause, so errors.Is works for both.
