@@ -9,9 +9,10 @@ require (
 	github.com/google/renameio/v2 v2.0.2
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/spf13/pflag v1.0.10
+	golang.org/x/sys v0.49.0
 )
 
 require (
-	golang.org/x/sys v0.49.0 // indirect
+	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
 	golang.org/x/tools v0.26.0 // indirect
 )

@@ -201,6 +201,7 @@ func Run(ctx context.Context, cfg Config) error {
 			d.event(ev)
 		case <-sweep.C:
 			d.sweep(ctx)
+			d.checkpoint()
 		case <-lease.C:
 			d.expire()
 			if !d.resweep.IsZero() && !time.Now().Before(d.resweep) {
@@ -758,6 +759,17 @@ func (d *daemon) catchUpOutcomes() error {
 		}
 	}
 	return nil
+}
+
+// checkpoint lets a backend that materialises files lazily make them
+// durable (spool's watermark; see docs/ARCHITECTURE.md), so that a crash
+// of the machine leaves little to replay.
+func (d *daemon) checkpoint() {
+	if c, ok := d.s.(interface{ Checkpoint() error }); ok {
+		if err := c.Checkpoint(); err != nil {
+			d.log.Warn("cannot checkpoint the store", "error", err)
+		}
+	}
 }
 
 // follow sends the events after id start to events until ctx ends, on a

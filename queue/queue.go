@@ -348,7 +348,13 @@ func Cancel(s inbox.Bus, t *inbox.Task, agent, reason, key string, grace time.Du
 	if err != nil {
 		return nil, err
 	}
-	if r := t.Runner; r != nil && r.PGID > 0 {
+	// The runner records its process a moment after starting it: look
+	// again now rather than trust what t was read with.
+	r := t.Runner
+	if now, err := s.TaskByName(t.Name); err == nil && now.Runner != nil {
+		r = now.Runner
+	}
+	if r != nil && r.PGID > 0 {
 		killGroup(r.PGID, grace)
 	}
 	return res, nil

@@ -120,6 +120,7 @@ func (s *Store) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
 		return nil, inbox.Storage(err, "stage blob")
 	}
 	if !s.unsynced {
+		flushes.Add(1)
 		if err := f.Sync(); err != nil {
 			return nil, inbox.Storage(err, "fsync blob")
 		}
@@ -147,6 +148,7 @@ func (s *Store) AdoptBlob(field, path string) (*inbox.Blob, error) {
 		return nil, inbox.Storage(err, "read %s", path)
 	}
 	if !s.unsynced {
+		flushes.Add(1)
 		if err := f.Sync(); err != nil {
 			return nil, inbox.Storage(err, "fsync %s", path)
 		}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/gofrs/flock"
@@ -221,6 +222,14 @@ func (a *appender) open() error {
 		}
 	}
 	if end >= l.segBytes && lastID >= first {
+		// Every line of the full segment is on disk before the next one
+		// starts: a writer still to flush it finds a later segment in
+		// locks/flushed, and takes that as covered.
+		if !l.unsynced {
+			if err := fdatasync(f); err != nil {
+				return inbox.Storage(err, "fsync event log")
+			}
+		}
 		first = lastID + 1
 		nf, err := os.OpenFile(l.segPath(first), os.O_CREATE|os.O_EXCL|os.O_RDWR, l.fileMode)
 		if err != nil {
@@ -231,29 +240,53 @@ func (a *appender) open() error {
 		if err := syncDir(l.dir); err != nil {
 			return err
 		}
+		if err := l.setFlushed(first, 0); err != nil {
+			return err
+		}
 	}
 	a.end, a.next = end, lastID+1
 	return nil
 }
 
 // write appends n encoded lines (for event ids a.next, a.next+1, …) with
-// one write and makes them durable with one fdatasync.
+// one write. They are not durable yet: the caller flushes (see flush),
+// after releasing the log so that other writers may append meanwhile.
 func (a *appender) write(lines []byte, n int) error {
 	if _, err := a.f.WriteAt(lines, a.end); err != nil {
 		a.f.Truncate(a.end) // leave no partial line behind
 		return inbox.Storage(err, "append event")
 	}
-	if !a.l.unsynced {
-		if err := fdatasync(a.f); err != nil {
-			// Not durable, so not written: the caller undoes the change
-			// the lines stand for.
-			a.f.Truncate(a.end)
-			return inbox.Storage(err, "fsync event log")
-		}
-	}
 	a.end += int64(len(lines))
 	a.next += int64(n)
 	return nil
+}
+
+// writeDurable is write and an fdatasync under the log's lock, for the
+// rare writers (repairs) that do not share flushes.
+func (a *appender) writeDurable(lines []byte, n int) error {
+	start := a.end
+	if err := a.write(lines, n); err != nil {
+		return err
+	}
+	if a.l.unsynced {
+		return nil
+	}
+	if err := fdatasync(a.f); err != nil {
+		// Not durable, so not written: the caller undoes the change the
+		// lines stand for.
+		a.f.Truncate(start)
+		a.end, a.next = start, a.next-int64(n)
+		return inbox.Storage(err, "fsync event log")
+	}
+	return a.l.setFlushed(a.first, a.end)
+}
+
+// detach hands the segment file to the caller, who closes it, so that it
+// can be flushed after release.
+func (a *appender) detach() *os.File {
+	f := a.f
+	a.f = nil
+	return f
 }
 
 // release closes the segment and unlocks the log. It is safe to call twice.
@@ -268,7 +301,8 @@ func (a *appender) release() {
 	}
 }
 
-// append writes ev as the next event and returns its id and position.
+// append writes ev as the next event, makes it durable (sharing the
+// flush with concurrent writers) and returns its id and position.
 func (l *eventLog) append(ev *logEvent) (int64, Pos, error) {
 	a, err := l.reserve()
 	if err != nil {
@@ -279,8 +313,95 @@ func (l *eventLog) append(ev *logEvent) (int64, Pos, error) {
 	if err := a.write(encodeEvent(ev), 1); err != nil {
 		return 0, Pos{}, err
 	}
-	return ev.EventID, Pos{Segment: a.first, Offset: a.end}, nil
+	f := a.detach()
+	a.release()
+	defer f.Close()
+	return ev.EventID, Pos{Segment: a.first, Offset: a.end}, l.flush(f, a.first, a.end)
 }
+
+// Group commit. A writer flushes its lines after releasing the log: it
+// takes locks/flush.lock and reads locks/flushed — the segment and offset
+// up to which the log is known to be on disk. When a flush that started
+// after its lines were written already covered them, it is done without a
+// flush of its own; otherwise it notes how long the segment is, fdatasyncs
+// (which covers every line written before), and records that length. While
+// one writer flushes, the writers behind it queue on the lock, and the
+// first of them usually finds its lines covered. The record carries the
+// machine's boot id: after a reboot it covers nothing.
+
+// flushed is the record in locks/flushed.
+type flushed struct {
+	boot    string
+	segment int64
+	offset  int64
+}
+
+func (l *eventLog) flushedPath() string { return filepath.Join(filepath.Dir(l.lockPath), "flushed") }
+
+func (l *eventLog) readFlushed() flushed {
+	data, err := os.ReadFile(l.flushedPath())
+	if err != nil {
+		return flushed{}
+	}
+	var f flushed
+	parts := strings.Fields(string(data))
+	if len(parts) != 3 {
+		return flushed{}
+	}
+	f.boot = parts[0]
+	f.segment, _ = strconv.ParseInt(parts[1], 10, 64)
+	f.offset, _ = strconv.ParseInt(parts[2], 10, 64)
+	return f
+}
+
+// setFlushed records that segment is on disk up to offset. It is a hint
+// kept in the page cache (no fsync): after a crash of the machine its boot
+// id no longer matches.
+func (l *eventLog) setFlushed(segment, offset int64) error {
+	rec := fmt.Sprintf("%s %d %d\n", bootID(), segment, offset)
+	f, err := os.OpenFile(l.flushedPath(), os.O_CREATE|os.O_WRONLY, l.fileMode)
+	if err != nil {
+		return inbox.Storage(err, "record the flushed offset")
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte(rec), 0); err != nil {
+		return inbox.Storage(err, "record the flushed offset")
+	}
+	return inbox.Storage(f.Truncate(int64(len(rec))), "record the flushed offset")
+}
+
+// flush makes segment durable up to at least end (see Group commit).
+func (l *eventLog) flush(f *os.File, segment, end int64) error {
+	if l.unsynced {
+		return nil
+	}
+	lk := flock.New(filepath.Join(filepath.Dir(l.lockPath), "flush.lock"), flock.SetPermissions(l.fileMode))
+	if err := lk.Lock(); err != nil {
+		return inbox.Storage(err, "lock the event log's flush")
+	}
+	defer lk.Unlock()
+	done := l.readFlushed()
+	if boot := bootID(); boot != "" && done.boot == boot && (done.segment > segment || done.segment == segment && done.offset >= end) {
+		// A later segment exists only once this one was flushed (see
+		// appender.open), or a flush started after our write covered it.
+		flushesShared.Add(1)
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return inbox.Storage(err, "stat event log")
+	}
+	covered := fi.Size()
+	if err := fdatasync(f); err != nil {
+		return inbox.Storage(err, "fsync event log")
+	}
+	flushesDone.Add(1)
+	return l.setFlushed(segment, covered)
+}
+
+// flushesDone and flushesShared count this process's log flushes and the
+// flushes it was spared by another writer's (for tests of group commit).
+var flushesDone, flushesShared atomic.Int64
 
 // eventAt returns the verified body of the line that ends at p, if any.
 // garbled says that a whole line does end there but fails its checksum.
@@ -340,7 +461,10 @@ func (l *eventLog) repair(f *os.File, first, end, size int64) error {
 	if err := fdatasync(f); err != nil {
 		return inbox.Storage(err, "fsync event log")
 	}
-	return syncDir(l.dir)
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	return l.setFlushed(first, end)
 }
 
 // lastID returns the id of the newest event (0 for an empty log) and the
@@ -375,8 +499,18 @@ func (l *eventLog) lastID() (int64, Pos, error) {
 
 // scan calls fn for every valid event from position from onwards (across
 // segments) until fn returns false or the log ends. Torn or corrupt lines
-// are skipped.
+// are skipped. The events come without the content that redoes them
+// (Message, Idem, Task): scanFull reads that too.
 func (l *eventLog) scan(from Pos, fn func(ev *logEvent, end Pos) bool) error {
+	return l.scanFrom(from, false, fn)
+}
+
+// scanFull is scan with every member of each line, for replay.
+func (l *eventLog) scanFull(from Pos, fn func(ev *logEvent, end Pos) bool) error {
+	return l.scanFrom(from, true, fn)
+}
+
+func (l *eventLog) scanFrom(from Pos, full bool, fn func(ev *logEvent, end Pos) bool) error {
 	segs, err := l.segments()
 	if err != nil {
 		return err
@@ -389,7 +523,7 @@ func (l *eventLog) scan(from Pos, fn func(ev *logEvent, end Pos) bool) error {
 		if first == from.Segment {
 			off = from.Offset
 		}
-		more, err := l.scanSegment(first, off, fn)
+		more, err := l.scanSegment(first, off, full, fn)
 		if err != nil || !more {
 			return err
 		}
@@ -397,7 +531,7 @@ func (l *eventLog) scan(from Pos, fn func(ev *logEvent, end Pos) bool) error {
 	return nil
 }
 
-func (l *eventLog) scanSegment(first, off int64, fn func(ev *logEvent, end Pos) bool) (bool, error) {
+func (l *eventLog) scanSegment(first, off int64, full bool, fn func(ev *logEvent, end Pos) bool) (bool, error) {
 	f, err := os.Open(l.segPath(first))
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
@@ -425,8 +559,16 @@ func (l *eventLog) scanSegment(first, off int64, fn func(ev *logEvent, end Pos) 
 			continue
 		}
 		var ev logEvent
-		if err := ev.decodeJSON(body); err != nil {
-			continue
+		if full {
+			if err := ev.decodeJSON(body); err != nil {
+				continue
+			}
+		} else {
+			var h logHead
+			if err := h.decodeJSON(body); err != nil {
+				continue
+			}
+			ev.Event, ev.State = h.Event, h.State
 		}
 		if !fn(&ev, Pos{Segment: first, Offset: pos}) {
 			return false, nil

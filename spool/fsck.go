@@ -69,6 +69,11 @@ func (s *Store) Fsck(repair bool) (*inbox.FsckReport, error) {
 		}
 		defer unlock()
 	}
+	return s.fsck(repair)
+}
+
+// fsck is Fsck; with repair, the caller holds every lock of the store.
+func (s *Store) fsck(repair bool) (*inbox.FsckReport, error) {
 	r := &inbox.FsckReport{Findings: []inbox.Finding{}}
 	add := func(f inbox.Finding) *inbox.Finding {
 		r.Findings = append(r.Findings, f)
@@ -500,7 +505,7 @@ func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[strin
 			if moved != h.LogPos.Offset {
 				n := h.clone()
 				n.LogPos.Offset = moved
-				if _, err := s.appendHeader(s.threadDir(tid), n, nil); err != nil {
+				if _, err := s.appendHeader(s.threadDir(tid), n, nil, true); err != nil {
 					return err
 				}
 				headers[tid] = n
@@ -611,7 +616,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			st := ev.State
 			last := ev.Event
 			st.LastEventID, st.LastEvent = ev.EventID, &last
-			if _, err := s.appendHeader(dir, st, nil); err != nil {
+			if _, err := s.appendHeader(dir, st, nil, true); err != nil {
 				return nil, err
 			}
 			f.Detail += "; rebuilt from its last event"
@@ -859,7 +864,7 @@ func addKey(tid string, seq int) string { return tid + "#" + strconv.Itoa(seq) }
 func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*inbox.Message, error) {
 	dir := s.threadDir(tid)
 	if seq == 1 && !exists(filepath.Join(dir, headerLog)) {
-		if _, err := s.appendHeader(dir, h, nil); err != nil {
+		if _, err := s.appendHeader(dir, h, nil, true); err != nil {
 			return nil, err
 		}
 	}

@@ -50,10 +50,11 @@ func readLastLine(p string) ([]byte, error) {
 
 // appendLine appends line to the line log at p, creating it, cutting a torn
 // tail first and compacting the log to this one line once it would pass
-// max bytes; the line is durable when it returns. It returns where the
-// line starts (what truncating there takes back) and whether the log was
-// compacted instead. The caller serialises writers of p.
-func (s *Store) appendLine(p string, line []byte, max int64) (end int64, compacted bool, err error) {
+// max bytes; with sync the line is durable when it returns (a compaction
+// always is). It returns where the line starts (what truncating there
+// takes back) and whether the log was compacted instead. The caller
+// serialises writers of p.
+func (s *Store) appendLine(p string, line []byte, max int64, sync bool) (end int64, compacted bool, err error) {
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
 	if err != nil {
 		return 0, false, inbox.Storage(err, "open %s", p)
@@ -79,7 +80,7 @@ func (s *Store) appendLine(p string, line []byte, max int64) (end int64, compact
 			return 0, false, inbox.Storage(err, "truncate %s", p)
 		}
 	}
-	if s.unsynced {
+	if s.unsynced || !sync {
 		return end, false, nil
 	}
 	if err := fdatasync(f); err != nil {

@@ -669,7 +669,7 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
 	dir := s.threadDir(tid)
 	p := filepath.Join(dir, cursorName(agent))
 	created := !exists(p)
-	end, compacted, err := s.appendLine(p, encodeLine(c.AppendJSON(nil)), maxCursorLog)
+	end, compacted, err := s.appendLine(p, encodeLine(c.AppendJSON(nil)), maxCursorLog, false)
 	if err != nil {
 		return nil, err
 	}
@@ -690,9 +690,6 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
 		return nil, err
 	}
 	s.seen(agent)
-	if created {
-		return c, syncDir(dir)
-	}
 	return c, nil
 }
 

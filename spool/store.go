@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 )
 
 // FormatVersion is the on-disk format this package reads and writes.
-const FormatVersion = 1
+// Version 2 made the event log the one commit point of durability
+// (docs/FORMAT.md); version 1 stores are converted when opened.
+const FormatVersion = 2
 
 // formatName identifies an inbox store in inbox.json.
 const formatName = "inbox-store"
@@ -101,7 +104,8 @@ type Store struct {
 	log      *eventLog
 	idx      *index.Index
 	unsynced bool
-	linkErr  error // a top-level directory is a symbolic link (see links.go)
+	linkErr  error     // a top-level directory is a symbolic link (see links.go)
+	mark     watermark // durable.json as this Store last saw it (checkpoint.go)
 }
 
 // Store is a Bus on a directory.
@@ -163,6 +167,10 @@ func Init(dir string, shared bool) (created bool, err error) {
 	}
 	if err := f.Close(); err != nil {
 		return false, inbox.Storage(err, "create event log")
+	}
+	w := watermark{BootID: bootID()}
+	if err := publishFile(filepath.Join(dir, durableFile), filepath.Join(dir, tmpDirName), fileMode, w.appendJSON(nil)); err != nil {
+		return false, err
 	}
 	for _, d := range []string{filepath.Join(dir, eventsDir), filepath.Join(dir, indexDirName), dir, parent} {
 		if err := syncDir(d); err != nil {
@@ -253,6 +261,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	// Writes refuse to go through a planted link; reads and fsck (which
 	// removes it) still work.
 	s.linkErr = s.checkNoLinks()
+	if !s.unsynced {
+		if err := s.openDurable(info.Version); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -280,6 +293,7 @@ func threadIdemName(hash string) string      { return "idem-" + hash + ".json" }
 // fsync, rename. The caller fsyncs path's directory when the rename must
 // survive power loss (see syncSet).
 func publishFile(path, tmpDir string, mode os.FileMode, data []byte) error {
+	flushes.Add(1) // renameio fsyncs the file
 	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(tmpDir), renameio.WithStaticPermissions(mode))
 	if err != nil {
 		return inbox.Storage(err, "write %s", path)
@@ -297,8 +311,14 @@ func publishFile(path, tmpDir string, mode os.FileMode, data []byte) error {
 // syncDir fsyncs a directory so that creations, renames and removals in it
 // survive power loss.
 func syncDir(dir string) error {
+	flushes.Add(1)
 	return inbox.Storage(durable.SyncDir(dir), "fsync directory %s", dir)
 }
+
+// flushes counts the fsyncs, fdatasyncs and syncfs calls this process
+// made on stores: what a write waits on (tests hold it to one per
+// acknowledged write).
+var flushes atomic.Int64
 
 // syncSet collects directories to fsync once at the end of an operation.
 type syncSet []string

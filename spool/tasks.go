@@ -164,9 +164,7 @@ func (s *Store) TaskByName(name string) (*inbox.Task, error) {
 	if h.Lease != nil {
 		t.StartedAt, t.LeaseToken = h.Lease.ClaimedAt, h.Lease.LeaseToken
 	}
-	if t.State() == "running" {
-		t.Runner = s.taskRunner(name)
-	}
+	t.Runner = s.taskRunner(name) // a runner forgets itself when the task ends
 	return t, nil
 }
 

@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
-	"github.com/google/renameio/v2"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
-	"github.com/inbox-dev/inbox/internal/durable"
 )
 
 // Files inside a thread directory.
@@ -463,12 +461,12 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 		return nil, err
 	}
 	if newest != h {
-		if _, err := s.appendHeader(dir, newest, nil); err != nil {
+		if _, err := s.appendHeader(dir, newest, nil, true); err != nil {
 			return nil, err
 		}
 	}
 	if ap != nil {
-		if err := ap.write(line, 1); err != nil {
+		if err := ap.writeDurable(line, 1); err != nil {
 			return nil, err
 		}
 		ap.release()
@@ -481,13 +479,14 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 	return newest, nil
 }
 
-// appendHeader commits h: it appends it to the thread's header log and
-// fdatasyncs. The caller holds the thread lock. restore takes the line
+// appendHeader commits h: it appends it to the thread's header log (and
+// fdatasyncs, with sync: repairs do; a change's commit leaves that to its
+// log line). The caller holds the thread lock. restore takes the line
 // back (to old, the header before it), for a change that fails after its
 // commit point and before it is acknowledged.
-func (s *Store) appendHeader(dir string, h, old *header) (restore func(), err error) {
+func (s *Store) appendHeader(dir string, h, old *header, sync bool) (restore func(), err error) {
 	p := filepath.Join(dir, headerLog)
-	end, compacted, err := s.appendLine(p, encodeLine(h.appendJSON(nil)), maxHeaderLog)
+	end, compacted, err := s.appendLine(p, encodeLine(h.appendJSON(nil)), maxHeaderLog, sync)
 	if err != nil {
 		return nil, err
 	}
@@ -558,21 +557,43 @@ func (t *tx) addMessage(m *draft) {
 	t.ev.Kind = m.Kind
 }
 
-// stage writes data to a temp file destined for path and starts its
-// writeback; the caller commits it with CloseAtomicallyReplace.
-func (s *Store) stage(path string, data []byte) (*renameio.PendingFile, error) {
-	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(s.tmpDir()), renameio.WithStaticPermissions(s.fileMode))
+// staged is a file written to a temp name in tmp/, to be renamed to
+// target when its change commits. It is not fsynced: its content is in
+// the change's log line, from which replay rewrites it after a power cut
+// (docs/ARCHITECTURE.md, format 2).
+type stagedFile struct {
+	tmp, target string
+}
+
+// stage writes data to a temp file in tmp/ destined for path.
+func (s *Store) stage(path string, data []byte) (*stagedFile, error) {
+	f, err := os.CreateTemp(s.tmpDir(), ".stage-")
 	if err != nil {
 		return nil, inbox.Storage(err, "write %s", path)
 	}
-	if _, err := pf.Write(data); err != nil {
-		pf.Cleanup()
+	st := &stagedFile{tmp: f.Name(), target: path}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(s.fileMode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(st.tmp)
 		return nil, inbox.Storage(err, "write %s", path)
 	}
-	if !s.unsynced {
-		startWriteback(pf.File)
+	return st, nil
+}
+
+// messageFile is the change's message as its file holds it (without the
+// initial header a thread's first message file also carries).
+func (t *tx) messageFile() *msgFile {
+	mf := &msgFile{Message: t.msg.Message}
+	if t.old == nil && t.newKey != "" {
+		mf.IdempotencyKey, mf.IdempotencyCommand = t.newKey, "send"
 	}
-	return pf, nil
+	return mf
 }
 
 // commit writes what the transaction staged, in the order described on tx.
@@ -593,7 +614,11 @@ func (t *tx) event(id int64, segment, start int64) []byte {
 	if ev.PayloadJSON == nil {
 		ev.PayloadJSON = json.RawMessage("{}")
 	}
-	line := encodeEvent(&logEvent{Event: ev, State: snapshot(t.h)})
+	le := &logEvent{Event: ev, State: snapshot(t.h), Idem: t.idem, Task: t.taskName}
+	if t.msg != nil {
+		le.Message = t.messageFile()
+	}
+	line := encodeEvent(le)
 	t.h.LastEventID = id
 	t.h.LogPos = Pos{Segment: segment, Offset: start + int64(len(line))}
 	t.h.LastEvent = &ev
@@ -614,12 +639,12 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 	if s.linkErr != nil {
 		return s.linkErr
 	}
-	var ss syncSet
-	var pending []*renameio.PendingFile
+	var blobsLinked bool
+	var pending []*stagedFile
 	var undo []func()
 	defer func() {
-		for _, pf := range pending {
-			pf.Cleanup()
+		for _, st := range pending {
+			os.Remove(st.tmp) // what was not renamed into place
 		}
 		if err != nil {
 			for i := len(undo) - 1; i >= 0; i-- {
@@ -627,14 +652,12 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			}
 		}
 	}()
-	var targets []string
-	stage := func(path string, data []byte) (*renameio.PendingFile, error) {
-		pf, err := s.stage(path, data)
+	stage := func(path string, data []byte) (*stagedFile, error) {
+		st, err := s.stage(path, data)
 		if err == nil {
-			pending = append(pending, pf)
-			targets = append(targets, path)
+			pending = append(pending, st)
 		}
-		return pf, err
+		return st, err
 	}
 	// link makes a name that must go again if the change fails.
 	link := func(src, dst string) error {
@@ -660,12 +683,6 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 	id, off := ap.next, ap.end
 	for _, t := range txs {
 		fresh := t.old == nil
-		if fresh {
-			ss.add(t.dir, s.threadsRoot())
-		}
-		if t.msg != nil || t.idem != nil {
-			ss.add(t.dir) // a file is renamed into the thread directory
-		}
 		t.h.UpdatedAt = inbox.FormatTime(t.now)
 		if t.idem != nil {
 			if _, err := stage(filepath.Join(t.dir, threadIdemName(t.idem.hash)), t.idem.appendJSON(nil)); err != nil {
@@ -675,29 +692,28 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 		if t.lease != nil {
 			t.h.LeaseRev++
 		}
+		if t.msg != nil {
+			t.msg.EventID = id
+		}
 		// The event, and with it the header's log position, come first: the
 		// header names its event, and the message its event id.
 		line := t.event(id, ap.first, off)
 		lines = append(lines, line...)
 		off += int64(len(line))
 		id++
-		var first, msgPF *renameio.PendingFile
+		var first, msgFileSt *stagedFile
 		if t.msg != nil {
-			t.msg.EventID = t.h.LastEventID
-			mf := msgFile{Message: t.msg.Message}
+			mf := t.messageFile()
 			if fresh {
 				mf.InitialHeader = t.h
-				if t.newKey != "" {
-					mf.IdempotencyKey, mf.IdempotencyCommand = t.newKey, "send"
-				}
 			}
-			pf, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf.appendJSON(nil))
+			st, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf.appendJSON(nil))
 			if err != nil {
 				return err
 			}
-			msgPF = pf
+			msgFileSt = st
 			if fresh {
-				first = pf
+				first = st
 			}
 			for _, b := range t.msg.blobs {
 				created, err := s.linkBlob(b)
@@ -708,7 +724,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 					p := filepath.Join(s.dir, blobsDir, b.SHA256)
 					undo = append(undo, func() { os.Remove(p) })
 				}
-				ss.add(filepath.Join(s.dir, blobsDir))
+				blobsLinked = true
 			}
 		}
 		if fresh || indexChanged(t.old, t.h) {
@@ -718,7 +734,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			// superset.
 			src := filepath.Join(t.dir, msgName(1))
 			if first != nil {
-				src = first.Name()
+				src = first.tmp
 			}
 			cur, old := entryOf(t.h), index.Entry{}
 			if !fresh {
@@ -727,64 +743,57 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			// (Undone also when Add fails part-way: it may have made one
 			// of the thread's markers.)
 			undo = append(undo, func() { s.idx.Remove(cur, old) })
-			dirs, err := s.idx.Add(cur, src)
-			if err != nil {
+			if _, err := s.idx.Add(cur, src); err != nil {
 				return inbox.Storage(err, "index thread %s", t.tid)
 			}
-			ss.add(dirs...)
 		}
 		if first != nil && t.newKey != "" {
 			// The key's record: a link to the first message, made before
 			// the commit point like the index markers.
 			p := s.idemPath(idemHash(t.newKey))
 			os.Remove(p) // a stale link of an attempt that never committed
-			if err := link(first.Name(), p); err != nil {
+			if err := link(first.tmp, p); err != nil {
 				return inbox.Storage(err, "record idempotency key")
 			}
-			ss.add(filepath.Dir(p))
 		}
-		if msgPF != nil && t.msg.ToAgent != "" && t.taskName == "" {
+		if msgFileSt != nil && t.msg.ToAgent != "" && t.taskName == "" {
 			// (A task's prompt reaches it on stdin, not in its mailbox:
 			// its first receive returns real mail.)
 			// The recipient's mailbox: a link to the message, made before
 			// the commit point; readers check it against the thread.
-			dirs, err := s.deliver(&t.msg.Message, msgPF.Name())
-			if err != nil {
+			if _, err := s.deliver(&t.msg.Message, msgFileSt.tmp); err != nil {
 				return err
 			}
 			m := t.msg
 			undo = append(undo, func() { os.Remove(filepath.Join(s.mailboxPath(m.ToAgent), markerName(&m.Message))) })
-			ss.add(dirs...)
 		}
 		if first != nil && t.taskName != "" {
 			// A queued task's name: the link fails if the name is taken.
-			if err := s.registerTask(t.taskName, first.Name()); err != nil {
+			if err := s.registerTask(t.taskName, first.tmp); err != nil {
 				return err
 			}
 			p := s.taskPath(t.taskName)
 			undo = append(undo, func() { os.Remove(p) })
-			ss.add(filepath.Join(s.dir, tasksDir))
 		}
 	}
-	// fsync the staged files, concurrently when there are several (a
-	// batch of new threads): each fsync ends in a device cache flush, and
-	// concurrent flushes are merged. Then rename them in order, a new
-	// thread's first message after its other files.
-	if !s.unsynced {
-		if err := durable.SyncFiles(pending); err != nil {
-			return inbox.Storage(err, "fsync staged files")
+	// Blobs are the one content the log does not carry: their names must
+	// be durable before the change is (their content was fsynced when
+	// they were staged).
+	if blobsLinked && !s.unsynced {
+		if err := syncDir(filepath.Join(s.dir, blobsDir)); err != nil {
+			return err
 		}
 	}
-	for i, pf := range pending {
-		if err := pf.Close(); err != nil {
-			return inbox.Storage(err, "commit %s", targets[i])
+	// Rename the staged files in order, a new thread's first message after
+	// its other files.
+	for _, st := range pending {
+		if err := os.Rename(st.tmp, st.target); err != nil {
+			return inbox.Storage(err, "commit %s", st.target)
 		}
-		if err := os.Rename(pf.Name(), targets[i]); err != nil {
-			return inbox.Storage(err, "commit %s", targets[i])
-		}
-		target := targets[i]
+		target := st.target
 		undo = append(undo, func() { os.Remove(target) })
 	}
+	pending = nil
 	for _, t := range txs {
 		if t.lease != nil {
 			rec := leaseRecord{Lease: *t.lease, Rev: t.h.LeaseRev}
@@ -797,38 +806,17 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 				}
 				s.writeLeaseFile(dir, &leaseRecord{Lease: *old.Lease, Rev: old.LeaseRev})
 			})
-			created, err := s.writeLeaseFile(t.dir, &rec)
-			if err != nil {
+			if _, err := s.writeLeaseFile(t.dir, &rec); err != nil {
 				return err
 			}
-			if created {
-				ss.add(t.dir)
-			}
-		}
-		if p := filepath.Join(t.dir, headerLog); t.old != nil && !exists(p) {
-			// The first change creates thread.log, empty until the
-			// commit point appends to it (an empty log means "the first
-			// message's header"); its name must be durable before then.
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
-			if err != nil {
-				return inbox.Storage(err, "create %s", p)
-			}
-			f.Close()
-			ss.add(t.dir)
-		}
-	}
-	// Every name this change created (message, lease file, thread.log,
-	// index markers, mailbox links, blobs, a new thread's directory) is
-	// made durable before the commit point, so that a committed header or
-	// event never outlives, across a power loss, a file it refers to.
-	if !s.unsynced {
-		if err := ss.flush(); err != nil {
-			return err
 		}
 	}
 	for _, t := range txs {
 		if t.old != nil {
-			restore, err := s.appendHeader(t.dir, t.h, t.old) // the commit point
+			// The commit point for a killed process (files reach the page
+			// cache in this order); the log line below is the one for a
+			// power cut.
+			restore, err := s.appendHeader(t.dir, t.h, t.old, false)
 			if err != nil {
 				return err
 			}
@@ -838,7 +826,20 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 	if err := ap.write(lines, len(txs)); err != nil {
 		return err
 	}
+	// The lines are written: release the log for the next writer before
+	// waiting for the disk, so that concurrent writers share flushes.
+	seg := ap.detach()
 	ap.release()
+	ferr := s.log.flush(seg, ap.first, ap.end)
+	seg.Close()
+	if ferr != nil {
+		// The lines may be on disk or not: the change is in the log for
+		// every reader, and is not undone (another writer may have
+		// appended after it). The caller reports a storage error; a
+		// retry with an idempotency key finds the change if it stands.
+		undo = nil
+		return ferr
+	}
 	for _, t := range txs {
 		if t.lease != nil && !t.lease.Released() {
 			// A hint for fetch, set only once the lease is committed:
@@ -857,5 +858,6 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			s.idx.Remove(entryOf(t.old), entryOf(t.h))
 		}
 	}
+	s.maybeCheckpoint(ap.next - 1)
 	return nil
 }

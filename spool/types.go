@@ -33,9 +33,23 @@ type leaseRecord struct {
 }
 
 // logEvent is one line of the event log: the event and, for a change of a
-// thread, the thread's header after it, used to roll the thread forward
-// after a crash.
+// thread, what redoes the change — the thread's header after it (State),
+// the message it added as its file holds it, the thread-scoped
+// idempotency record it wrote and the task it registered. The log is the
+// commit point of durability (docs/ARCHITECTURE.md): replay after a power
+// cut rebuilds every file a logged change had written from these.
 type logEvent struct {
+	inbox.Event
+	State   *header     `json:"state,omitempty"`
+	Message *msgFile    `json:"message,omitempty"`
+	Idem    *idemRecord `json:"idem,omitempty"`
+	Task    string      `json:"task,omitempty"`
+}
+
+// logHead is a log line read without the message it carries: what
+// scanners that do not redo changes (waits, follows, fsck's index of the
+// log) need, without decoding bodies.
+type logHead struct {
 	inbox.Event
 	State *header `json:"state,omitempty"`
 }

@@ -1327,15 +1327,15 @@ func TestFaultNewerFormatVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reVersion := regexp.MustCompile(`"version":\s*1\b`)
+	reVersion := regexp.MustCompile(`"version":\s*2\b`)
 	if !reVersion.Match(orig) {
-		t.Fatalf("inbox.json has no \"version\":1: %s", orig)
+		t.Fatalf("inbox.json has no \"version\":2: %s", orig)
 	}
 	for _, tc := range []struct {
 		name, value string
 		want        []string // the message must mention each
 	}{
-		{"2", "2", []string{"version 2", "upgrade"}},
+		{"3", "3", []string{"version 3", "upgrade"}},
 		{"99", "99", []string{"version 99", "upgrade"}},
 		{"string", `"2.0-beta"`, []string{"version", "2.0-beta"}},
 		{"fraction", `1.5`, []string{"version", "1.5"}},

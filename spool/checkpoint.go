@@ -1,0 +1,374 @@
+package spool
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/gofrs/flock"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// The durable watermark (docs/ARCHITECTURE.md, "One flush per
+// acknowledged write"). A change's files are materialised without fsyncs;
+// its log line is what reaches the disk before it is acknowledged.
+// durable.json says up to which event the materialised files are known to
+// be on disk, and under which boot of the machine they were written since:
+// while the machine has not crashed or restarted, the page cache holds
+// them all, and there is nothing to replay.
+
+const (
+	durableFile = "durable.json"
+	// checkpointEvery is how many events a writer lets pass the watermark
+	// before it checkpoints: a checkpoint costs a syncfs and a small
+	// durable write, so a write waits on 1 + 2/256 flushes on average.
+	checkpointEvery = 256
+)
+
+// watermark is durable.json.
+type watermark struct {
+	BootID  string `json:"boot_id"`
+	EventID int64  `json:"event_id"`
+}
+
+func (s *Store) readWatermark() (watermark, bool) {
+	data, err := os.ReadFile(filepath.Join(s.dir, durableFile))
+	if err != nil {
+		return watermark{}, false
+	}
+	var w watermark
+	if w.decodeJSON(data) != nil {
+		return watermark{}, false
+	}
+	return w, true
+}
+
+// writeWatermark writes durable.json, durably.
+func (s *Store) writeWatermark(w watermark) error {
+	if err := publishFile(filepath.Join(s.dir, durableFile), s.tmpDir(), s.fileMode, w.appendJSON(nil)); err != nil {
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+// maybeCheckpoint checkpoints when the log has grown checkpointEvery
+// events past the watermark this Store last saw. A failed checkpoint is
+// not the change's failure: the next one covers its events.
+func (s *Store) maybeCheckpoint(last int64) {
+	if s.unsynced || last-s.mark.EventID < checkpointEvery {
+		return
+	}
+	s.Checkpoint()
+}
+
+// Checkpoint makes every file materialised so far durable (one syncfs of
+// the store's file system) and advances the watermark to the last event
+// whose files those are: a change's files are written before its log
+// line, so every event in the log when the sync starts is covered. The
+// daemon calls it every few seconds when there were writes. Only one
+// process checkpoints at a time; another's checkpoint in progress makes
+// this one return at once.
+func (s *Store) Checkpoint() error {
+	if s.unsynced {
+		return nil
+	}
+	lk := flock.New(s.lockFile("checkpoint.lock"), flock.SetPermissions(s.fileMode))
+	ok, err := lk.TryLock()
+	if err != nil || !ok {
+		return inbox.Storage(err, "lock the checkpoint")
+	}
+	defer lk.Unlock()
+	last, _, err := s.log.lastID()
+	if err != nil {
+		return err
+	}
+	if w, ok := s.readWatermark(); ok && w.BootID == bootID() && w.EventID >= last {
+		s.mark = w
+		return nil
+	}
+	if err := syncFS(s.dir); err != nil {
+		return inbox.Storage(err, "sync the store's file system")
+	}
+	w := watermark{BootID: bootID(), EventID: last}
+	if err := s.writeWatermark(w); err != nil {
+		return err
+	}
+	s.mark = w
+	return nil
+}
+
+// openDurable reads the watermark at open and replays the log past it
+// when the machine crashed or restarted since the files were written. A
+// format 1 store, whose every file was fsynced, is converted: its
+// watermark is its last event.
+func (s *Store) openDurable(version int) error {
+	w, ok := s.readWatermark()
+	if ok && w.BootID == bootID() && version == FormatVersion {
+		// (Where the system tells no boot id, both are empty: such
+		// systems get no replay; see sync_other.go.)
+		s.mark = w
+		return nil
+	}
+	if s.linkErr != nil {
+		return nil // writes are refused anyway; fsck --repair removes the link
+	}
+	unlock, err := s.lockAll()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Another process may have done it while this one waited.
+	if w, ok = s.readWatermark(); ok && w.BootID == bootID() {
+		if info, err := readFormat(s.dir); err == nil && info.Version == FormatVersion {
+			s.mark = w
+			return nil
+		}
+	}
+	last, _, err := s.log.lastID()
+	if err != nil {
+		return err
+	}
+	switch {
+	case version < FormatVersion:
+		// Format 1: everything on disk is durable.
+	case !ok || w.EventID < last:
+		if err := s.replay(w.EventID); err != nil {
+			return err
+		}
+	}
+	if err := syncFS(s.dir); err != nil {
+		return inbox.Storage(err, "sync the store's file system")
+	}
+	w = watermark{BootID: bootID(), EventID: last}
+	if err := s.writeWatermark(w); err != nil {
+		return err
+	}
+	if version < FormatVersion {
+		if err := s.writeFormatVersion(); err != nil {
+			return err
+		}
+	}
+	s.mark = w
+	return nil
+}
+
+// writeFormatVersion rewrites inbox.json with this package's format
+// version, keeping the rest.
+func (s *Store) writeFormatVersion() error {
+	info, err := readFormat(s.dir)
+	if err != nil {
+		return err
+	}
+	info.Version = FormatVersion
+	if err := publishFile(filepath.Join(s.dir, formatFile), s.tmpDir(), s.fileMode, info.appendJSON(nil)); err != nil {
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+// replay restores, after a crash of the machine, what the log says and
+// the files may have lost: every thread becomes its newest logged state.
+// Changes after the watermark are redone from their log lines (the
+// message, the idempotency and task records, the cursor); a thread whose
+// files are ahead of the log (a change cut off before its line was on
+// disk, never acknowledged) is rolled back; a thread created after the
+// watermark that the log does not know is removed. The index is rebuilt.
+// The caller holds every lock.
+func (s *Store) replay(after int64) error {
+	newest := map[string]*header{}              // thread → its header after its newest event
+	msgs := map[string]map[int]*loggedMessage{} // thread → seq → the event that added it (after the watermark)
+	type cursorKey struct{ tid, agent string }
+	cursors := map[cursorKey]*inbox.Cursor{}
+	var last int64
+	err := s.log.scanFull(Pos{}, func(ev *logEvent, end Pos) bool {
+		last = max(last, ev.EventID)
+		if ev.State != nil {
+			st := ev.State.clone()
+			st.LastEventID, st.LogPos = ev.EventID, end
+			e := ev.Event
+			st.LastEvent = &e
+			newest[ev.ThreadID] = st
+		}
+		if ev.EventID <= after {
+			return true
+		}
+		if ev.Message != nil {
+			if msgs[ev.ThreadID] == nil {
+				msgs[ev.ThreadID] = map[int]*loggedMessage{}
+			}
+			msgs[ev.ThreadID][ev.Message.Seq] = &loggedMessage{ev: *ev, end: end}
+		}
+		if ev.EventType == inbox.EventThreadRead {
+			var p struct {
+				ID  string `json:"last_read_message_id"`
+				Seq int    `json:"last_read_seq"`
+			}
+			if json.Unmarshal(ev.PayloadJSON, &p) == nil {
+				cursors[cursorKey{ev.ThreadID, ev.Agent}] = &inbox.Cursor{ThreadID: ev.ThreadID, AgentID: ev.Agent,
+					LastReadMessageID: p.ID, LastReadSeq: p.Seq, ReadAt: ev.CreatedAt}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	tids, err := s.threadIDs()
+	if err != nil {
+		return err
+	}
+	onDisk := map[string]bool{}
+	for _, tid := range tids {
+		onDisk[tid] = true
+	}
+	for tid := range newest {
+		if !onDisk[tid] && !exists(s.archivedDir(tid)) {
+			tids = append(tids, tid)
+		}
+	}
+	for _, tid := range tids {
+		if inbox.ValidateID("thread", tid) != nil {
+			continue
+		}
+		if err := s.replayThread(tid, newest[tid], msgs[tid], after, last); err != nil {
+			return err
+		}
+	}
+	for k, c := range cursors {
+		cur, _ := s.readCursor(k.tid, k.agent)
+		if cur == nil || cur.LastReadSeq < c.LastReadSeq {
+			p := filepath.Join(s.threadDir(k.tid), cursorName(k.agent))
+			if _, _, err := s.appendLine(p, encodeLine(c.AppendJSON(nil)), maxCursorLog, false); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := s.rebuildIndex(); err != nil {
+		return err
+	}
+	// What no restored thread counts any more (mailbox entries, records
+	// of changes rolled back) goes as after any crash.
+	_, err = s.fsck(true)
+	return err
+}
+
+// loggedMessage is a message in the log: the event that added it, and
+// where that event's line ends.
+type loggedMessage struct {
+	ev  logEvent
+	end Pos
+}
+
+// replayThread makes one thread its newest logged state (target; nil when
+// the log does not name it). msgs are the messages its events after the
+// watermark added; last is the newest event in the log.
+func (s *Store) replayThread(tid string, target *header, msgs map[int]*loggedMessage, after, last int64) error {
+	dir := s.threadDir(tid)
+	h, herr := s.readHeader(tid)
+	if target == nil {
+		// No logged event: a thread from before the log's first segment
+		// (archived segments), or one created after the watermark whose
+		// line never reached the disk.
+		if herr == nil && h.LastEventID > last {
+			return s.removeThread(tid)
+		}
+		if errors.Is(herr, inbox.ErrNotFound) {
+			return s.removeThread(tid)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(dir, s.dirMode); err != nil {
+		return inbox.Storage(err, "restore thread %s", tid)
+	}
+	// Messages: those the log added after the watermark are rewritten
+	// where missing or unreadable; any past the target's count go.
+	for seq := 1; seq <= target.MessageCount; seq++ {
+		lm := msgs[seq]
+		if lm == nil {
+			continue // added before the watermark: on disk
+		}
+		ev := &lm.ev
+		p := filepath.Join(dir, msgName(seq))
+		if m, err := s.readMessage(tid, seq); err == nil && m.MessageID == ev.Message.MessageID {
+			continue
+		}
+		mf := *ev.Message
+		if seq == 1 {
+			mf.InitialHeader = firstHeader(ev, lm.end, target)
+		}
+		if err := publishFile(p, s.tmpDir(), s.fileMode, mf.appendJSON(nil)); err != nil {
+			return err
+		}
+		if ev.Task != "" && seq == 1 {
+			tp := s.taskPath(ev.Task)
+			os.Remove(tp)
+			os.MkdirAll(filepath.Dir(tp), s.dirMode)
+			if err := os.Link(p, tp); err != nil {
+				return inbox.Storage(err, "restore task %s", ev.Task)
+			}
+		}
+		if mf.IdempotencyKey != "" && seq == 1 {
+			ip := s.idemPath(idemHash(mf.IdempotencyKey))
+			os.Remove(ip)
+			os.MkdirAll(filepath.Dir(ip), s.dirMode)
+			if err := os.Link(p, ip); err != nil {
+				return inbox.Storage(err, "restore idempotency record")
+			}
+		}
+		if ev.Idem != nil {
+			r := *ev.Idem
+			if err := publishFile(filepath.Join(dir, threadIdemName(idemHash(r.Key))), s.tmpDir(), s.fileMode, r.appendJSON(nil)); err != nil {
+				return err
+			}
+		}
+		if to := ev.Message.ToAgent; to != "" && ev.Task == "" && inbox.ValidateAgent("to", to) == nil {
+			name := markerName(&ev.Message.Message)
+			if !exists(filepath.Join(s.mailboxPath(to), collectedDir, name)) {
+				if _, err := s.deliver(&ev.Message.Message, p); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for seq := target.MessageCount + 1; exists(filepath.Join(dir, msgName(seq))); seq++ {
+		if err := os.Remove(filepath.Join(dir, msgName(seq))); err != nil {
+			return inbox.Storage(err, "remove a message the log does not know")
+		}
+	}
+	// The header: the target, unless the files already say exactly that
+	// (a thread whose first message, just restored, is all there is).
+	if h, err := s.readHeader(tid); err != nil || h.LastEventID != target.LastEventID {
+		if _, err := s.appendHeader(dir, target, nil, false); err != nil {
+			return err
+		}
+	}
+	if target.Lease != nil {
+		if _, err := s.writeLeaseFile(dir, &leaseRecord{Lease: *target.Lease, Rev: target.LeaseRev}); err != nil {
+			return err
+		}
+	} else if err := os.Remove(filepath.Join(dir, leaseFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return inbox.Storage(err, "remove a lease the log does not know")
+	}
+	return nil
+}
+
+// firstHeader is the initial header a thread's first message carries:
+// the thread as its creating event (whose line ends at end) left it.
+func firstHeader(ev *logEvent, end Pos, target *header) *header {
+	if ev.State == nil {
+		return target
+	}
+	h := ev.State.clone()
+	h.LastEventID, h.LogPos = ev.EventID, end
+	e := ev.Event
+	h.LastEvent = &e
+	return h
+}
+
+// removeThread removes a thread the log does not know, with its files.
+func (s *Store) removeThread(tid string) error {
+	return inbox.Storage(os.RemoveAll(s.threadDir(tid)), "remove thread %s", tid)
+}

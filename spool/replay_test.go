@@ -1,0 +1,203 @@
+package spool
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// crashMachine makes the store look as if the machine crashed: the
+// watermark names another boot, at event id w.
+func crashMachine(t *testing.T, db string, w int64) {
+	t.Helper()
+	data := (&watermark{BootID: "a-boot-before-the-crash", EventID: w}).appendJSON(nil)
+	if err := os.WriteFile(filepath.Join(db, durableFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openTest(t *testing.T, db string) *Store {
+	t.Helper()
+	s, err := Open(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// views is every thread of the store as Show returns it, without the
+// fields that replay does not keep (a lease file's time hint is not in
+// the view).
+func views(t *testing.T, s *Store) map[string]*inbox.ThreadView {
+	t.Helper()
+	ths, err := s.List(inbox.ListFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*inbox.ThreadView{}
+	for _, th := range ths {
+		v, err := s.Show(th.ThreadID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[th.ThreadID] = v
+	}
+	return out
+}
+
+// TestReplayRestoresWhatACrashLost: every file written after the
+// watermark is lost (as a crash of the machine may lose files no fsync
+// covered); the next open replays the log and every thread, message,
+// lease, mailbox entry, idempotency record, task and cursor is back.
+func TestReplayRestoresWhatACrashLost(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "store")
+	if _, err := Init(db, false); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, db)
+	old, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "before the watermark"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	w := s.mark.EventID
+	// Everything below is after the watermark.
+	a, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "work", Content: inbox.Content{Body: "the body", IdempotencyKey: "k1"}})
+	s.Claim("w", a.Thread.ThreadID, 600)
+	s.Update("w", a.Thread.ThreadID, inbox.StatusBlocked, 0, inbox.Content{Summary: "which one?", IdempotencyKey: "k2"})
+	s.Reply("boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "this one", Body: "details"})
+	s.MarkRead("w", a.Thread.ThreadID, 0)
+	s.Claim("w", old.Thread.ThreadID, 600)
+	mail, _ := s.Send(inbox.SendInput{From: "boss", To: "m", Content: inbox.Content{Body: "a note"}})
+	task, err := s.Push(inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "do it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := views(t, s)
+	beforeMail, _ := s.Mailbox("m", "")
+	beforeCursor, _ := s.readCursor(a.Thread.ThreadID, "w")
+
+	// The crash: the threads' files written since the watermark are
+	// gone, and so is the index.
+	for _, tid := range []string{a.Thread.ThreadID, mail.Thread.ThreadID, task.ThreadID} {
+		os.RemoveAll(filepath.Join(db, threadsDir, tid))
+	}
+	os.Remove(filepath.Join(db, threadsDir, old.Thread.ThreadID, headerLog))
+	os.Remove(filepath.Join(db, threadsDir, old.Thread.ThreadID, leaseFile))
+	os.RemoveAll(filepath.Join(db, mailboxDir))
+	os.RemoveAll(filepath.Join(db, tasksDir))
+	os.RemoveAll(filepath.Join(db, idemDir))
+	os.RemoveAll(filepath.Join(db, indexDirName))
+	crashMachine(t, db, w)
+
+	s = openTest(t, db)
+	after := views(t, s)
+	for tid, v := range before {
+		if !reflect.DeepEqual(after[tid], v) {
+			t.Errorf("thread %s after replay:\n got %+v\nwant %+v", tid, after[tid], v)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("%d threads after replay, want %d", len(after), len(before))
+	}
+	gotMail, err := s.Mailbox("m", "")
+	if err != nil || len(gotMail) != len(beforeMail) || len(gotMail) == 0 || gotMail[0].Message.MessageID != beforeMail[0].Message.MessageID {
+		t.Errorf("mailbox after replay: %+v (%v), want %+v", gotMail, err, beforeMail)
+	}
+	if c, _ := s.readCursor(a.Thread.ThreadID, "w"); c == nil || c.LastReadSeq != beforeCursor.LastReadSeq {
+		t.Errorf("cursor after replay: %+v, want %+v", c, beforeCursor)
+	}
+	if tk, err := s.TaskByName("t1"); err != nil || tk.ThreadID != task.ThreadID {
+		t.Errorf("task after replay: %+v %v", tk, err)
+	}
+	// A retried send finds its thread, not a new one.
+	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "work", Content: inbox.Content{Body: "the body", IdempotencyKey: "k1"}})
+	if err != nil || r.Thread.ThreadID != a.Thread.ThreadID || !r.Replayed {
+		t.Errorf("retried send after replay: %+v %v", r, err)
+	}
+	if rep, err := s.Fsck(false); err != nil || !rep.Clean() {
+		t.Errorf("fsck after replay: %+v %v", rep, err)
+	}
+	if m, ok := s.readWatermark(); !ok || m.BootID != bootID() {
+		t.Errorf("watermark after replay: %+v", m)
+	}
+}
+
+// TestReplayRollsBackWhatTheLogLost: a change whose log line did not
+// reach the disk was never acknowledged; its files, which may have, are
+// rolled back to the thread's last logged state.
+func TestReplayRollsBackWhatTheLogLost(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "store")
+	if _, err := Init(db, false); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, db)
+	a, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "work"})
+	s.Claim("w", a.Thread.ThreadID, 600)
+	want := views(t, s)
+	seg := filepath.Join(db, eventsDir, segmentName(1))
+	logBefore, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two changes whose lines are then lost: one on a known thread, and
+	// a new thread.
+	s.Reply("boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "lost"})
+	gone, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "lost thread"})
+	if err := os.WriteFile(seg, logBefore, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	crashMachine(t, db, 0)
+
+	s = openTest(t, db)
+	got := views(t, s)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after replay:\n got %+v\nwant %+v", got, want)
+	}
+	if _, err := s.Thread(gone.Thread.ThreadID); err == nil {
+		t.Errorf("a thread whose creation the log lost survived replay")
+	}
+	if rep, err := s.Fsck(false); err != nil || !rep.Clean() {
+		t.Errorf("fsck after replay: %+v %v", rep, err)
+	}
+	// The store goes on: new events after the replayed log.
+	if _, err := s.Reply("boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "again"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFormat1IsConverted: a format 1 store (every file fsynced) opens as
+// format 2, with its last event as the watermark and its data intact.
+func TestFormat1IsConverted(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "store")
+	if _, err := Init(db, false); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, db)
+	a, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "old"})
+	want := views(t, s)
+	format := filepath.Join(db, formatFile)
+	data, _ := os.ReadFile(format)
+	os.WriteFile(format, []byte(strings.Replace(string(data), `"version":2`, `"version":1`, 1)), 0o600)
+	os.Remove(filepath.Join(db, durableFile))
+
+	s = openTest(t, db)
+	if info, err := readFormat(db); err != nil || info.Version != FormatVersion {
+		t.Fatalf("format after open: %+v %v", info, err)
+	}
+	if m, ok := s.readWatermark(); !ok || m.EventID != 1 || m.BootID != bootID() {
+		t.Errorf("watermark after conversion: %+v %v", m, ok)
+	}
+	if got := views(t, s); !reflect.DeepEqual(got, want) {
+		t.Errorf("converted store: %+v, want %+v", got, want)
+	}
+	if _, err := s.Claim("w", a.Thread.ThreadID, 60); err != nil {
+		t.Fatal(err)
+	}
+}
