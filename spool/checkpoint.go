@@ -58,7 +58,7 @@ func (s *Store) writeWatermark(w watermark) error {
 // events past the watermark this Store last saw. A failed checkpoint is
 // not the change's failure: the next one covers its events.
 func (s *Store) maybeCheckpoint(last int64) {
-	if s.unsynced || last-s.mark.EventID < checkpointEvery {
+	if s.unsynced || s.checkpointEvery < 0 || last-s.mark.EventID < int64(s.checkpointEvery) {
 		return
 	}
 	s.Checkpoint()
@@ -72,7 +72,7 @@ func (s *Store) maybeCheckpoint(last int64) {
 // process checkpoints at a time; another's checkpoint in progress makes
 // this one return at once.
 func (s *Store) Checkpoint() error {
-	if s.unsynced {
+	if s.unsynced || s.checkpointEvery < 0 {
 		return nil
 	}
 	lk := flock.New(s.lockFile("checkpoint.lock"), flock.SetPermissions(s.fileMode))

@@ -90,6 +90,16 @@ func (s *Store) deliver(m *inbox.Message, src string) ([]string, error) {
 				return nil, inbox.Storage(err, "create mailbox of %s", m.ToAgent)
 			}
 		}
+		// A new mailbox's directories are made durable now (once per
+		// agent): what collecting records in .collected/ must survive a
+		// power cut, or replay would hand the mail out again.
+		if !s.unsynced {
+			for _, d := range []string{s.dir, filepath.Join(s.dir, mailboxDir), dir} {
+				if err := syncDir(d); err != nil {
+					return nil, err
+				}
+			}
+		}
 		dirs = append(dirs, filepath.Join(s.dir, mailboxDir))
 		err = os.Link(src, p)
 	}

@@ -85,6 +85,11 @@ type Options struct {
 	// benchmarks quickly; a crash or power loss can then lose or tear
 	// anything. Never use it for a store that matters.
 	Unsynced bool
+	// CheckpointEvery is how many events a writer lets pass the durable
+	// watermark before it checkpoints (0: 256; negative: never, so that a
+	// crash of the machine replays the whole live log — for tests on file
+	// systems that do not model syncfs).
+	CheckpointEvery int
 }
 
 // DefaultSegmentBytes is the event-log segment size bound.
@@ -106,6 +111,8 @@ type Store struct {
 	unsynced bool
 	linkErr  error     // a top-level directory is a symbolic link (see links.go)
 	mark     watermark // durable.json as this Store last saw it (checkpoint.go)
+	// checkpointEvery is Options.CheckpointEvery, defaulted.
+	checkpointEvery int
 }
 
 // Store is a Bus on a directory.
@@ -244,7 +251,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if info.Shared {
 		shareUmask()
 	}
-	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced}
+	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced,
+		checkpointEvery: opts.CheckpointEvery}
+	if s.checkpointEvery == 0 {
+		s.checkpointEvery = checkpointEvery
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
