@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/inbox-dev/inbox"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/gofrs/flock"
+
+	"github.com/inbox-dev/inbox"
 )
 
 // The event log is a directory of segments, each named by the id of its
@@ -224,7 +225,7 @@ func (a *appender) open() error {
 	if end >= l.segBytes && lastID >= first {
 		// Every line of the full segment is on disk before the next one
 		// starts: a writer still to flush it finds a later segment in
-		// locks/flushed, and takes that as covered.
+		// the flush record, and takes that as covered.
 		if !l.unsynced {
 			if err := fdatasync(f); err != nil {
 				return inbox.Storage(err, "fsync event log")
@@ -320,54 +321,85 @@ func (l *eventLog) append(ev *logEvent) (int64, Pos, error) {
 }
 
 // Group commit. A writer flushes its lines after releasing the log: it
-// takes locks/flush.lock and reads locks/flushed — the segment and offset
-// up to which the log is known to be on disk. When a flush that started
-// after its lines were written already covered them, it is done without a
-// flush of its own; otherwise it notes how long the segment is, fdatasyncs
-// (which covers every line written before), and records that length. While
-// one writer flushes, the writers behind it queue on the lock, and the
-// first of them usually finds its lines covered. The record carries the
-// machine's boot id: after a reboot it covers nothing.
+// takes the flock on locks/flush.lock and reads the record that file
+// holds — the segment and offset up to which the log is known to be on
+// disk. When a flush that started after its lines were written already
+// covered them, it is done without a flush of its own; otherwise it notes
+// how long the segment is, fdatasyncs (which covers every line written
+// before), and records that length. While one writer flushes, the writers
+// behind it queue on the lock, and the first of them usually finds its
+// lines covered. The record carries the machine's boot id: after a reboot
+// it covers nothing. Keeping the record in the lock file itself spares a
+// flush two opens of another file.
 
-// flushed is the record in locks/flushed.
+// flushed is the record in locks/flush.lock.
 type flushed struct {
 	boot    string
 	segment int64
 	offset  int64
 }
 
-func (l *eventLog) flushedPath() string { return filepath.Join(filepath.Dir(l.lockPath), "flushed") }
+// flushLock is locks/flush.lock, open and exclusively flocked; Close
+// unlocks it.
+type flushLock struct{ f *os.File }
 
-func (l *eventLog) readFlushed() flushed {
-	data, err := os.ReadFile(l.flushedPath())
+func (l *eventLog) lockFlush() (flushLock, error) {
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(l.lockPath), "flush.lock"), os.O_CREATE|os.O_RDWR, l.fileMode)
 	if err != nil {
-		return flushed{}
+		return flushLock{}, inbox.Storage(err, "lock the event log's flush")
 	}
-	var f flushed
-	parts := strings.Fields(string(data))
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return flushLock{}, inbox.Storage(err, "lock the event log's flush")
+	}
+	return flushLock{f}, nil
+}
+
+func (k flushLock) Close() error { return k.f.Close() }
+
+// read returns the record; a missing or damaged one covers nothing.
+func (k flushLock) read() flushed {
+	var buf [128]byte
+	n, _ := k.f.ReadAt(buf[:], 0)
+	parts := strings.Fields(string(buf[:n]))
 	if len(parts) != 3 {
 		return flushed{}
 	}
-	f.boot = parts[0]
-	f.segment, _ = strconv.ParseInt(parts[1], 10, 64)
-	f.offset, _ = strconv.ParseInt(parts[2], 10, 64)
-	return f
+	seg, err1 := strconv.ParseInt(parts[1], 10, 64)
+	off, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return flushed{}
+	}
+	return flushed{boot: parts[0], segment: seg, offset: off}
 }
 
-// setFlushed records that segment is on disk up to offset. It is a hint
-// kept in the page cache (no fsync): after a crash of the machine its boot
-// id no longer matches.
+// write records that segment is on disk up to offset. The record has a
+// fixed width, so it overwrites the last in place; it stays in the page
+// cache (no fsync): after a crash of the machine its boot id no longer
+// matches.
+func (k flushLock) write(segment, offset int64) error {
+	rec := fmt.Sprintf("%s %020d %020d\n", bootID(), segment, offset)
+	_, err := k.f.WriteAt([]byte(rec), 0)
+	return inbox.Storage(err, "record the flushed offset")
+}
+
+// setFlushed records, under the flush lock, that segment is on disk up to
+// offset: for the writers that flush under the log's lock (a rotation, a
+// repair), which takes the flush lock after it, as nothing takes them in
+// the other order.
 func (l *eventLog) setFlushed(segment, offset int64) error {
-	rec := fmt.Sprintf("%s %d %d\n", bootID(), segment, offset)
-	f, err := os.OpenFile(l.flushedPath(), os.O_CREATE|os.O_WRONLY, l.fileMode)
+	k, err := l.lockFlush()
 	if err != nil {
-		return inbox.Storage(err, "record the flushed offset")
+		return err
 	}
-	defer f.Close()
-	if _, err := f.WriteAt([]byte(rec), 0); err != nil {
-		return inbox.Storage(err, "record the flushed offset")
-	}
-	return inbox.Storage(f.Truncate(int64(len(rec))), "record the flushed offset")
+	defer k.Close()
+	return k.write(segment, offset)
 }
 
 // flush makes segment durable up to at least end (see Group commit).
@@ -375,12 +407,12 @@ func (l *eventLog) flush(f *os.File, segment, end int64) error {
 	if l.unsynced || skipLogFlush {
 		return nil
 	}
-	lk := flock.New(filepath.Join(filepath.Dir(l.lockPath), "flush.lock"), flock.SetPermissions(l.fileMode))
-	if err := lk.Lock(); err != nil {
-		return inbox.Storage(err, "lock the event log's flush")
+	k, err := l.lockFlush()
+	if err != nil {
+		return err
 	}
-	defer lk.Unlock()
-	done := l.readFlushed()
+	defer k.Close()
+	done := k.read()
 	if boot := bootID(); boot != "" && done.boot == boot && (done.segment > segment || done.segment == segment && done.offset >= end) {
 		// A later segment exists only once this one was flushed (see
 		// appender.open), or a flush started after our write covered it.
@@ -396,7 +428,7 @@ func (l *eventLog) flush(f *os.File, segment, end int64) error {
 		return inbox.Storage(err, "fsync event log")
 	}
 	flushesDone.Add(1)
-	return l.setFlushed(segment, covered)
+	return k.write(segment, covered)
 }
 
 // skipLogFlush leaves out the log's flush: only for the test that shows

@@ -573,7 +573,7 @@ func (s *Store) stage(path string, data []byte) (*stagedFile, error) {
 	}
 	st := &stagedFile{tmp: f.Name(), target: path}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && s.fileMode != 0o600 { // CreateTemp made it 0600
 		err = f.Chmod(s.fileMode)
 	}
 	if cerr := f.Close(); err == nil {
