@@ -60,10 +60,10 @@ type Bus interface {
 	// LastMessage returns a thread and its newest message.
 	LastMessage(tid string) (*Thread, *Message, error)
 
-	// WaitReply blocks until the thread has a message of one of kinds
+	// WaitReply blocks until the thread has a message that f matches
 	// after the cursor, and returns it; at once when one exists already.
 	// On timeout the result has Woke false and the cursor to resume from.
-	WaitReply(ctx context.Context, tid string, cur ReplyCursor, kinds []string, opt WaitOptions) (*WaitResult, error)
+	WaitReply(ctx context.Context, tid string, cur ReplyCursor, f ReplyFilter, opt WaitOptions) (*WaitResult, error)
 	// Watch blocks until a thread of agent is created or changes to one of
 	// statuses after the event cursor (nil: now).
 	Watch(ctx context.Context, agent string, statuses []string, after *int64, opt WaitOptions) (*WaitResult, error)
@@ -112,6 +112,24 @@ type Bus interface {
 	// OpenBlob opens a blob a message refers to (Blob.Ref,
 	// Task.PromptBlob).
 	OpenBlob(ref string) (io.ReadCloser, error)
+
+	// CreateTeam creates a team (by names who creates it); AddMembers and
+	// RemoveMembers change its membership. Each change is an event.
+	CreateTeam(by, name string, members []string) (*Team, error)
+	AddMembers(by, name string, members []string) (*Team, error)
+	RemoveMembers(by, name string, members []string) (*Team, error)
+	// Team returns a team (ErrNotFound when there is none); Teams lists
+	// every team by name.
+	Team(name string) (*Team, error)
+	Teams() ([]*Team, error)
+	// Ack acknowledges, as agent, a message that asked agent for an
+	// acknowledgment: an acknowledgment message in the message's thread,
+	// to its sender. tid may be empty when the bus can find the message.
+	// Acknowledging twice returns the first (Replayed).
+	Ack(agent, messageID, tid string, c Content) (*Result, error)
+	// Unacknowledged lists the messages that asked agent for an
+	// acknowledgment it has not given, oldest first.
+	Unacknowledged(agent string) ([]*Message, error)
 
 	// Agents lists every agent the bus has seen, with its state.
 	Agents() ([]*AgentInfo, error)

@@ -39,6 +39,10 @@ var (
 	// for a different command in the same scope.
 	ErrIdempotencyMismatch = errors.New("idempotency key reused")
 
+	// ErrConflict is returned when what a call would create exists
+	// already (a team of that name).
+	ErrConflict = errors.New("conflict")
+
 	// ErrNotFound is returned when a thread, message, task or team does
 	// not exist.
 	ErrNotFound = errors.New("not found")

@@ -36,6 +36,22 @@ type Content struct {
 	// temp file is gone when it returns, committed or not.
 	Blobs          []*Blob
 	IdempotencyKey string
+
+	// Seed 002's protocol (SPEC §10). Type is the message's type; its
+	// content is PayloadJSON.
+	Type string
+	// RequestID makes the message a request (or, in reply, a response);
+	// Request asks for a generated one.
+	RequestID string
+	Request   bool
+	// AckRequired asks each recipient to acknowledge (inbox ack); AckID is
+	// the id acknowledgments name (default: the message id).
+	AckRequired bool
+	AckID       string
+	// Timestamp and Extra carry a seed-002 line's own time and its other
+	// members (see Message).
+	Timestamp string
+	Extra     []byte
 }
 
 // SendInput describes a send: a new thread when ThreadID is empty, else a
@@ -140,6 +156,16 @@ type ReplyCursor struct {
 	// answer that landed just before the wait is returned, and never
 	// twice.
 	Agent string
+}
+
+// ReplyFilter says which messages wait-reply wakes for: one of Kinds
+// (default DefaultWaitKinds, or any kind when Types or RequestID is
+// given), of one of Types when given, and answering RequestID when given
+// (a later message of the thread carrying the request's id).
+type ReplyFilter struct {
+	Kinds     []string
+	Types     []string
+	RequestID string
 }
 
 // WaitResult is what a blocking call found.

@@ -8,7 +8,7 @@ import (
 	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
-var threadJSONMembers = []string{"thread_id", "run_id", "task_id", "subject", "created_by", "assigned_to", "status", "priority", "latest_message_id", "created_at", "updated_at", "message_count", "last_event_id", "mail", "lease_expired"}
+var threadJSONMembers = []string{"thread_id", "run_id", "task_id", "subject", "created_by", "assigned_to", "recipients", "status", "priority", "latest_message_id", "created_at", "updated_at", "message_count", "last_event_id", "mail", "lease_expired"}
 
 func jsonAppendThread(b []byte, v *Thread) []byte {
 	b = append(b, '{')
@@ -24,6 +24,10 @@ func jsonAppendThread(b []byte, v *Thread) []byte {
 	b = jsonrec.AppendString(b, v.CreatedBy)
 	b = append(b, ",\"assigned_to\":"...)
 	b = jsonrec.AppendString(b, v.AssignedTo)
+	if len(v.Recipients) != 0 {
+		b = append(b, ",\"recipients\":"...)
+		b = jsonrec.AppendSlice(b, v.Recipients, jsonrec.AppendStr)
+	}
 	b = append(b, ",\"status\":"...)
 	b = jsonrec.AppendString(b, v.Status)
 	b = append(b, ",\"priority\":"...)
@@ -65,22 +69,24 @@ func jsonReadThread(d *jsonrec.Decoder, v *Thread) {
 		case 5:
 			d.Str(&v.AssignedTo)
 		case 6:
-			d.Str(&v.Status)
+			jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
 		case 7:
-			d.Str(&v.Priority)
+			d.Str(&v.Status)
 		case 8:
-			d.Str(&v.LatestMessageID)
+			d.Str(&v.Priority)
 		case 9:
-			d.Str(&v.CreatedAt)
+			d.Str(&v.LatestMessageID)
 		case 10:
-			d.Str(&v.UpdatedAt)
+			d.Str(&v.CreatedAt)
 		case 11:
-			d.Int(&v.MessageCount)
+			d.Str(&v.UpdatedAt)
 		case 12:
-			d.Int64(&v.LastEventID)
+			d.Int(&v.MessageCount)
 		case 13:
-			d.Bool(&v.Mail)
+			d.Int64(&v.LastEventID)
 		case 14:
+			d.Bool(&v.Mail)
+		case 15:
 			d.Bool(&v.LeaseExpired)
 		default:
 			d.Skip()
@@ -99,7 +105,7 @@ func (v *Thread) DecodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadThread(d, v) })
 }
 
-var messageJSONMembers = []string{"message_id", "thread_id", "seq", "from_agent", "to_agent", "kind", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged"}
+var messageJSONMembers = []string{"message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra"}
 
 func jsonAppendMessage(b []byte, v *Message) []byte {
 	b = append(b, '{')
@@ -113,8 +119,16 @@ func jsonAppendMessage(b []byte, v *Message) []byte {
 	b = jsonrec.AppendString(b, v.FromAgent)
 	b = append(b, ",\"to_agent\":"...)
 	b = jsonrec.AppendString(b, v.ToAgent)
+	if len(v.Recipients) != 0 {
+		b = append(b, ",\"recipients\":"...)
+		b = jsonrec.AppendSlice(b, v.Recipients, jsonrec.AppendStr)
+	}
 	b = append(b, ",\"kind\":"...)
 	b = jsonrec.AppendString(b, v.Kind)
+	if v.Type != "" {
+		b = append(b, ",\"type\":"...)
+		b = jsonrec.AppendString(b, v.Type)
+	}
 	b = append(b, ",\"summary\":"...)
 	b = jsonrec.AppendString(b, v.Summary)
 	b = append(b, ",\"body\":"...)
@@ -137,6 +151,22 @@ func jsonAppendMessage(b []byte, v *Message) []byte {
 		b = append(b, ",\"damaged\":"...)
 		b = strconv.AppendBool(b, v.Damaged)
 	}
+	if v.RequestID != "" {
+		b = append(b, ",\"request_id\":"...)
+		b = jsonrec.AppendString(b, v.RequestID)
+	}
+	if v.AckID != "" {
+		b = append(b, ",\"ack_id\":"...)
+		b = jsonrec.AppendString(b, v.AckID)
+	}
+	if v.Timestamp != "" {
+		b = append(b, ",\"timestamp\":"...)
+		b = jsonrec.AppendString(b, v.Timestamp)
+	}
+	if len(v.Extra) != 0 {
+		b = append(b, ",\"extra\":"...)
+		b = jsonrec.AppendRaw(b, v.Extra)
+	}
 	return append(b, '}')
 }
 
@@ -154,23 +184,35 @@ func jsonReadMessage(d *jsonrec.Decoder, v *Message) {
 		case 4:
 			d.Str(&v.ToAgent)
 		case 5:
-			d.Str(&v.Kind)
+			jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
 		case 6:
-			d.Str(&v.Summary)
+			d.Str(&v.Kind)
 		case 7:
-			d.Str(&v.Body)
+			d.Str(&v.Type)
 		case 8:
-			d.Raw(&v.PayloadJSON)
+			d.Str(&v.Summary)
 		case 9:
-			d.Str(&v.CreatedAt)
+			d.Str(&v.Body)
 		case 10:
-			d.Int64(&v.EventID)
+			d.Raw(&v.PayloadJSON)
 		case 11:
-			jsonrec.ReadSlice(d, &v.Artifacts, jsonReadArtifact)
+			d.Str(&v.CreatedAt)
 		case 12:
-			d.Str(&v.Status)
+			d.Int64(&v.EventID)
 		case 13:
+			jsonrec.ReadSlice(d, &v.Artifacts, jsonReadArtifact)
+		case 14:
+			d.Str(&v.Status)
+		case 15:
 			d.Bool(&v.Damaged)
+		case 16:
+			d.Str(&v.RequestID)
+		case 17:
+			d.Str(&v.AckID)
+		case 18:
+			d.Str(&v.Timestamp)
+		case 19:
+			d.Raw(&v.Extra)
 		default:
 			d.Skip()
 		}
@@ -286,7 +328,7 @@ func (v *Cursor) DecodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadCursor(d, v) })
 }
 
-var eventJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "status"}
+var eventJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "type", "status"}
 
 func jsonAppendEvent(b []byte, v *Event) []byte {
 	b = append(b, '{')
@@ -317,6 +359,10 @@ func jsonAppendEvent(b []byte, v *Event) []byte {
 	if v.Kind != "" {
 		b = append(b, ",\"kind\":"...)
 		b = jsonrec.AppendString(b, v.Kind)
+	}
+	if v.Type != "" {
+		b = append(b, ",\"type\":"...)
+		b = jsonrec.AppendString(b, v.Type)
 	}
 	if v.Status != "" {
 		b = append(b, ",\"status\":"...)
@@ -353,6 +399,8 @@ func jsonReadEvent(d *jsonrec.Decoder, v *Event) {
 		case 11:
 			d.Str(&v.Kind)
 		case 12:
+			d.Str(&v.Type)
+		case 13:
 			d.Str(&v.Status)
 		default:
 			d.Skip()

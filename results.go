@@ -38,6 +38,16 @@ type AgentInfo struct {
 	LiveLeases   []string `json:"live_leases"`
 	MailboxDepth int      `json:"mailbox_depth"`
 	Assigned     int      `json:"open_threads"`
+	// Teams are the teams it is a member of.
+	Teams []string `json:"teams"`
+	// Unacknowledged are the messages that asked it for an
+	// acknowledgment it has not given (inbox ack).
+	Unacknowledged []string `json:"unacknowledged"`
+	// IdleSince and IdleReason are set while its newest act is an
+	// idle_notification (seed 002): when it sent it and the reason its
+	// content gave.
+	IdleSince  string `json:"idle_since,omitempty"`
+	IdleReason string `json:"idle_reason,omitempty"`
 }
 
 // Finding is one thing fsck found wrong with a store.

@@ -64,19 +64,23 @@ func IsTerminal(status string) bool {
 
 // Thread is the durable container for one work conversation.
 type Thread struct {
-	ThreadID        string `json:"thread_id"`
-	RunID           string `json:"run_id"`
-	TaskID          string `json:"task_id"`
-	Subject         string `json:"subject"`
-	CreatedBy       string `json:"created_by"`
-	AssignedTo      string `json:"assigned_to"`
-	Status          string `json:"status"`
-	Priority        string `json:"priority"`
-	LatestMessageID string `json:"latest_message_id"`
-	CreatedAt       string `json:"created_at"`
-	UpdatedAt       string `json:"updated_at"`
-	MessageCount    int    `json:"message_count"`
-	LastEventID     int64  `json:"last_event_id"`
+	ThreadID   string `json:"thread_id"`
+	RunID      string `json:"run_id"`
+	TaskID     string `json:"task_id"`
+	Subject    string `json:"subject"`
+	CreatedBy  string `json:"created_by"`
+	AssignedTo string `json:"assigned_to"`
+	// Recipients, on a thread sent to several agents or a team, are the
+	// agents it is offered to: it is assigned to none of them and shows
+	// in each one's fetch until one claims it.
+	Recipients      []string `json:"recipients,omitempty"`
+	Status          string   `json:"status"`
+	Priority        string   `json:"priority"`
+	LatestMessageID string   `json:"latest_message_id"`
+	CreatedAt       string   `json:"created_at"`
+	UpdatedAt       string   `json:"updated_at"`
+	MessageCount    int      `json:"message_count"`
+	LastEventID     int64    `json:"last_event_id"`
 	// Mail marks a thread that is not work: a message whose kind is not
 	// task, sent to an agent's mailbox (SPEC 7 "Mail is not work"). It
 	// shows in no one's fetch and cannot be claimed.
@@ -100,12 +104,18 @@ type Artifact struct {
 
 // Message is one immutable entry of a thread.
 type Message struct {
-	MessageID   string          `json:"message_id"`
-	ThreadID    string          `json:"thread_id"`
-	Seq         int             `json:"seq"`
-	FromAgent   string          `json:"from_agent"`
-	ToAgent     string          `json:"to_agent"`
-	Kind        string          `json:"kind"`
+	MessageID string `json:"message_id"`
+	ThreadID  string `json:"thread_id"`
+	Seq       int    `json:"seq"`
+	FromAgent string `json:"from_agent"`
+	ToAgent   string `json:"to_agent"`
+	// Recipients are the agents a message addressed to several agents or
+	// a team was delivered to; ToAgent keeps what the sender gave ("a,b",
+	// "@team").
+	Recipients []string `json:"recipients,omitempty"`
+	Kind       string   `json:"kind"`
+	// Type is the seed-002 type of a typed message (task_assignment, …).
+	Type        string          `json:"type,omitempty"`
 	Summary     string          `json:"summary"`
 	Body        string          `json:"body"`
 	PayloadJSON json.RawMessage `json:"payload_json"`
@@ -122,6 +132,18 @@ type Message struct {
 	// without its body. Readers get one while the file is damaged; fsck
 	// --repair sets the file aside (.bad) and writes one in its place.
 	Damaged bool `json:"damaged,omitempty"`
+	// RequestID pairs a request with its responses: the first message of
+	// a thread that carries it is the request, later ones answer it.
+	RequestID string `json:"request_id,omitempty"`
+	// AckID, on a message that asks for acknowledgment, is the id an
+	// acknowledgment names (in its content's "ackId").
+	AckID string `json:"ack_id,omitempty"`
+	// Timestamp is the sender's own time, for a message taken from a
+	// seed-002 line whose timestamp is not CreatedAt.
+	Timestamp string `json:"timestamp,omitempty"`
+	// Extra holds the members of a seed-002 line that have no field of
+	// their own, so that the line can be written out again unchanged.
+	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 // Lease is an exclusive, expiring claim on a thread. LeaseToken increases
@@ -175,8 +197,10 @@ type Event struct {
 	CreatedAt   string          `json:"created_at"`
 	// Agent is who caused the event; Kind the kind of the message it adds
 	// (if any); Status the thread's status after it.
-	Agent  string `json:"agent,omitempty"`
-	Kind   string `json:"kind,omitempty"`
+	Agent string `json:"agent,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	// Type is the seed-002 type of the message the event adds, if typed.
+	Type   string `json:"type,omitempty"`
 	Status string `json:"status,omitempty"`
 }
 

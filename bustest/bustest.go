@@ -415,31 +415,31 @@ func testWaitReply(t *testing.T, b inbox.Bus) {
 	// An answer that landed before the wait began is not missed when the
 	// wait is after the agent's read cursor.
 	a := ok(b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "that"}))(t)
-	w := ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "w"}, nil, inbox.WaitOptions{Timeout: time.Second}))(t)
+	w := ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "w"}, inbox.ReplyFilter{}, inbox.WaitOptions{Timeout: time.Second}))(t)
 	if !w.Woke || w.Message.MessageID != a.Message.MessageID {
 		t.Fatalf("wait-reply after the cursor: %+v, want %s", w, a.Message.MessageID)
 	}
 	// ... and not returned twice: the cursor moved.
-	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "w"}, nil, inbox.WaitOptions{Timeout: 200 * time.Millisecond}))(t)
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "w"}, inbox.ReplyFilter{}, inbox.WaitOptions{Timeout: 200 * time.Millisecond}))(t)
 	if w.Woke {
 		t.Errorf("the same answer was returned twice: %+v", w.Message)
 	}
 	// After an event cursor, a timeout says where to resume.
-	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterEvent: a.Message.EventID, HasEvent: true}, nil,
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterEvent: a.Message.EventID, HasEvent: true}, inbox.ReplyFilter{},
 		inbox.WaitOptions{Timeout: 200 * time.Millisecond}))(t)
 	if w.Woke || w.NextEventID < a.Message.EventID {
 		t.Errorf("timed-out wait: %+v", w)
 	}
 	// Kinds filter: a progress note does not wake a wait for answers.
 	ok(b.Reply("leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"}))(t)
-	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterMessage: q.Message.MessageID}, []string{inbox.KindAnswer}, inbox.WaitOptions{Timeout: time.Second}))(t)
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterMessage: q.Message.MessageID}, inbox.ReplyFilter{Kinds: []string{inbox.KindAnswer}}, inbox.WaitOptions{Timeout: time.Second}))(t)
 	if !w.Woke || w.Message.MessageID != a.Message.MessageID {
 		t.Errorf("wait after the question: %+v", w)
 	}
 	// A terminal thread answers at once.
 	ok(b.Done("w", tid, 0, inbox.Content{Summary: "finished"}))(t)
 	start := time.Now()
-	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "observer"}, nil, inbox.WaitOptions{Timeout: 5 * time.Second}))(t)
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "observer"}, inbox.ReplyFilter{}, inbox.WaitOptions{Timeout: 5 * time.Second}))(t)
 	if !w.Woke || time.Since(start) > 2*time.Second {
 		t.Errorf("wait-reply on a done thread: %+v after %v", w, time.Since(start))
 	}
@@ -451,7 +451,7 @@ func testWaitReplyNoLostWakeup(t *testing.T, b inbox.Bus) {
 		cur := ok(b.LastEventID())(t)
 		got := make(chan *inbox.WaitResult, 1)
 		go func() {
-			w, err := b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterEvent: cur, HasEvent: true}, nil,
+			w, err := b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterEvent: cur, HasEvent: true}, inbox.ReplyFilter{},
 				inbox.WaitOptions{Timeout: 5 * time.Second})
 			if err != nil {
 				t.Error(err)

@@ -39,10 +39,10 @@ func (b twoWinners) Claim(agent, tid string, secs int) (*inbox.Result, error) {
 // lands while it waits is never seen.
 type lostWakeup struct{ inbox.Bus }
 
-func (b lostWakeup) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, kinds []string, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
+func (b lostWakeup) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, f inbox.ReplyFilter, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
 	once := opt
 	once.Timeout = 0
-	w, err := b.Bus.WaitReply(ctx, tid, cur, kinds, once)
+	w, err := b.Bus.WaitReply(ctx, tid, cur, f, once)
 	if err != nil || w.Woke {
 		return w, err
 	}

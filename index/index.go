@@ -5,6 +5,8 @@
 //	status/<status>/<thread_id>.<priority>
 //	assigned/<agent>/<status>/<thread_id>.<priority>
 //
+// (a thread assigned to no one but offered to several agents has a marker
+// in each one's tree),
 // so that a lookup lists one small directory instead of reading every
 // thread. The index knows nothing of thread contents; the spool package
 // keeps it in step with every mutation and can rebuild it from the thread
@@ -58,6 +60,9 @@ type Entry struct {
 	Status     string
 	AssignedTo string
 	Priority   string
+	// Offered, for a thread assigned to no one, are the agents whose
+	// trees list it too (a thread sent to several agents or a team).
+	Offered []string
 }
 
 const (
@@ -196,6 +201,10 @@ func (ix *Index) dirs(e Entry) []string {
 	p := []string{ix.dirOf("", e)}
 	if e.AssignedTo != "" {
 		p = append(p, ix.dirOf(e.AssignedTo, e))
+	} else {
+		for _, a := range e.Offered {
+			p = append(p, ix.dirOf(a, e))
+		}
 	}
 	return p
 }
@@ -213,6 +222,9 @@ func safeName(s string) bool {
 
 func (e Entry) check(ix *Index) error {
 	ok := safeName(e.ThreadID) && safeName(e.Status) && safeName(e.Priority) && (e.AssignedTo == "" || safeName(e.AssignedTo))
+	for _, a := range e.Offered {
+		ok = ok && safeName(a)
+	}
 	if ok && ix.sharded[e.Status] {
 		_, ok = bucket(e.ThreadID)
 	}

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -38,6 +39,46 @@ func (s *Store) seen(agent string) {
 	}
 }
 
+// idleRecord is what agents/<agent> holds after an idle_notification
+// (seed 002): the file's mtime is the agent's last activity, and while it
+// still equals Since the notification is the newest thing the agent did.
+type idleRecord struct {
+	Since     string `json:"since"`
+	Reason    string `json:"reason,omitempty"`
+	MessageID string `json:"message_id"`
+}
+
+// noteIdle records that agent sent m, an idle notification.
+func (s *Store) noteIdle(agent string, m *inbox.Message) {
+	var c struct {
+		Reason string `json:"reason"`
+	}
+	json.Unmarshal(m.PayloadJSON, &c)
+	now := s.now()
+	rec := idleRecord{Since: inbox.FormatTime(now), Reason: c.Reason, MessageID: m.MessageID}
+	data, _ := json.Marshal(rec)
+	p := filepath.Join(s.dir, agentsDir, agent)
+	if os.WriteFile(p, data, s.fileMode) == nil {
+		os.Chtimes(p, now, now)
+	}
+}
+
+// idleNote returns agent's idle notification while it is the newest thing
+// the agent did, else nil.
+func (s *Store) idleNote(agent string) *idleRecord {
+	p := filepath.Join(s.dir, agentsDir, agent)
+	data, err := os.ReadFile(p)
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	var rec idleRecord
+	fi, err := os.Stat(p)
+	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Since != inbox.FormatTime(fi.ModTime()) {
+		return nil
+	}
+	return &rec
+}
+
 // known reports whether agent has ever acted in this store.
 func (s *Store) known(agent string) bool {
 	return exists(filepath.Join(s.dir, agentsDir, agent))
@@ -45,6 +86,24 @@ func (s *Store) known(agent string) bool {
 
 // unknownRecipient returns a warning when to has never acted here, naming
 // close matches among the agents that have.
+// unknownRecipients warns for each agent a message names explicitly (not
+// through a team: a team's members were named when they joined) that has
+// never acted here.
+func (s *Store) unknownRecipients(m *inbox.Message) []string {
+	if m == nil {
+		return nil
+	}
+	addr, err := inbox.ParseAddress("to", m.ToAgent)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, a := range addr.Agents {
+		out = append(out, s.unknownRecipient(a)...)
+	}
+	return out
+}
+
 func (s *Store) unknownRecipient(to string) []string {
 	if to == "" || s.known(to) {
 		return nil
@@ -185,6 +244,23 @@ func (s *Store) Agents() ([]*inbox.AgentInfo, error) {
 		}
 		if t := seen[a.Agent]; !t.IsZero() {
 			a.LastSeen = inbox.FormatTime(t)
+		}
+		if a.Teams, err = s.teamsOf(a.Agent); err != nil {
+			return nil, err
+		}
+		if a.Teams == nil {
+			a.Teams = []string{}
+		}
+		owed, err := s.Unacknowledged(a.Agent)
+		if err != nil {
+			return nil, err
+		}
+		a.Unacknowledged = []string{}
+		for _, m := range owed {
+			a.Unacknowledged = append(a.Unacknowledged, m.MessageID)
+		}
+		if n := s.idleNote(a.Agent); n != nil && a.State == inbox.StateIdle {
+			a.IdleSince, a.IdleReason = n.Since, n.Reason
 		}
 		out = append(out, a)
 	}

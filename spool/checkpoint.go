@@ -324,12 +324,23 @@ func (s *Store) replayThread(tid string, target *header, msgs map[int]*loggedMes
 				return err
 			}
 		}
-		if to := ev.Message.ToAgent; to != "" && ev.Task == "" && inbox.ValidateAgent("to", to) == nil {
-			name := markerName(&ev.Message.Message)
-			if !exists(filepath.Join(s.mailboxPath(to), collectedDir, name)) {
-				if _, err := s.deliver(&ev.Message.Message, p); err != nil {
-					return err
+		if ev.Message.ToAgent != "" && ev.Task == "" {
+			// Mail not yet collected, and acknowledgments still owed.
+			m := &ev.Message.Message
+			name := markerName(m)
+			_, err := s.deliver(m, p, func(to string, ack bool) bool {
+				if ack {
+					return s.ackOf(tid, m, to) != nil
 				}
+				return exists(filepath.Join(s.mailboxPath(to), collectedDir, name))
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if ev.Message.Type == inbox.TypeAcknowledgment {
+			if err := s.dropAckMarker(tid, &ev.Message.Message); err != nil {
+				return err
 			}
 		}
 	}

@@ -48,4 +48,4 @@
 //     not synced: a power cut may lose a timestamp, never a change.
 package spool
 
-//go:generate go run ../internal/recordgen -out records_gen.go logEvent logHead leaseRecord header msgFile idemRecord formatInfo formatFields formatProbe blobMeta watermark
+//go:generate go run ../internal/recordgen -out records_gen.go logEvent logHead leaseRecord header msgFile idemRecord formatInfo formatFields formatProbe blobMeta watermark teamRecord

@@ -305,12 +305,24 @@ func (a *appender) release() {
 // append writes ev as the next event, makes it durable (sharing the
 // flush with concurrent writers) and returns its id and position.
 func (l *eventLog) append(ev *logEvent) (int64, Pos, error) {
+	return l.appendAfter(ev, nil)
+}
+
+// appendAfter is append that first runs before, with the event's id set,
+// under the log's lock: for a change whose files name their event (a
+// team's), written before the line that commits them.
+func (l *eventLog) appendAfter(ev *logEvent, before func() error) (int64, Pos, error) {
 	a, err := l.reserve()
 	if err != nil {
 		return 0, Pos{}, err
 	}
 	defer a.release()
 	ev.EventID = a.next
+	if before != nil {
+		if err := before(); err != nil {
+			return 0, Pos{}, err
+		}
+	}
 	if err := a.write(encodeEvent(ev), 1); err != nil {
 		return 0, Pos{}, err
 	}

@@ -761,10 +761,10 @@ func (s *Store) fsckIndex(headers map[string]*header, add func(inbox.Finding) *i
 	}
 	return s.idx.Walk(func(e index.Entry, path string) {
 		h := headers[e.ThreadID]
-		agrees := h != nil && h.Status == e.Status && h.Priority == e.Priority && (e.AssignedTo == "" || entryOf(h).AssignedTo == e.AssignedTo)
-		if agrees && slices.Contains(s.idx.Paths(e), path) {
+		if h != nil && slices.Contains(s.idx.Paths(entryOf(h)), path) {
 			return
 		}
+		agrees := h != nil && h.Status == e.Status && h.Priority == e.Priority && (e.AssignedTo == "" || entryOf(h).AssignedTo == e.AssignedTo)
 		detail := "the thread does not exist"
 		switch {
 		case agrees:

@@ -71,42 +71,79 @@ func markerName(m *inbox.Message) string {
 	return fmt.Sprintf("%016d~%s~%s~%d", m.EventID, m.FromAgent, m.ThreadID, m.Seq)
 }
 
-// deliver links src (the message's file) into the recipient's mailbox and
-// returns the directories to fsync.
-func (s *Store) deliver(m *inbox.Message, src string) ([]string, error) {
+// recipientsOf lists the agents a message was delivered to: its
+// recipients, or the one agent it names.
+func recipientsOf(m *inbox.Message) []string {
+	if len(m.Recipients) > 0 {
+		return m.Recipients
+	}
 	if inbox.ValidateAgent("to", m.ToAgent) != nil {
-		return nil, nil // not an agent name (cannot happen: validated on the way in)
+		return nil // not an agent name (cannot happen: validated on the way in)
 	}
-	dir := s.mailboxPath(m.ToAgent)
+	return []string{m.ToAgent}
+}
+
+// deliver links src (the message's file) into each recipient's mailbox
+// and, when the message asks for acknowledgment, into each one's
+// acks/<agent>/ (see acks.go), except where skip (when set) says the
+// recipient's mail (ack false) or acknowledgment (ack true) needs no
+// marker. It returns the markers it made.
+func (s *Store) deliver(m *inbox.Message, src string, skip func(agent string, ack bool) bool) ([]string, error) {
+	var made []string
+	name := markerName(m)
+	for _, to := range recipientsOf(m) {
+		if skip == nil || !skip(to, false) {
+			p, err := s.linkMarker(s.mailboxPath(to), name, src, true)
+			if err != nil {
+				return made, inbox.Storage(err, "deliver to %s", to)
+			}
+			made = append(made, p)
+		}
+		if wantsAck(m) && (skip == nil || !skip(to, true)) {
+			p, err := s.linkMarker(s.ackPath(to), name, src, false)
+			if err != nil {
+				return made, inbox.Storage(err, "record the acknowledgment %s owes", to)
+			}
+			made = append(made, p)
+		}
+	}
+	return made, nil
+}
+
+// linkMarker links src as dir/name, making dir (and, for a mailbox, its
+// .collected/) when it is new.
+func (s *Store) linkMarker(dir, name, src string, mailbox bool) (string, error) {
 	if err := refuseLink(dir); err != nil {
-		return nil, err
+		return "", err
 	}
-	p := filepath.Join(dir, markerName(m))
+	p := filepath.Join(dir, name)
 	err := os.Link(src, p)
-	var dirs []string
 	if errors.Is(err, fs.ErrNotExist) {
-		for _, d := range []string{filepath.Join(s.dir, mailboxDir), dir, filepath.Join(dir, collectedDir)} {
+		dirs := []string{filepath.Dir(dir), dir}
+		if mailbox {
+			dirs = append(dirs, filepath.Join(dir, collectedDir))
+		}
+		for _, d := range dirs {
 			if err := os.Mkdir(d, s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-				return nil, inbox.Storage(err, "create mailbox of %s", m.ToAgent)
+				return "", err
 			}
 		}
 		// A new mailbox's directories are made durable now (once per
 		// agent): what collecting records in .collected/ must survive a
 		// power cut, or replay would hand the mail out again.
-		if !s.unsynced {
-			for _, d := range []string{s.dir, filepath.Join(s.dir, mailboxDir), dir} {
+		if mailbox && !s.unsynced {
+			for _, d := range []string{s.dir, filepath.Dir(dir), dir} {
 				if err := syncDir(d); err != nil {
-					return nil, err
+					return "", err
 				}
 			}
 		}
-		dirs = append(dirs, filepath.Join(s.dir, mailboxDir))
 		err = os.Link(src, p)
 	}
 	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, inbox.Storage(err, "deliver to %s", m.ToAgent)
+		return "", err
 	}
-	return append(dirs, dir), nil
+	return p, nil
 }
 
 // parseMarker reads event id, sender, thread and seq from a marker name.

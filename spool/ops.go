@@ -62,6 +62,12 @@ func (s *Store) message(now time.Time, from, to, kind string, c inbox.Content, d
 	if summary == "" {
 		summary = defSummary
 	}
+	if summary == "" && body == "" && c.Type != "" {
+		// A typed message says what it is about in its content.
+		if summary = inbox.ContentSummary(payload); summary == "" {
+			summary = c.Type
+		}
+	}
 	if summary == "" {
 		line, _, _ := strings.Cut(strings.TrimSpace(body), "\n")
 		summary = inbox.Shorten(strings.TrimSpace(line), 200)
@@ -72,6 +78,9 @@ func (s *Store) message(now time.Time, from, to, kind string, c inbox.Content, d
 	mid := inbox.NewID("msg_", now)
 	m := &draft{Message: inbox.Message{MessageID: mid, FromAgent: from, ToAgent: to, Kind: kind, Summary: summary,
 		Body: body, PayloadJSON: payload, CreatedAt: inbox.FormatTime(now)}, blobs: blobs}
+	if err := typedFields(&m.Message, c, now); err != nil {
+		return fail(err)
+	}
 	arts := c.Artifacts
 	for _, b := range blobs {
 		arts = append(slices.Clip(arts), s.blobArtifact(b))
@@ -104,6 +113,57 @@ func (s *Store) message(now time.Time, from, to, kind string, c inbox.Content, d
 	return m, nil
 }
 
+// typedFields sets the seed-002 fields of m (SPEC §10) from c.
+func typedFields(m *inbox.Message, c inbox.Content, now time.Time) error {
+	if c.Type != "" {
+		if err := inbox.ValidateType("type", c.Type); err != nil {
+			return err
+		}
+		if !bytes.HasPrefix(m.PayloadJSON, []byte("{")) {
+			return inbox.Invalid("content_json", "must be a JSON object (seed 002's content), not %s", inbox.Shorten(string(m.PayloadJSON), 40))
+		}
+	}
+	m.Type = c.Type
+	switch {
+	case c.RequestID != "":
+		if err := inbox.ValidateLabel("request_id", c.RequestID); err != nil {
+			return err
+		}
+		m.RequestID = c.RequestID
+	case c.Request:
+		m.RequestID = inbox.NewID("req_", now)
+	}
+	if c.AckID != "" {
+		if err := inbox.ValidateLabel("ack_id", c.AckID); err != nil {
+			return err
+		}
+		m.AckID = c.AckID
+	} else if c.AckRequired {
+		m.AckID = m.MessageID
+	}
+	if c.Timestamp != "" {
+		if err := inbox.ValidateLabel("timestamp", c.Timestamp); err != nil {
+			return err
+		}
+		if c.Timestamp != m.CreatedAt {
+			m.Timestamp = c.Timestamp
+		}
+	}
+	if len(c.Extra) > 0 {
+		extra, err := inbox.ValidJSON("extra", string(c.Extra), "", inbox.MaxMetadataLen)
+		if err != nil {
+			return err
+		}
+		if !bytes.HasPrefix(extra, []byte("{")) {
+			return inbox.Invalid("extra", "must be a JSON object")
+		}
+		if string(extra) != "{}" {
+			m.Extra = extra
+		}
+	}
+	return nil
+}
+
 // Send creates a thread (ThreadID empty) or appends a message to one.
 func (s *Store) Send(in inbox.SendInput) (*inbox.Result, error) {
 	if err := validateSendBasics(&in); err != nil {
@@ -121,11 +181,20 @@ func (s *Store) Send(in inbox.SendInput) (*inbox.Result, error) {
 		})
 	}
 	r, err := s.sendNew(in)
-	if err == nil {
-		r.Warnings = s.unknownRecipient(in.To)
-		s.seen(in.From)
+	if err == nil && !r.Replayed {
+		r.Warnings = s.unknownRecipients(r.Message)
+		s.acted(in.From, r.Message)
 	}
 	return r, err
+}
+
+// acted records that agent acted by sending m: its last activity, or its
+// idle notification.
+func (s *Store) acted(agent string, m *inbox.Message) {
+	s.seen(agent)
+	if m != nil && m.Type == inbox.TypeIdleNotification {
+		s.noteIdle(agent, m)
+	}
 }
 
 func (s *Store) sendNew(in inbox.SendInput) (*inbox.Result, error) {
@@ -232,6 +301,9 @@ func validateSendBasics(in *inbox.SendInput) error {
 		return err
 	}
 	if in.Kind == "" {
+		in.Kind = inbox.KindForType(in.Type)
+	}
+	if in.Kind == "" {
 		in.Kind = inbox.KindTask
 		if in.ThreadID == "" && strings.TrimSpace(in.Subject) == "" {
 			in.Kind = inbox.KindProgress
@@ -266,8 +338,26 @@ func sameAsThread(h *header, in inbox.SendInput) error {
 // returns the transaction to commit, or the earlier result when the
 // idempotency key was used before (the caller holds the idem lock).
 func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
-	if err := inbox.ValidateAgent("to", in.To); err != nil {
+	if in.To == "" {
+		return nil, nil, inbox.Invalid("to", "is required: name an agent, several (a,b) or a team (@team)")
+	}
+	addr, err := inbox.ParseAddress("to", in.To)
+	if err != nil {
 		return nil, nil, err
+	}
+	recipients, err := s.resolve(in.From, addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if strings.TrimSpace(in.Subject) == "" && in.Type != "" && strings.TrimSpace(in.Summary+in.Body) == "" {
+		// A typed message says what it is about in its content.
+		in.Subject = inbox.ContentSubject(in.PayloadJSON)
+		if in.Subject == "" {
+			in.Subject = inbox.Shorten(inbox.ContentSummary(json.RawMessage(in.PayloadJSON)), 80)
+		}
+		if in.Subject == "" {
+			in.Subject = in.Type
+		}
 	}
 	if strings.TrimSpace(in.Subject) == "" {
 		// A message to an agent needs no separate subject: its summary, or
@@ -306,11 +396,21 @@ func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
 			return nil, r, err
 		}
 	}
+	m.ToAgent = addr.Given
+	assignee := ""
+	if len(recipients) == 1 && addr.Single() {
+		assignee = recipients[0]
+	} else {
+		m.Recipients = recipients
+	}
 	tid := inbox.NewID("thr_", now)
 	ts := inbox.FormatTime(now)
 	h := &header{Thread: inbox.Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
-		CreatedBy: in.From, AssignedTo: in.To, Status: inbox.StatusPending, Priority: in.Priority,
+		CreatedBy: in.From, AssignedTo: assignee, Status: inbox.StatusPending, Priority: in.Priority,
 		CreatedAt: ts, UpdatedAt: ts, Mail: in.Kind != inbox.KindTask}, Origin: in.Origin}
+	if assignee == "" {
+		h.Recipients = recipients
+	}
 	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: in.IdempotencyKey}
 	t.ev = inbox.Event{EventType: inbox.EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
@@ -321,22 +421,54 @@ func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
 	return t, nil, nil
 }
 
-// otherParty is the default recipient of a message from `from` in a thread.
-func otherParty(h *header, from string) string {
-	if from == h.AssignedTo {
-		return h.CreatedBy
+// otherParty is the default recipient of a message from `from` in a
+// thread: the creator for its assignee, else the assignee; while a thread
+// sent to several agents is assigned to none, the creator for any of them
+// and all of them for anyone else.
+func otherParty(h *header, from string) (to string, recipients []string) {
+	switch {
+	case h.AssignedTo != "" && from == h.AssignedTo:
+		return h.CreatedBy, nil
+	case h.AssignedTo == "" && len(h.Recipients) > 0:
+		if slices.Contains(h.Recipients, from) {
+			return h.CreatedBy, nil
+		}
+		return strings.Join(h.Recipients, ","), h.Recipients
 	}
-	return h.AssignedTo
+	return h.AssignedTo, nil
 }
 
 func (s *Store) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, check func(h *header) error) (*inbox.Result, error) {
+	o := appendOpts{}
+	if check != nil {
+		o.check = func(t *tx) error { return check(t.h) }
+	}
+	return s.appendMessageOpts(cmd, tid, from, to, kind, c, o)
+}
+
+// appendOpts tune appendMessageOpts: check runs under the thread's lock
+// before anything is written; allowTerminal lets the message into a
+// thread that has ended (an acknowledgment changes no status).
+type appendOpts struct {
+	check         func(t *tx) error
+	allowTerminal bool
+}
+
+func (s *Store) appendMessageOpts(cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
+	var addr inbox.Address
+	var recipients []string
 	if to != "" {
-		if err := inbox.ValidateAgent("to", to); err != nil {
+		var err error
+		if addr, err = inbox.ParseAddress("to", to); err != nil {
 			return nil, err
 		}
+		if recipients, err = s.resolve(from, addr); err != nil {
+			return nil, err
+		}
+		to = addr.Given
 	}
 	now := s.now()
 	m, err := s.message(now, from, to, kind, c, "")
@@ -353,16 +485,19 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, 
 			res = r
 			return err
 		}
-		if check != nil {
-			if err := check(t.h); err != nil {
+		if o.check != nil {
+			if err := o.check(t); err != nil {
 				return err
 			}
 		}
-		if inbox.IsTerminal(t.h.Status) {
+		if inbox.IsTerminal(t.h.Status) && !o.allowTerminal {
 			return inbox.InvalidState("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.h.Status)
 		}
-		if m.ToAgent == "" {
-			m.ToAgent = otherParty(t.h, from)
+		switch {
+		case m.ToAgent == "":
+			m.ToAgent, m.Recipients = otherParty(t.h, from)
+		case !addr.Single():
+			m.Recipients = recipients
 		}
 		t.ev = inbox.Event{EventType: inbox.EventMessageAdded, Agent: from, Summary: m.Summary}
 		t.addMessage(m)
@@ -371,9 +506,9 @@ func (s *Store) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, 
 	})
 	if err == nil && !res.Replayed {
 		if to != "" {
-			res.Warnings = s.unknownRecipient(to)
+			res.Warnings = s.unknownRecipients(res.Message)
 		}
-		s.seen(from)
+		s.acted(from, res.Message)
 	}
 	return res, err
 }
@@ -383,8 +518,15 @@ func (s *Store) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Resul
 	if err := inbox.ValidateAgent("from", from); err != nil {
 		return nil, err
 	}
+	if kind == "" && c.Type != "" {
+		// A typed reply's kind follows its type where that is a reply's.
+		kind = inbox.KindForType(c.Type)
+		if !slices.Contains(inbox.ReplyKinds, kind) {
+			kind = inbox.KindProgress
+		}
+	}
 	if kind == "" {
-		return nil, inbox.Invalid("kind", "is required: one of %s", strings.Join(inbox.ReplyKinds, "|"))
+		return nil, inbox.Invalid("kind", "is required: one of %s (or give {type})", strings.Join(inbox.ReplyKinds, "|"))
 	}
 	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
 		return nil, err

@@ -64,7 +64,7 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 		if err != nil {
 			return nil, err
 		}
-		if h.Status != e.Status || h.AssignedTo != agent || h.Mail {
+		if h.Status != e.Status || !h.offeredTo(agent) || h.Mail {
 			continue // a stale marker
 		}
 		if h.Lease.Live(now) && h.Lease.AgentID != agent {

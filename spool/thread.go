@@ -516,14 +516,24 @@ func truncateSync(p string, size int64) {
 // it is in no agent's tree, so no fetch ever reads it.
 func entryOf(h *header) index.Entry {
 	e := index.Entry{ThreadID: h.ThreadID, Status: h.Status, AssignedTo: h.AssignedTo, Priority: h.Priority}
+	if h.AssignedTo == "" {
+		e.Offered = h.Recipients
+	}
 	if h.Mail {
-		e.AssignedTo = ""
+		e.AssignedTo, e.Offered = "", nil
 	}
 	return e
 }
 
+// offeredTo reports whether the thread is agent's to fetch: assigned to
+// it, or assigned to no one and offered to it among several recipients.
+func (h *header) offeredTo(agent string) bool {
+	return h.AssignedTo == agent || h.AssignedTo == "" && slices.Contains(h.Recipients, agent)
+}
+
 func indexChanged(a, b *header) bool {
-	return a.Status != b.Status || a.AssignedTo != b.AssignedTo || a.Priority != b.Priority
+	return a.Status != b.Status || a.AssignedTo != b.AssignedTo || a.Priority != b.Priority ||
+		!slices.Equal(a.Recipients, b.Recipients)
 }
 
 // snapshot is the copy of a header stored in its event: without the fields
@@ -555,6 +565,7 @@ func (t *tx) addMessage(m *draft) {
 	t.msg = m
 	t.ev.MessageID = m.MessageID
 	t.ev.Kind = m.Kind
+	t.ev.Type = m.Type
 }
 
 // staged is a file written to a temp name in tmp/, to be renamed to
@@ -759,13 +770,17 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 		if msgFileSt != nil && t.msg.ToAgent != "" && t.taskName == "" {
 			// (A task's prompt reaches it on stdin, not in its mailbox:
 			// its first receive returns real mail.)
-			// The recipient's mailbox: a link to the message, made before
+			// Each recipient's mailbox: a link to the message, made before
 			// the commit point; readers check it against the thread.
-			if _, err := s.deliver(&t.msg.Message, msgFileSt.tmp); err != nil {
+			made, err := s.deliver(&t.msg.Message, msgFileSt.tmp, nil)
+			undo = append(undo, func() {
+				for _, p := range made {
+					os.Remove(p)
+				}
+			})
+			if err != nil {
 				return err
 			}
-			m := t.msg
-			undo = append(undo, func() { os.Remove(filepath.Join(s.mailboxPath(m.ToAgent), markerName(&m.Message))) })
 		}
 		if first != nil && t.taskName != "" {
 			// A queued task's name: the link fails if the name is taken.

@@ -44,6 +44,14 @@ type logEvent struct {
 	Message *msgFile    `json:"message,omitempty"`
 	Idem    *idemRecord `json:"idem,omitempty"`
 	Task    string      `json:"task,omitempty"`
+	Team    *teamRecord `json:"team,omitempty"`
+}
+
+// teamRecord is teams/<name>.json: the team as its newest change (the
+// event EventID) left it.
+type teamRecord struct {
+	inbox.Team
+	EventID int64 `json:"event_id"`
 }
 
 // logHead is a log line read without the message it carries: what

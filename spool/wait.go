@@ -85,18 +85,32 @@ func (wt *waiter) wait(ctx context.Context) (bool, error) {
 // WaitReply blocks until thread tid has a message of one of kinds after the
 // cursor, and returns the first such message. It returns at once when one
 // already exists. On timeout the result has Woke false.
-func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, kinds []string, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
+func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, f inbox.ReplyFilter, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
+	kinds := f.Kinds
 	if len(kinds) == 0 {
 		kinds = inbox.DefaultWaitKinds
+		if len(f.Types) > 0 || f.RequestID != "" {
+			kinds = inbox.Kinds // the type or the request says what answers
+		}
 	}
 	if opt.Agent == "" {
 		opt.Agent = cur.Agent
 	}
 	for _, k := range kinds {
 		if err := inbox.ValidateKind("kinds", k, inbox.Kinds); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range f.Types {
+		if err := inbox.ValidateType("types", t); err != nil {
+			return nil, err
+		}
+	}
+	if f.RequestID != "" {
+		if err := inbox.ValidateLabel("request_id", f.RequestID); err != nil {
 			return nil, err
 		}
 	}
@@ -111,7 +125,9 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 	if cur.HasEvent && cur.AfterEvent < 0 {
 		return nil, inbox.Invalid("after_event", "must be 0 or more")
 	}
-	byCursor := cur.Agent != "" && cur.AfterMessage == "" && !cur.HasEvent
+	// A wait for a request's response with no cursor looks from the
+	// request on: a response that came before the wait is found at once.
+	byCursor := cur.Agent != "" && cur.AfterMessage == "" && !cur.HasEvent && f.RequestID == ""
 	if byCursor {
 		if err := inbox.ValidateAgent("agent", cur.Agent); err != nil {
 			return nil, err
@@ -145,8 +161,27 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 		if c != nil {
 			afterSeq = c.LastReadSeq
 		}
+	case f.RequestID != "":
+		afterSeq = 0
 	default:
 		afterSeq = h.MessageCount
+	}
+	// requestSeq is the request's own message: the first of the thread
+	// that carries its id, which the responses follow.
+	requestSeq := 0
+	if f.RequestID != "" {
+		for seq := 1; seq <= h.MessageCount && requestSeq == 0; seq++ {
+			if m, err := s.readMessage(tid, seq); err == nil && m.RequestID == f.RequestID {
+				requestSeq = seq
+			}
+		}
+		if requestSeq == 0 {
+			return nil, inbox.NotFound("no message of thread %s carries request id %q: send the request first (send or reply with --request-id)", tid, f.RequestID)
+		}
+	}
+	matches := func(m *inbox.Message) bool {
+		return slices.Contains(kinds, m.Kind) && (len(f.Types) == 0 || slices.Contains(f.Types, m.Type)) &&
+			(f.RequestID == "" || m.RequestID == f.RequestID && m.Seq > requestSeq)
 	}
 	// found answers the wait; by cursor, it also moves the agent's read
 	// cursor to the message it returns.
@@ -187,7 +222,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 			if afterSeq >= 0 && m.Seq <= afterSeq || afterSeq < 0 && m.EventID <= afterEvent {
 				break
 			}
-			if slices.Contains(kinds, m.Kind) {
+			if matches(m) {
 				found = m // keep walking back: the earliest match wins
 			}
 		}
@@ -331,9 +366,9 @@ func (s *Store) Watch(ctx context.Context, agent string, statuses []string, afte
 			return false
 		}
 		if ev.EventType == inbox.EventThreadCreated {
-			return st.AssignedTo == agent
+			return st.offeredTo(agent)
 		}
-		return st.AssignedTo == agent || st.CreatedBy == agent
+		return st.offeredTo(agent) || st.CreatedBy == agent
 	}
 	scanned := cursor // every event up to here has been looked at
 	var found *logEvent

@@ -49,7 +49,7 @@ func TestNoLostWakeup(t *testing.T) {
 					})
 				}
 				start := time.Now()
-				w, err := s.WaitReply(context.Background(), tid, inbox.ReplyCursor{}, nil, opt)
+				w, err := s.WaitReply(context.Background(), tid, inbox.ReplyCursor{}, inbox.ReplyFilter{}, opt)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -70,44 +70,44 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 	ctx := context.Background()
 	now := inbox.WaitOptions{}
 	// Nothing yet: timeout 0 checks once.
-	if w, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, nil, now); err != nil || w.Woke {
+	if w, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, inbox.ReplyFilter{}, now); err != nil || w.Woke {
 		t.Fatalf("empty thread: %+v %v", w, err)
 	}
 	p, _ := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"})
 	a, _ := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a1"})
 	c, _ := s.Reply("boss", "", tid, inbox.KindControl, inbox.Content{Summary: "c1"})
-	w, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, nil, now)
+	w, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, inbox.ReplyFilter{}, now)
 	if err != nil || !w.Woke || w.Message.MessageID != a.Message.MessageID || w.NextEventID != a.Message.EventID {
 		t.Fatalf("after event 0: %+v %v, want the answer", w, err)
 	}
-	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, nil, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, inbox.ReplyFilter{}, now)
 	if !w.Woke || w.Message.MessageID != c.Message.MessageID {
 		t.Fatalf("chained cursor: %+v, want the control message", w)
 	}
-	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, nil, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: w.NextEventID}, inbox.ReplyFilter{}, now)
 	if w.Woke || w.NextEventID != c.Message.EventID {
 		t.Fatalf("past the last message: %+v", w)
 	}
 	// A timeout moves the cursor past what it verified (the progress
 	// message does not match), so the next wait starts there.
 	p2, _ := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "more"})
-	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: c.Message.EventID}, nil, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: c.Message.EventID}, inbox.ReplyFilter{}, now)
 	if w.Woke || w.NextEventID != p2.Message.EventID {
 		t.Fatalf("timeout cursor %d, want %d", w.NextEventID, p2.Message.EventID)
 	}
-	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, []string{inbox.KindProgress}, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, inbox.ReplyFilter{Kinds: []string{inbox.KindProgress}}, now)
 	if !w.Woke || w.Message.MessageID != p.Message.MessageID {
 		t.Fatalf("kinds=progress: %+v", w)
 	}
-	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{AfterMessage: a.Message.MessageID}, nil, now)
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{AfterMessage: a.Message.MessageID}, inbox.ReplyFilter{}, now)
 	if !w.Woke || w.Message.MessageID != c.Message.MessageID {
 		t.Fatalf("after-message: %+v", w)
 	}
-	if _, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{AfterMessage: "msg_nope"}, nil, now); err == nil {
+	if _, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{AfterMessage: "msg_nope"}, inbox.ReplyFilter{}, now); err == nil {
 		t.Fatal("unknown --after-message accepted")
 	}
 	// No cursor: only what comes after the call starts counts.
-	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{}, nil, inbox.WaitOptions{Timeout: 50 * time.Millisecond})
+	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{}, inbox.ReplyFilter{}, inbox.WaitOptions{Timeout: 50 * time.Millisecond})
 	if w.Woke {
 		t.Fatalf("no cursor woke on an old message: %+v", w)
 	}

@@ -43,8 +43,22 @@ func running(s inbox.Bus, agent string) bool {
 	return false
 }
 
+// kindLabel is a message's kind, with its type when it has one.
+func kindLabel(m *inbox.Message) string {
+	if m.Type != "" {
+		return m.Kind + ", " + m.Type
+	}
+	return m.Kind
+}
+
 func mailLine(w io.Writer, m *inbox.Message) {
-	fmt.Fprintf(w, "%s → %s [%s] %s  (%s, %s)\n", m.FromAgent, m.ToAgent, m.Kind, m.Summary, m.ThreadID, shortTime(m.CreatedAt))
+	fmt.Fprintf(w, "%s → %s [%s] %s  (%s, %s)\n", m.FromAgent, m.ToAgent, kindLabel(m), m.Summary, m.ThreadID, shortTime(m.CreatedAt))
+	if m.RequestID != "" {
+		fmt.Fprintf(w, "  request %s\n", m.RequestID)
+	}
+	if m.AckID != "" && m.Type != inbox.TypeAcknowledgment {
+		fmt.Fprintf(w, "  asks for acknowledgment: inbox ack --message %s\n", m.MessageID)
+	}
 	if m.Body != "" && m.Body != m.Summary {
 		for _, l := range strings.Split(strings.TrimRight(m.Body, "\n"), "\n") {
 			fmt.Fprintf(w, "  │ %s\n", l)
@@ -141,20 +155,32 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		for i, it := range items {
 			msgs[i] = it.Message
 		}
-		res.set("agent", agent).set("messages", msgs)
+		owed, err := s.Unacknowledged(agent)
+		if err != nil {
+			return nil, err
+		}
+		res.set("agent", agent).set("messages", msgs).set("unacknowledged", owed)
 		res.human = func(w io.Writer) {
+			now := time.Now()
+			age := func(m *inbox.Message) string {
+				if t, err := time.Parse(time.RFC3339Nano, m.CreatedAt); err == nil {
+					return now.Sub(t).Round(time.Second).String()
+				}
+				return "?"
+			}
 			if len(msgs) == 0 {
 				fmt.Fprintf(w, "%s's mailbox is empty\n", agent)
-				return
+			} else {
+				fmt.Fprintln(w, "Messages:")
 			}
-			fmt.Fprintln(w, "Messages:")
-			now := time.Now()
 			for _, m := range msgs {
-				age := "?"
-				if t, err := time.Parse(time.RFC3339Nano, m.CreatedAt); err == nil {
-					age = now.Sub(t).Round(time.Second).String()
+				fmt.Fprintf(w, "  - from: %s (received %s ago) [%s] %s\n", m.FromAgent, age(m), kindLabel(m), oneLine(m.Summary, 60))
+			}
+			if len(owed) > 0 {
+				fmt.Fprintln(w, "Not yet acknowledged (inbox ack --message ID):")
+				for _, m := range owed {
+					fmt.Fprintf(w, "  - %s from %s (%s ago) [%s] %s\n", m.MessageID, m.FromAgent, age(m), kindLabel(m), oneLine(m.Summary, 60))
 				}
-				fmt.Fprintf(w, "  - from: %s (received %s ago) [%s] %s\n", m.FromAgent, age, m.Kind, oneLine(m.Summary, 60))
 			}
 		}
 	case r.all:

@@ -64,11 +64,18 @@ count. The output's next_event_id is the cursor for the next wait. On a
 thread that is already done, failed or cancelled it returns at once with the
 message that ended it. On timeout it exits 10 with "woke":false.
 
+Request/response (seed 002): --request-id R waits for the response to the
+request that carries R (send or reply --request-id R, or --request): any
+later message of the thread carrying R, of any kind, found at once if it
+came before the wait. --types task_status_response,… waits for typed
+messages of those types.
+
 wait-reply waits on one thread for messages; "inbox watch" waits on all of an
 agent's threads for new threads and status changes.`,
 	examples: []string{
 		"inbox wait-reply --agent backend-worker --thread thr_01... --timeout-seconds 1800 --json",
 		"inbox wait-reply --thread thr_01... --after-event 51 --kinds answer,control --json",
+		"inbox wait-reply --thread thr_01... --request-id req-98765 --timeout-seconds 300 --json",
 	},
 	new: func() runner { return &waitReplyCmd{} },
 }
@@ -76,7 +83,8 @@ agent's threads for new threads and status changes.`,
 type waitReplyCmd struct {
 	thread, afterMessage string
 	afterEvent           int64
-	kinds                []string
+	kinds, types         []string
+	requestID            string
 	timeout              float64
 }
 
@@ -85,7 +93,9 @@ func (r *waitReplyCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.thread, "thread", "", "thread to wait in (required)")
 	fs.StringVar(&r.afterMessage, "after-message", "", "wait for a message later than this message id")
 	fs.Int64Var(&r.afterEvent, "after-event", 0, "wait for a message whose event id is greater than this (from next_event_id)")
-	fs.StringSliceVar(&r.kinds, "kinds", nil, "message kinds that count, comma-separated (default answer,control,result)")
+	fs.StringSliceVar(&r.kinds, "kinds", nil, "message kinds that count, comma-separated (default answer,control,result; any with --types or --request-id)")
+	fs.StringSliceVar(&r.types, "types", nil, "message types that count, comma-separated (seed 002's task_status_response, …)")
+	fs.StringVar(&r.requestID, "request-id", "", "wait for the response to the request carrying this id")
 	fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
 }
 
@@ -108,7 +118,8 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	defer stop()
 	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
 		Agent: c.g.agent}
-	w, err := s.WaitReply(ctx, r.thread, cur, r.kinds, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	f := inbox.ReplyFilter{Kinds: r.kinds, Types: r.types, RequestID: r.requestID}
+	w, err := s.WaitReply(ctx, r.thread, cur, f, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
 	if err != nil {
 		return nil, err
 	}

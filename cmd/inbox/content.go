@@ -138,3 +138,49 @@ func (f *contentFlags) artifactInputs() ([]inbox.ArtifactInput, error) {
 	}
 	return out, nil
 }
+
+// typedFlags are seed 002's protocol flags of send and reply (SPEC §10).
+type typedFlags struct {
+	typ, contentJSON, requestID string
+	request, ackRequired        bool
+}
+
+func (f *typedFlags) register(fs *pflag.FlagSet, send bool) {
+	fs.StringVar(&f.typ, "type", "", "seed 002 message type: "+strings.Join(inbox.MessageTypes, "|")+", or any [a-z_]+")
+	fs.StringVar(&f.contentJSON, "content-json", "", "seed 002's content: a JSON object, stored as the message's payload (instead of --payload-json)")
+	if send {
+		fs.StringVar(&f.requestID, "request-id", "", "make the message a request with this id; wait for its response with wait-reply --request-id")
+		fs.BoolVar(&f.request, "request", false, "make the message a request with a generated id (printed as request_id)")
+	} else {
+		fs.StringVar(&f.requestID, "request-id", "", "answer the request that carries this id (its sender waits with wait-reply --request-id)")
+	}
+	fs.BoolVar(&f.ackRequired, "ack-required", false, "ask each recipient to acknowledge the message (inbox ack)")
+}
+
+// apply sets the typed fields of out.
+func (f *typedFlags) apply(c *call, out *inbox.Content) error {
+	if c.fs.Changed("content-json") {
+		if c.fs.Changed("payload-json") {
+			return usagef("content-json", "give --content-json or --payload-json, not both: both are the message's payload")
+		}
+		if v := strings.TrimSpace(f.contentJSON); !strings.HasPrefix(v, "{") {
+			return usagef("content-json", `--content-json must be a JSON object (seed 002's content), e.g. '{"text":"Hello"}'`)
+		}
+		out.PayloadJSON = f.contentJSON
+	}
+	if c.fs.Changed("type") && f.typ == "" {
+		return usagef("type", "--type is empty: leave it out, or give a type such as task_assignment")
+	}
+	out.Type, out.RequestID, out.Request, out.AckRequired = f.typ, f.requestID, f.request, f.ackRequired
+	return nil
+}
+
+// any reports whether a typed flag was given.
+func (f *typedFlags) any(c *call) bool {
+	for _, n := range []string{"type", "content-json", "request-id", "request", "ack-required"} {
+		if c.fs.Lookup(n) != nil && c.fs.Changed(n) {
+			return true
+		}
+	}
+	return false
+}

@@ -39,7 +39,7 @@ func exitCode(err error) int {
 	case errors.As(err, &ue), errors.Is(err, inbox.ErrInvalidInput), errors.Is(err, inbox.ErrInvalidState),
 		errors.Is(err, inbox.ErrIdempotencyMismatch):
 		return exitInvalid
-	case errors.Is(err, inbox.ErrLeaseConflict), errors.Is(err, inbox.ErrLeaseExpired),
+	case errors.Is(err, inbox.ErrLeaseConflict), errors.Is(err, inbox.ErrLeaseExpired), errors.Is(err, inbox.ErrConflict),
 		errors.Is(err, inbox.ErrStaleToken), errors.Is(err, inbox.ErrNotLeaseHolder):
 		return exitConflict
 	case errors.Is(err, inbox.ErrNotFound):

@@ -33,6 +33,8 @@ var commands = []*command{
 	runCommand,
 	queueCommand,
 	agentsCommand,
+	teamCommand,
+	ackCommand,
 	runnerCommand,
 	fsckCommand,
 	reindexCommand,

@@ -239,6 +239,14 @@ func leaseLine(l *inbox.Lease, now time.Time) string {
 	return fmt.Sprintf("expired: %s held it until %s (token %d)", l.AgentID, shortTime(l.ExpiresAt), l.LeaseToken)
 }
 
+// recipientsOf is who a message went to.
+func recipientsOf(m *inbox.Message) []string {
+	if len(m.Recipients) > 0 {
+		return m.Recipients
+	}
+	return []string{m.ToAgent}
+}
+
 // transcript renders a thread for people.
 func transcript(w io.Writer, v *inbox.ThreadView, now time.Time) {
 	t := v.Thread
@@ -259,7 +267,13 @@ func transcript(w io.Writer, v *inbox.ThreadView, now time.Time) {
 		if m.Damaged {
 			status += "; DAMAGED"
 		}
-		fmt.Fprintf(w, "#%d  %s  %s → %s  [%s%s]  %s\n", m.Seq, shortTime(m.CreatedAt), m.FromAgent, m.ToAgent, m.Kind, status, m.MessageID)
+		fmt.Fprintf(w, "#%d  %s  %s → %s  [%s%s]  %s\n", m.Seq, shortTime(m.CreatedAt), m.FromAgent, m.ToAgent, kindLabel(m), status, m.MessageID)
+		if m.RequestID != "" {
+			fmt.Fprintf(w, "    request %s\n", m.RequestID)
+		}
+		if m.AckID != "" && m.Type != inbox.TypeAcknowledgment {
+			fmt.Fprintf(w, "    asks %s for acknowledgment\n", strings.Join(recipientsOf(m), ", "))
+		}
 		fmt.Fprintf(w, "    %s\n", m.Summary)
 		if m.Body != "" && m.Body != m.Summary {
 			for _, line := range strings.Split(strings.TrimRight(m.Body, "\n"), "\n") {

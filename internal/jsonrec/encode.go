@@ -110,6 +110,8 @@ type field struct {
 	key, str string
 	num      int64
 	isNum    bool
+	strs     []string
+	isStrs   bool
 }
 
 // Str adds a string member.
@@ -120,14 +122,30 @@ func (p Fields) Num(k string, v int64) Fields {
 	return append(p, field{key: k, num: v, isNum: true})
 }
 
+// Strs adds an array of strings (empty for none).
+func (p Fields) Strs(k string, v []string) Fields {
+	return append(p, field{key: k, strs: v, isStrs: true})
+}
+
 // JSON renders the object.
 func (p Fields) JSON() json.RawMessage {
 	slices.SortFunc(p, func(a, b field) int { return strings.Compare(a.key, b.key) })
 	b := []byte{'{'}
 	for _, m := range p {
-		if m.isNum {
+		switch {
+		case m.isNum:
 			b = appendIntField(b, m.key, m.num)
-		} else {
+		case m.isStrs:
+			b = appendKey(b, m.key)
+			b = append(b, '[')
+			for i, s := range m.strs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = AppendString(b, s)
+			}
+			b = append(b, ']')
+		default:
 			b = appendStrField(b, m.key, m.str)
 		}
 	}
