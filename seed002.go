@@ -47,19 +47,19 @@ func ParseSeed002(line []byte) (*Seed002, error) {
 	line = bytes.TrimSpace(line)
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(line, &raw); err != nil {
-		return nil, Invalid("line", "is not a JSON object: %v", err)
+		return nil, Invalid("seed002", "is not one JSON object: %v", err)
 	}
 	l := &Seed002{}
 	str := func(name string, dst *string, required bool) error {
 		v, ok := raw[name]
 		if !ok || string(v) == "null" {
 			if required {
-				return Invalid("line", "has no %q member (seed 002 requires type, from, to, timestamp and content)", name)
+				return Invalid("seed002", "has no %q member (a seed-002 line has type, from, to, timestamp and content)", name)
 			}
 			return nil
 		}
 		if err := json.Unmarshal(v, dst); err != nil {
-			return Invalid("line", "member %q is not a string", name)
+			return Invalid("seed002", "member %q is not a string", name)
 		}
 		return nil
 	}
@@ -73,17 +73,17 @@ func ParseSeed002(line []byte) (*Seed002, error) {
 			return nil, err
 		}
 	}
-	if err := ValidateType("type", l.Type); err != nil {
+	if err := ValidateType("seed002", l.Type); err != nil {
 		return nil, err
 	}
 	l.Content = json.RawMessage("{}")
 	if c, ok := raw["content"]; ok && string(c) != "null" {
 		if !isObject(c) {
-			return nil, Invalid("content", "must be a JSON object (seed 002's content)")
+			return nil, Invalid("seed002", "member \"content\" must be a JSON object")
 		}
 		var b bytes.Buffer
 		if err := json.Compact(&b, c); err != nil {
-			return nil, Invalid("content", "is not valid JSON: %v", err)
+			return nil, Invalid("seed002", "member \"content\" is not valid JSON: %v", err)
 		}
 		l.Content = b.Bytes()
 	}
@@ -96,7 +96,7 @@ func ParseSeed002(line []byte) (*Seed002, error) {
 	if len(extra) > 0 {
 		b, err := json.Marshal(extra)
 		if err != nil {
-			return nil, Invalid("line", "%v", err)
+			return nil, Invalid("seed002", "%v", err)
 		}
 		l.Extra = b
 	}

@@ -182,9 +182,15 @@ func (s *Store) replay(after int64) error {
 	msgs := map[string]map[int]*loggedMessage{} // thread → seq → the event that added it (after the watermark)
 	type cursorKey struct{ tid, agent string }
 	cursors := map[cursorKey]*inbox.Cursor{}
+	teams := map[string]*teamRecord{} // each team's newest logged state
 	var last int64
 	err := s.log.scanFull(Pos{}, func(ev *logEvent, end Pos) bool {
 		last = max(last, ev.EventID)
+		if ev.Team != nil {
+			r := *ev.Team
+			r.EventID = ev.EventID
+			teams[r.Name] = &r
+		}
 		if ev.State != nil {
 			st := ev.State.clone()
 			st.LastEventID, st.LogPos = ev.EventID, end
@@ -245,6 +251,9 @@ func (s *Store) replay(after int64) error {
 				return err
 			}
 		}
+	}
+	if err := s.restoreTeams(teams, after, last); err != nil {
+		return err
 	}
 	if _, err := s.rebuildIndex(); err != nil {
 		return err

@@ -184,8 +184,13 @@ func (s *Store) fsck(repair bool) (*inbox.FsckReport, error) {
 			f.Repaired = os.Remove(p) == nil
 		}
 	}
-	// 6. Mailbox entries and task names that no committed message backs.
+	// 6. Mailbox entries and task names that no committed message backs;
+	// acknowledgments owed; teams against the log.
 	s.fsckLinks(add, repair)
+	s.fsckAcks(headers, byEvent, add, repair)
+	if err := s.fsckTeams(add, repair); err != nil {
+		return nil, err
+	}
 	// 7. Blobs against the messages that name them.
 	if err := s.fsckBlobs(events.blobs, add, repair); err != nil {
 		return nil, err

@@ -111,6 +111,7 @@ type receiveCmd struct {
 	timeout float64
 	all     bool // check: every ready message, without blocking
 	peek    bool // mailbox: look, do not collect
+	seed002 bool
 }
 
 func (r *receiveCmd) flags(fs *pflag.FlagSet, c *call) {
@@ -124,6 +125,7 @@ func (r *receiveCmd) flags(fs *pflag.FlagSet, c *call) {
 	if !r.all && !r.peek {
 		fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
 	}
+	seed002Flag(fs, &r.seed002)
 }
 
 func (r *receiveCmd) run(c *call) (*result, error) {
@@ -233,6 +235,9 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 			}
 			mailLine(w, m)
 		}
+	}
+	if r.seed002 {
+		return asSeed002(c, res)
 	}
 	return res, nil
 }

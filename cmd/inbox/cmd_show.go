@@ -14,7 +14,8 @@ var showCommand = &command{
 lease and every message in order, with artifacts. fetch and list only show
 headers; show is where you read the conversation. --mark-read moves
 --agent's read cursor to the latest message shown, which is what
-"fetch --unread" compares against.`,
+"fetch --unread" compares against. --seed002 prints each message as a
+seed-002 line instead ({"type","from","to","timestamp","content",…}).`,
 	examples: []string{
 		"inbox show --thread thr_01...",
 		"inbox show --thread thr_01... --mark-read --agent backend-worker --json",
@@ -25,12 +26,14 @@ headers; show is where you read the conversation. --mark-read moves
 type showCmd struct {
 	thread   string
 	markRead bool
+	seed002  bool
 }
 
 func (r *showCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.thread, "thread", "", "thread id (required)")
 	fs.BoolVar(&r.markRead, "mark-read", false, "advance --agent's read cursor to the latest message")
 	c.agentFlag("whose read cursor --mark-read advances (env INBOX_AGENT)")
+	seed002Flag(fs, &r.seed002)
 }
 
 func (r *showCmd) run(c *call) (*result, error) {
@@ -79,6 +82,9 @@ func (r *showCmd) run(c *call) (*result, error) {
 		if r.markRead {
 			fmt.Fprintf(w, "\nmarked read for %s up to #%d\n", agent, v.Thread.MessageCount)
 		}
+	}
+	if r.seed002 {
+		return asSeed002(c, res)
 	}
 	return res, nil
 }

@@ -184,3 +184,27 @@ func (f *typedFlags) any(c *call) bool {
 	}
 	return false
 }
+
+func seed002Flag(fs *pflag.FlagSet, v *bool) {
+	fs.BoolVar(v, "seed002", false, `print each message as a seed-002 JSON line ({"type","from","to","timestamp","content",...})`)
+}
+
+// asSeed002 makes res print its messages ("messages", or "message") as
+// seed-002 lines, one per line.
+func asSeed002(c *call, res *result) (*result, error) {
+	if c.g.json {
+		return nil, usagef("seed002", "give --seed002 or --json, not both")
+	}
+	var msgs []*inbox.Message
+	if v, ok := res.get("messages").([]*inbox.Message); ok {
+		msgs = v
+	} else if m, ok := res.get("message").(*inbox.Message); ok && m != nil {
+		msgs = []*inbox.Message{m}
+	}
+	res.human = func(w io.Writer) {
+		for _, m := range msgs {
+			w.Write(append(inbox.Seed002Of(m).Line(), '\n'))
+		}
+	}
+	return res, nil
+}

@@ -173,6 +173,8 @@ func (r *result) set(k string, v any) *result {
 	return r
 }
 
+func (r *result) get(k string) any { return r.body.vals[k] }
+
 // warn reports warnings: on stderr for people, and as "warnings" in the
 // JSON result.
 func (r *result) warn(c *call, ws []string) {
