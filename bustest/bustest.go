@@ -4,7 +4,8 @@
 // the interface alone the semantics SPEC §4–§8 promise — atomic claims
 // and fencing tokens, lease expiry, idempotent retries, read cursors,
 // collect-once mailboxes, wake-ups and timeouts of the blocking calls,
-// event order, and tasks.
+// event order, tasks, and seed 002's protocol (teams, delivery to several recipients,
+// acknowledgments, request/response).
 //
 // A second backend proves itself by passing it unchanged.
 package bustest
@@ -46,6 +47,11 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"Errors", testErrors},
 		{"AgentsAndPresence", testAgents},
 		{"Fsck", testFsck},
+		{"Teams", testTeams},
+		{"MultiRecipientDelivery", testMultiRecipient},
+		{"OfferedThreadOneWinner", testOfferedClaim},
+		{"Acknowledgments", testAcks},
+		{"RequestResponse", testRequestResponse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -676,4 +682,197 @@ func testFsck(t *testing.T, b inbox.Bus) {
 	if st.Threads != 2 {
 		t.Errorf("stats: %d threads, want 2", st.Threads)
 	}
+}
+
+func testTeams(t *testing.T, b inbox.Bus) {
+	tm := ok(b.CreateTeam("lead", "devs", []string{"a", "b", "a"}))(t)
+	if !slices.Equal(tm.Members, []string{"a", "b"}) || tm.Name != "devs" || tm.CreatedBy != "lead" {
+		t.Fatalf("created %+v", tm)
+	}
+	_, err := b.CreateTeam("lead", "devs", []string{"c"})
+	wantErr(t, "create an existing team", err, inbox.ErrConflict)
+	tm = ok(b.AddMembers("lead", "devs", []string{"b", "c"}))(t)
+	if !slices.Equal(tm.Members, []string{"a", "b", "c"}) {
+		t.Errorf("after add: %v", tm.Members)
+	}
+	tm = ok(b.RemoveMembers("lead", "devs", []string{"a"}))(t)
+	if !slices.Equal(tm.Members, []string{"b", "c"}) {
+		t.Errorf("after remove: %v", tm.Members)
+	}
+	_, err = b.RemoveMembers("lead", "devs", []string{"a"})
+	wantErr(t, "remove a non-member", err, inbox.ErrNotFound)
+	_, err = b.Team("nope")
+	wantErr(t, "an unknown team", err, inbox.ErrNotFound)
+	_, err = b.AddMembers("lead", "nope", []string{"x"})
+	wantErr(t, "add to an unknown team", err, inbox.ErrNotFound)
+	_, err = b.CreateTeam("lead", "bad/name", nil)
+	wantErr(t, "a bad team name", err, inbox.ErrInvalidInput)
+	teams := ok(b.Teams())(t)
+	if len(teams) != 1 || teams[0].Name != "devs" {
+		t.Errorf("teams: %+v", teams)
+	}
+	// Each change is an event.
+	var types []string
+	ok(0, b.Events(0, func(ev *inbox.Event) bool { types = append(types, ev.EventType); return true }))(t)
+	want := []string{inbox.EventTeamCreated, inbox.EventTeamMembersAdded, inbox.EventTeamMembersRemoved}
+	if !slices.Equal(types, want) {
+		t.Errorf("events %v, want %v", types, want)
+	}
+	// Addressing a team with no member but the sender, or none at all.
+	ok(b.CreateTeam("lead", "solo", []string{"lead"}))(t)
+	_, err = b.Send(inbox.SendInput{From: "lead", To: "@solo", Subject: "x"})
+	wantErr(t, "send to a team of the sender alone", err, inbox.ErrInvalidInput)
+	_, err = b.Send(inbox.SendInput{From: "lead", To: "@nope", Subject: "x"})
+	wantErr(t, "send to an unknown team", err, inbox.ErrNotFound)
+}
+
+func testMultiRecipient(t *testing.T, b inbox.Bus) {
+	ok(b.CreateTeam("lead", "devs", []string{"lead", "a", "b", "c"}))(t)
+	r := ok(b.Send(inbox.SendInput{From: "lead", To: "@devs", Kind: inbox.KindProgress, Content: inbox.Content{Body: "standup", Type: inbox.TypeTeamBroadcast}}))(t)
+	if r.Message.ToAgent != "@devs" || !slices.Equal(r.Message.Recipients, []string{"a", "b", "c"}) || r.Message.Type != inbox.TypeTeamBroadcast {
+		t.Fatalf("message %+v", r.Message)
+	}
+	r2 := ok(b.Send(inbox.SendInput{From: "lead", To: "a,c,a", Kind: inbox.KindProgress, Content: inbox.Content{Body: "pair"}}))(t)
+	if r2.Message.ToAgent != "a,c,a" || !slices.Equal(r2.Message.Recipients, []string{"a", "c"}) {
+		t.Fatalf("message %+v", r2.Message)
+	}
+	for agent, want := range map[string][]string{"a": {r.Message.MessageID, r2.Message.MessageID}, "b": {r.Message.MessageID},
+		"c": {r.Message.MessageID, r2.Message.MessageID}, "lead": nil} {
+		var got []string
+		for _, m := range ok(b.Collect(agent, "", false, 0))(t) {
+			got = append(got, m.MessageID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s collected %v, want %v", agent, got, want)
+		}
+		if again := ok(b.Collect(agent, "", false, 0))(t); len(again) != 0 {
+			t.Errorf("%s collected again: %d", agent, len(again))
+		}
+	}
+	// Stored once: the thread has one message.
+	v := ok(b.Show(r.Message.ThreadID))(t)
+	if len(v.Messages) != 1 {
+		t.Errorf("the broadcast's thread holds %d messages", len(v.Messages))
+	}
+}
+
+func testOfferedClaim(t *testing.T, b inbox.Bus) {
+	ok(b.CreateTeam("lead", "devs", []string{"a", "b", "c", "d"}))(t)
+	r := ok(b.Send(inbox.SendInput{From: "lead", To: "@devs", Subject: "work for one"}))(t)
+	tid := r.Thread.ThreadID
+	if r.Thread.AssignedTo != "" || len(r.Thread.Recipients) != 4 {
+		t.Fatalf("thread %+v", r.Thread)
+	}
+	for _, a := range []string{"a", "b", "c", "d"} {
+		th := ok(b.Fetch(a, nil, 10, false))(t)
+		if len(th) != 1 || th[0].ThreadID != tid {
+			t.Fatalf("fetch of %s: %+v", a, th)
+		}
+	}
+	var wins, conflicts int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, a := range []string{"a", "b", "c", "d"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := b.Claim(a, tid, 60)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, inbox.ErrLeaseConflict):
+				conflicts++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || conflicts != 3 {
+		t.Fatalf("%d winners, %d conflicts", wins, conflicts)
+	}
+	th := ok(b.Thread(tid))(t)
+	for _, a := range []string{"a", "b", "c", "d"} {
+		n := len(ok(b.Fetch(a, nil, 10, false))(t))
+		if n != 0 {
+			t.Errorf("after %s claimed it, %s's fetch still lists it", th.AssignedTo, a)
+		}
+	}
+}
+
+func testAcks(t *testing.T, b inbox.Bus) {
+	r := ok(b.Send(inbox.SendInput{From: "lead", To: "a,b", Subject: "ack this", Content: inbox.Content{AckRequired: true}}))(t)
+	m := r.Message
+	if m.AckID == "" {
+		t.Fatal("no ack_id on a message that asks for acknowledgment")
+	}
+	for _, a := range []string{"a", "b"} {
+		owed := ok(b.Unacknowledged(a))(t)
+		if len(owed) != 1 || owed[0].MessageID != m.MessageID {
+			t.Errorf("%s owes %+v", a, owed)
+		}
+	}
+	ack := ok(b.Ack("a", m.MessageID, "", inbox.Content{}))(t)
+	if ack.Message.Type != inbox.TypeAcknowledgment || ack.Message.ToAgent != "lead" || ack.Message.ThreadID != m.ThreadID {
+		t.Errorf("acknowledgment %+v", ack.Message)
+	}
+	if owed := ok(b.Unacknowledged("a"))(t); len(owed) != 0 {
+		t.Errorf("a still owes %d", len(owed))
+	}
+	if owed := ok(b.Unacknowledged("b"))(t); len(owed) != 1 {
+		t.Errorf("b owes %d, want 1", len(owed))
+	}
+	again := ok(b.Ack("a", m.MessageID, m.ThreadID, inbox.Content{}))(t)
+	if !again.Replayed || again.Message.MessageID != ack.Message.MessageID {
+		t.Errorf("second acknowledgment: %+v", again)
+	}
+	_, err := b.Ack("c", m.MessageID, m.ThreadID, inbox.Content{})
+	wantErr(t, "acknowledgment by a non-recipient", err, inbox.ErrInvalidState)
+	_, err = b.Ack("a", "msg_nope", "", inbox.Content{})
+	wantErr(t, "acknowledgment of an unknown message", err, inbox.ErrNotFound)
+}
+
+func testRequestResponse(t *testing.T, b inbox.Bus) {
+	r := ok(b.Send(inbox.SendInput{From: "lead", To: "w", Subject: "status?", Content: inbox.Content{Type: inbox.TypeTaskStatusRequest, RequestID: "req-1"}}))(t)
+	tid := r.Thread.ThreadID
+	if r.Message.RequestID != "req-1" {
+		t.Fatalf("request %+v", r.Message)
+	}
+	gen := ok(b.Send(inbox.SendInput{From: "lead", To: "w", Subject: "again?", Content: inbox.Content{Request: true}}))(t)
+	if gen.Message.RequestID == "" {
+		t.Error("Request gave no request id")
+	}
+	got := make(chan *inbox.WaitResult, 1)
+	go func() {
+		w, err := b.WaitReply(context.Background(), tid, inbox.ReplyCursor{}, inbox.ReplyFilter{RequestID: "req-1"}, inbox.WaitOptions{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	time.Sleep(50 * time.Millisecond)
+	// An answer that is not the response does not wake it.
+	ok(b.Reply("w", "", tid, inbox.KindAnswer, inbox.Content{Summary: "unrelated"}))(t)
+	resp := ok(b.Reply("w", "", tid, "", inbox.Content{Type: inbox.TypeTaskStatusResponse, RequestID: "req-1", PayloadJSON: `{"progress":60}`}))(t)
+	select {
+	case w := <-got:
+		if w == nil || !w.Woke || w.Message.MessageID != resp.Message.MessageID {
+			t.Fatalf("wait for the response: %+v", w)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the response did not wake the wait")
+	}
+	// Found at once when it came first; --types alone.
+	w := ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{}, inbox.ReplyFilter{RequestID: "req-1"}, inbox.WaitOptions{}))(t)
+	if !w.Woke || w.Message.MessageID != resp.Message.MessageID {
+		t.Errorf("the response that came first: %+v", w)
+	}
+	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{HasEvent: true}, inbox.ReplyFilter{Types: []string{inbox.TypeTaskStatusResponse}}, inbox.WaitOptions{}))(t)
+	if !w.Woke || w.Message.MessageID != resp.Message.MessageID {
+		t.Errorf("wait by type: %+v", w)
+	}
+	_, err := b.WaitReply(context.Background(), tid, inbox.ReplyCursor{}, inbox.ReplyFilter{RequestID: "req-none"}, inbox.WaitOptions{})
+	wantErr(t, "an unknown request id", err, inbox.ErrNotFound)
 }
