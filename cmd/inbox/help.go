@@ -65,6 +65,11 @@ lease, renew it for long work, and never sleep-poll: wait-reply wakes you.
 As a leader: send work, list and show threads, reply to blocked workers,
 cancel what is no longer needed.
 
+In a team (seed 002's protocol): "inbox team create NAME MEMBER..." then
+--to @NAME reaches every member once; --type/--content-json type a message,
+--ack-required asks for "inbox ack", --request-id pairs a request with the
+response "wait-reply --request-id" waits for.
+
 Commands:
 `)
 	for _, c := range commands {
