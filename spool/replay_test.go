@@ -201,3 +201,115 @@ func TestFormat1IsConverted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReplayRestoresTeamsAndAcks: teams, a broadcast's mailbox entries
+// and owed acknowledgments written after the watermark come back from
+// the log after a crash of the machine; an acknowledgment given stays
+// given; a team file the log never recorded goes.
+func TestReplayRestoresTeamsAndAcks(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "store")
+	if _, err := Init(db, false); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, db)
+	if _, err := s.CreateTeam("lead", "old", []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	w := s.mark.EventID
+	s.AddMembers("lead", "old", []string{"b"})
+	s.CreateTeam("lead", "devs", []string{"a", "b", "c"})
+	r, err := s.Send(inbox.SendInput{From: "lead", To: "@devs", Subject: "ack me", Content: inbox.Content{AckRequired: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ack("a", r.Message.MessageID, "", inbox.Content{}); err != nil {
+		t.Fatal(err)
+	}
+	wantTeams, _ := s.Teams()
+
+	// The crash: teams/, mailboxes and acks/ written since the watermark
+	// are gone; a team file appears that the log never recorded.
+	os.RemoveAll(filepath.Join(db, teamsDir))
+	os.RemoveAll(filepath.Join(db, mailboxDir))
+	os.RemoveAll(filepath.Join(db, acksDir))
+	os.RemoveAll(filepath.Join(db, threadsDir, r.Thread.ThreadID))
+	ghost := &teamRecord{Team: inbox.Team{Name: "ghost", Members: []string{"x"}}, EventID: 1 << 40}
+	os.MkdirAll(filepath.Join(db, teamsDir), 0o700)
+	os.WriteFile(filepath.Join(db, teamsDir, "ghost.json"), encodeLine(ghost.appendJSON(nil)), 0o600)
+	crashMachine(t, db, w)
+
+	s = openTest(t, db)
+	gotTeams, err := s.Teams()
+	if err != nil || !reflect.DeepEqual(gotTeams, wantTeams) {
+		t.Errorf("teams after replay:\n got %+v %v\nwant %+v", gotTeams, err, wantTeams)
+	}
+	for _, agent := range []string{"a", "b", "c"} {
+		mail, err := s.Mailbox(agent, "")
+		if err != nil || len(mail) != 1 || mail[0].Message.MessageID != r.Message.MessageID {
+			t.Errorf("%s's mailbox after replay: %+v %v", agent, mail, err)
+		}
+	}
+	for agent, want := range map[string]int{"a": 0, "b": 1, "c": 1} {
+		if owed, err := s.Unacknowledged(agent); err != nil || len(owed) != want {
+			t.Errorf("%s owes %d after replay (%v), want %d", agent, len(owed), err, want)
+		}
+	}
+	if rep, err := s.Fsck(false); err != nil || !rep.Clean() {
+		t.Errorf("fsck after replay: %+v %v", rep, err)
+	}
+}
+
+// TestFsckTeamsAndAcks: fsck finds a team file behind the log and an
+// acknowledgment entry that is stale or missing, and repairs them.
+func TestFsckTeamsAndAcks(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "store")
+	if _, err := Init(db, false); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, db)
+	s.CreateTeam("lead", "devs", []string{"a", "b"})
+	before, _ := s.Team("devs")
+	s.AddMembers("lead", "devs", []string{"c"})
+	after, _ := s.Team("devs")
+	r, _ := s.Send(inbox.SendInput{From: "lead", To: "@devs", Subject: "ack me", Content: inbox.Content{AckRequired: true}})
+	s.Ack("a", r.Message.MessageID, "", inbox.Content{})
+	// A team file rolled back, a settled acknowledgment's entry back, and
+	// an owed one's entry gone.
+	stale := &teamRecord{Team: *before, EventID: 1}
+	os.WriteFile(filepath.Join(db, teamsDir, "devs.json"), encodeLine(stale.appendJSON(nil)), 0o600)
+	name := markerName(r.Message)
+	os.MkdirAll(filepath.Join(db, acksDir, "a"), 0o700)
+	os.Link(filepath.Join(db, threadsDir, r.Thread.ThreadID, msgName(1)), filepath.Join(db, acksDir, "a", name))
+	os.Remove(filepath.Join(db, acksDir, "b", name))
+
+	rep, err := s.Fsck(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checks []string
+	for _, f := range rep.Findings {
+		checks = append(checks, f.Check)
+	}
+	for _, want := range []string{"stale_team", "stale_ack_entry", "missing_ack_entry"} {
+		if !strings.Contains(strings.Join(checks, " "), want) {
+			t.Errorf("fsck found %v, not %s", checks, want)
+		}
+	}
+	if rep, err = s.Fsck(true); err != nil || !rep.Clean() {
+		t.Fatalf("repair: %+v %v", rep, err)
+	}
+	if rep, err = s.Fsck(false); err != nil || len(rep.Findings) != 0 {
+		t.Errorf("after repair: %+v %v", rep, err)
+	}
+	if got, _ := s.Team("devs"); !reflect.DeepEqual(got, after) {
+		t.Errorf("team after repair %+v, want %+v", got, after)
+	}
+	for agent, want := range map[string]int{"a": 0, "b": 1, "c": 1} {
+		if owed, _ := s.Unacknowledged(agent); len(owed) != want {
+			t.Errorf("%s owes %d after repair, want %d", agent, len(owed), want)
+		}
+	}
+}
