@@ -69,6 +69,11 @@ func (s *Store) ExpireLease(tid string) (bool, error) {
 		from := t.h.Status
 		if from != inbox.StatusBlocked {
 			t.h.Status = inbox.StatusPending
+			if len(t.h.Recipients) > 0 {
+				// A thread sent to several agents is offered to all of
+				// them again.
+				t.h.AssignedTo = ""
+			}
 		}
 		payload := jsonrec.Fields{}.Str("agent_id", l.AgentID).Num("lease_token", l.LeaseToken).
 			Str("expired_at", l.ExpiresAt).Str("from", from).Str("to", t.h.Status).JSON()

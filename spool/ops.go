@@ -762,6 +762,10 @@ func (s *Store) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error
 			return inbox.InvalidState("thread %s is already %s; it cannot be cancelled", tid, t.h.Status)
 		}
 		m.ToAgent = t.h.AssignedTo
+		if m.ToAgent == "" && len(t.h.Recipients) > 0 {
+			// Offered to several and claimed by none: all of them hear.
+			m.ToAgent, m.Recipients = strings.Join(t.h.Recipients, ","), t.h.Recipients
+		}
 		res = t.transition(agent, inbox.StatusCancelled, inbox.EventThreadCancelled, m, nil)
 		return nil
 	})
