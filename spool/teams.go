@@ -54,19 +54,22 @@ func (s *Store) Team(name string) (*inbox.Team, error) {
 		return nil, err
 	}
 	if r == nil {
-		return nil, s.noTeam(name)
+		return nil, s.noTeam("team", name)
 	}
 	return &r.Team, nil
 }
 
-func (s *Store) noTeam(name string) error {
+func (s *Store) noTeam(field, name string) error {
 	msg := "team " + name + " does not exist"
+	if field == "to" {
+		msg = "@" + name + " names no team"
+	}
 	if names, _ := s.teamNames(); len(names) > 0 {
 		msg += " (teams: " + strings.Join(names, ", ") + ")"
 	} else {
 		msg += " (create it with inbox team create)"
 	}
-	return inbox.Errorf(inbox.ErrNotFound, "team_not_found", "team", "%s", msg)
+	return inbox.Errorf(inbox.ErrNotFound, "team_not_found", field, "%s", msg)
 }
 
 func (s *Store) teamNames() ([]string, error) {
@@ -209,7 +212,7 @@ func (s *Store) changeTeam(by, name string, members []string, exist bool, evType
 		return nil, err
 	}
 	if exist && cur == nil {
-		return nil, s.noTeam(name)
+		return nil, s.noTeam("team", name)
 	}
 	r := &teamRecord{}
 	if cur != nil {
@@ -316,7 +319,7 @@ func (s *Store) resolve(from string, a inbox.Address) ([]string, error) {
 			return nil, err
 		}
 		if r == nil {
-			return nil, s.noTeam(name)
+			return nil, s.noTeam("to", name)
 		}
 		n := 0
 		for _, m := range r.Members {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -56,10 +57,15 @@ func (r *agentsCmd) run(c *call) (*result, error) {
 			if a.LastActivity != nil {
 				last = ago(*a.LastActivity)
 			}
+			teams := strings.Join(a.Teams, ",")
+			if teams == "" {
+				teams = "-"
+			}
 			rows = append(rows, []string{a.Agent, a.State, ago(a.LastSeen), last,
-				fmt.Sprint(len(a.LiveLeases)), fmt.Sprint(a.Assigned), fmt.Sprint(a.MailboxDepth)})
+				fmt.Sprint(len(a.LiveLeases)), fmt.Sprint(a.Assigned), fmt.Sprint(a.MailboxDepth),
+				fmt.Sprint(len(a.Unacknowledged)), teams})
 		}
-		table(w, []string{"AGENT", "STATE", "LAST SEEN", "LAST ACTIVITY", "LIVE LEASES", "OPEN THREADS", "MAILBOX"}, rows)
+		table(w, []string{"AGENT", "STATE", "LAST SEEN", "LAST ACTIVITY", "LIVE LEASES", "OPEN THREADS", "MAILBOX", "UNACKED", "TEAMS"}, rows)
 	}
 	return res, nil
 }
