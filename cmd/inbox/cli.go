@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,10 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// ctx and bus are set for the calls the MCP server makes: ctx ends
+	// with the request, and bus is the store the server holds open.
+	ctx context.Context
+	bus inbox.Bus
 }
 
 // globals are the flags every command accepts, before or after its name.
@@ -303,6 +308,9 @@ func absDB(db string) (string, error) {
 
 // open opens the store named by the globals.
 func (c *call) open() (inbox.Bus, error) {
+	if c.env.bus != nil {
+		return c.env.bus, nil
+	}
 	return spool.Open(c.g.db, spool.Options{})
 }
 

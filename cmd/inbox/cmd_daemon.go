@@ -53,7 +53,7 @@ func (r *daemonCmd) run(c *call) (*result, error) {
 	}
 	// Signals first: a SIGINT that arrives while the daemon starts stops
 	// it cleanly instead of killing it.
-	ctx, stop := blockingContext()
+	ctx, stop := c.blockingContext()
 	defer stop()
 	s, err := c.open()
 	if err != nil {

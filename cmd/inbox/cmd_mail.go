@@ -212,7 +212,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 				return nil, err
 			}
 		}
-		ctx, stop := blockingContext()
+		ctx, stop := c.blockingContext()
 		defer stop()
 		opt := inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
 		if running(s, agent) {

@@ -236,7 +236,7 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := blockingContext()
+	ctx, stop := c.blockingContext()
 	defer stop()
 	log := slog.New(slog.NewTextHandler(c.env.stderr, nil)).With("runner", os.Getpid())
 	return nil, queue.Run(ctx, queue.Config{Store: s, DB: c.g.db, Exec: r.exec, Concurrency: r.concurrency,

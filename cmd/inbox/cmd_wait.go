@@ -21,8 +21,12 @@ import (
 // not given.
 const defaultWaitSeconds = 600
 
-// blockingContext is cancelled by SIGINT or SIGTERM.
-func blockingContext() (context.Context, context.CancelFunc) {
+// blockingContext is cancelled by SIGINT or SIGTERM, or, for a call the
+// MCP server makes, when its request is cancelled.
+func (c *call) blockingContext() (context.Context, context.CancelFunc) {
+	if c.env.ctx != nil {
+		return context.WithCancel(c.env.ctx)
+	}
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
@@ -114,7 +118,7 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := blockingContext()
+	ctx, stop := c.blockingContext()
 	defer stop()
 	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
 		Agent: c.g.agent}
@@ -194,7 +198,7 @@ func (r *watchCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := blockingContext()
+	ctx, stop := c.blockingContext()
 	defer stop()
 	var after *int64
 	if c.fs.Changed("after-event") {
@@ -293,7 +297,7 @@ func (r *eventsCmd) run(c *call) (*result, error) {
 
 // stream prints events as they come: one JSON object per line with --json.
 func (r *eventsCmd) stream(c *call, s inbox.Bus) error {
-	ctx, stop := blockingContext()
+	ctx, stop := c.blockingContext()
 	defer stop()
 	n := 0
 	opt := inbox.WaitOptions{ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}

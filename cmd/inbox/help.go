@@ -35,6 +35,7 @@ var commands = []*command{
 	agentsCommand,
 	teamCommand,
 	ackCommand,
+	mcpCommand,
 	runnerCommand,
 	fsckCommand,
 	reindexCommand,
