@@ -185,10 +185,14 @@ func (r *runCmd) run(c *call) (*result, error) {
 	return res, nil
 }
 
+// selfExecutable is the inbox binary a runner is started from (tests that
+// run commands in-process point it at the installed binary).
+var selfExecutable = os.Executable
+
 // startRunner starts a detached runner (a new session, no terminal, its
 // own process group) that outlives this command and the calling shell.
 func startRunner(s inbox.Bus, db string, n, timeout int, command string, names []string) (int, error) {
-	self, err := os.Executable()
+	self, err := selfExecutable()
 	if err != nil {
 		return 0, fmt.Errorf("cannot find the inbox binary to start a runner: %w", err)
 	}

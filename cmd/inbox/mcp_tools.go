@@ -210,6 +210,15 @@ const (
 	maxMaxWait     = 50.0
 )
 
+// maxWait is how long a blocking call waits: max_wait_seconds, by
+// default 45, at most 50 (no client times out), at least 0.
+func maxWait(given *float64) float64 {
+	if given == nil {
+		return defaultMaxWait
+	}
+	return min(max(*given, 0), maxMaxWait)
+}
+
 // toArgs turns an input struct into command-line arguments.
 func toArgs(in any) []string {
 	var flags, pos []string
@@ -284,14 +293,11 @@ func addTool[In any](m *mcpServer, s *mcp.Server, spec toolSpec) {
 		func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 			args := append(append([]string{}, spec.cmd[1:]...), toArgs(in)...)
 			if spec.blocking {
-				wait := defaultMaxWait
+				var given *float64
 				if w := reflect.ValueOf(in).FieldByName("MaxWaitSeconds"); w.IsValid() && !w.IsNil() {
-					wait = w.Elem().Float()
+					given = w.Interface().(*float64)
 				}
-				if wait < 0 {
-					wait = 0
-				}
-				wait = min(wait, maxMaxWait)
+				wait := maxWait(given)
 				args = append([]string{"--timeout-seconds=" + strconv.FormatFloat(wait, 'f', -1, 64)}, args...)
 				stop := m.progress(ctx, req, spec.name, wait)
 				defer stop()
@@ -391,13 +397,13 @@ func (m *mcpServer) tools(s *mcp.Server) {
 	addTool[teamIn](m, s, toolSpec{name: "team_create", cmd: []string{"team", "create"},
 		desc: "Create a team (a named set of agents). Send to every member but yourself with to: \"@team\"."})
 	addTool[teamIn](m, s, toolSpec{name: "team_add", cmd: []string{"team", "add"},
-		desc: "Add members to a team."})
+		desc: "Add members (agent names) to an existing team; members already in it stay as they are."})
 	addTool[teamIn](m, s, toolSpec{name: "team_remove", cmd: []string{"team", "remove"},
-		desc: "Remove members from a team."})
+		desc: "Remove members from a team; each must be a member (else not_a_member)."})
 	addTool[teamNameIn](m, s, toolSpec{name: "team_show", cmd: []string{"team", "show"},
 		desc: "A team's members and what each has not acknowledged."})
 	addTool[noIn](m, s, toolSpec{name: "team_list", cmd: []string{"team", "list"},
-		desc: "Every team and its members."})
+		desc: "List every team of the store with its members, to find whom @team reaches."})
 	addTool[ackIn](m, s, toolSpec{name: "ack", cmd: []string{"ack"},
 		desc: "Acknowledge a message that asked for it (ack_required): an acknowledgment to its sender in the same thread."})
 }
