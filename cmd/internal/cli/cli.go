@@ -1,0 +1,398 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// defaultDB is the store used when neither --db nor INBOX_DB is set.
+const defaultDB = ".agents/inbox"
+
+// env is the process environment a command runs in.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// ctx and bus are set for the calls the MCP server makes: ctx ends
+	// with the request, and bus is the store the server holds open.
+	ctx context.Context
+	bus inbox.Bus
+}
+
+// globals are the flags every command accepts, before or after its name.
+type globals struct {
+	db       string
+	json     bool
+	agent    string
+	agentSet bool // --agent was given on the command line (not from env)
+}
+
+// command is one subcommand: its help and a constructor for its runner.
+type command struct {
+	name     string
+	hidden   bool   // internal: not listed in help
+	args     string // usage after the flags, e.g. "[PROMPT]"
+	short    string
+	long     string
+	examples []string
+	new      func() runner
+}
+
+// runner is one command's flag values and behaviour: flags registers
+// them, run acts on them.
+type runner interface {
+	flags(fs *pflag.FlagSet, c *call)
+	run(c *call) (*result, error)
+}
+
+// call is one invocation of a command.
+type call struct {
+	raw  []string // the arguments run was given
+	cmd  *command
+	g    globals
+	env  *env
+	fs   *pflag.FlagSet
+	args []string
+}
+
+// agentFlag registers --agent with command-specific help.
+func (c *call) agentFlag(help string) {
+	c.fs.StringVar(&c.g.agent, "agent", c.g.agent, help)
+}
+
+// Main runs the command line of this process and returns its exit code.
+func Main() int {
+	return run(os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+}
+
+func run(args []string, e *env) int {
+	g := globals{db: e.getenv("INBOX_DB"), agent: e.getenv("INBOX_AGENT"), json: wantsJSON(args)}
+	rest, help, err := parseLeading(args, &g)
+	if err != nil {
+		return fail(e, g, "", err)
+	}
+	if help || len(rest) == 0 {
+		rootHelp(e.stdout)
+		if len(rest) == 0 && !help {
+			return exitInvalid
+		}
+		return exitOK
+	}
+	name := rest[0]
+	if name == "help" {
+		if topic := firstWord(rest[1:]); topic != "" {
+			if c := lookup(topic); c != nil {
+				commandHelp(e.stdout, c)
+				return exitOK
+			}
+			return fail(e, g, "help", usagef("", "unknown command %q (inbox help lists them)", topic))
+		}
+		rootHelp(e.stdout)
+		return exitOK
+	}
+	if name == "version" {
+		fmt.Fprintf(e.stdout, "inbox %s (store format %d)\n", buildVersion(), spool.FormatVersion)
+		return exitOK
+	}
+	c := lookup(name)
+	if c == nil {
+		msg := fmt.Sprintf("unknown command %q", name)
+		if s := suggest(name); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		return fail(e, g, name, usagef("", "%s (inbox help lists the commands)", msg))
+	}
+	cl, r := c.prepare(g, e)
+	cl.raw = args
+	if err := cl.fs.Parse(rest[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			commandHelp(e.stdout, c)
+			return exitOK
+		}
+		return fail(e, cl.g, c.name, flagError(err, c.name))
+	}
+	if h, _ := cl.fs.GetBool("help"); h {
+		commandHelp(e.stdout, c)
+		return exitOK
+	}
+	if cl.fs.Changed("agent") {
+		cl.g.agentSet = true
+	}
+	cl.args = cl.fs.Args()
+	if cl.g.db == "" {
+		cl.g.db = defaultDB
+	}
+	res, err := r.run(cl)
+	if err != nil {
+		return fail(e, cl.g, c.name, err)
+	}
+	return emit(e, cl.g, c.name, res)
+}
+
+// flagError turns a pflag parse error into a usage error that names the
+// flag and the rule, without strconv's wording.
+func flagError(err error, cmd string) error {
+	var (
+		unknown *pflag.NotExistError
+		needs   *pflag.ValueRequiredError
+		bad     *pflag.InvalidValueError
+		syntax  *pflag.InvalidSyntaxError
+	)
+	see := fmt.Sprintf("(see inbox %s --help)", cmd)
+	switch {
+	case errors.As(err, &unknown):
+		name := strings.TrimLeft(unknown.GetSpecifiedName(), "-")
+		msg := fmt.Sprintf("unknown flag --%s", name)
+		if short := unknown.GetSpecifiedShortnames(); short != "" {
+			msg = fmt.Sprintf("unknown flag -%s", name)
+		}
+		return usagef(name, "%s %s", msg, see)
+	case errors.As(err, &needs):
+		f := needs.GetFlag()
+		return usagef(f.Name, "--%s needs a value %s", f.Name, see)
+	case errors.As(err, &bad):
+		f := bad.GetFlag()
+		rule := "is not valid"
+		switch f.Value.Type() {
+		case "int", "int64", "int32", "uint", "uint64":
+			rule = "must be a whole number"
+		case "bool":
+			rule = "must be true or false"
+		case "duration":
+			rule = "must be a duration such as 30s or 5m"
+		case "float64", "float32":
+			rule = "must be a number"
+		}
+		return usagef(f.Name, "--%s %q %s %s", f.Name, bad.GetValue(), rule, see)
+	case errors.As(err, &syntax):
+		return usagef("", "bad flag syntax %q %s", syntax.GetSpecifiedFlag(), see)
+	}
+	return usagef("", "%v %s", err, see)
+}
+
+// prepare makes a call of c: its runner, with the command's flags and the
+// global ones registered on a fresh flag set.
+func (c *command) prepare(g globals, e *env) (*call, runner) {
+	cl := &call{cmd: c, g: g, env: e}
+	cl.fs = pflag.NewFlagSet("inbox "+c.name, pflag.ContinueOnError)
+	cl.fs.SetOutput(io.Discard)
+	cl.fs.SortFlags = false
+	r := c.new()
+	r.flags(cl.fs, cl)
+	cl.fs.StringVar(&cl.g.db, "db", g.db, "store directory (env INBOX_DB, default "+defaultDB+")")
+	cl.fs.BoolVar(&cl.g.json, "json", g.json, "print one JSON object instead of text")
+	if cl.fs.Lookup("agent") == nil {
+		cl.fs.StringVar(&cl.g.agent, "agent", g.agent, "your agent name (env INBOX_AGENT)")
+	}
+	cl.fs.BoolP("help", "h", false, "show this help")
+	return cl, r
+}
+
+// wantsJSON reports whether --json appears among the arguments, so that
+// even an error found before flag parsing succeeds (an unknown command or
+// flag) is reported in the JSON shape.
+func wantsJSON(args []string) bool {
+	json := false
+	for _, a := range args {
+		switch a {
+		case "--":
+			return json
+		case "--json", "--json=true", "--json=1":
+			json = true
+		case "--json=false", "--json=0":
+			json = false
+		}
+	}
+	return json
+}
+
+// firstWord returns the first argument that is not a flag or a global
+// flag's value.
+func firstWord(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--db" || a == "--agent" {
+			i++
+			continue
+		}
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return ""
+}
+
+// parseLeading consumes global flags that come before the command name.
+func parseLeading(args []string, g *globals) (rest []string, help bool, err error) {
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		a := args[0]
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch name {
+		case "h", "help":
+			return args[1:], true, nil
+		case "json":
+			g.json = !hasVal || val == "true" || val == "1"
+		case "db", "agent":
+			if !hasVal {
+				if len(args) < 2 {
+					return nil, false, usagef(name, "flag --%s needs a value", name)
+				}
+				val = args[1]
+				args = args[1:]
+			}
+			if name == "db" {
+				g.db = val
+			} else {
+				g.agent, g.agentSet = val, true
+			}
+		case "version":
+			return []string{"version"}, false, nil
+		default:
+			return nil, false, usagef("", "unknown flag %s before the command (global flags are --db, --json, --agent)", a)
+		}
+		args = args[1:]
+	}
+	return args, false, nil
+}
+
+// emit prints a successful result and returns its exit code.
+func emit(e *env, g globals, name string, res *result) int {
+	if res == nil {
+		return exitOK
+	}
+	if g.json {
+		var o obj
+		o.set("ok", !res.failed).set("command", name)
+		for _, k := range res.body.keys {
+			o.set(k, res.body.vals[k])
+		}
+		b, err := o.appendJSON(nil)
+		if err != nil {
+			return fail(e, g, name, err)
+		}
+		e.stdout.Write(append(b, '\n'))
+	} else if res.human != nil {
+		res.human(e.stdout)
+	}
+	return res.exit
+}
+
+// fail reports err (stderr for people, the error shape on stdout with
+// --json) and returns its exit code.
+func fail(e *env, g globals, name string, err error) int {
+	if g.json {
+		var o obj
+		o.set("ok", false).set("command", name).set("error", errorShape(err))
+		b, _ := o.appendJSON(nil)
+		e.stdout.Write(append(b, '\n'))
+	} else {
+		fmt.Fprintf(e.stderr, "inbox: error: %s\n", message(err))
+		if h := hintFor(err); h != "" {
+			fmt.Fprintf(e.stderr, "inbox: hint: %s\n", h)
+		}
+	}
+	return exitCode(err)
+}
+
+// absDB is the store location as another process, in another directory,
+// must be given it: a directory made absolute; a URL as it is.
+func absDB(db string) (string, error) {
+	if strings.Contains(db, "://") {
+		return db, nil
+	}
+	return filepath.Abs(db)
+}
+
+// open opens the store named by the globals.
+func (c *call) open() (inbox.Bus, error) {
+	if c.env.bus != nil {
+		return c.env.bus, nil
+	}
+	return spool.Open(c.g.db, spool.Options{})
+}
+
+// agentName returns the agent for commands that need one.
+func (c *call) agentName(flag string) (string, error) {
+	if c.g.agent == "" {
+		return "", usagef(flag, "--%s is required (or set INBOX_AGENT)", flag)
+	}
+	return c.g.agent, nil
+}
+
+// noArgs refuses positional arguments.
+func (c *call) noArgs() error {
+	if len(c.args) > 0 {
+		return usagef("", "unexpected argument %q (inbox %s takes only flags; see --help)", c.args[0], c.cmd.name)
+	}
+	return nil
+}
+
+// suggest returns the command name closest to s, if any is close.
+func suggest(s string) string {
+	best, bestD := "", 3
+	for _, c := range commands {
+		if d := inbox.EditDistance(s, c.name); d < bestD {
+			best, bestD = c.name, d
+		}
+	}
+	return best
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// version may be set at build time with -ldflags "-X main.version=…";
+// otherwise buildVersion reads the module version go install recorded.
+var version = "dev"
+
+// buildVersion is the version to report: -X main.version when set, else
+// the module version of a "go install …@vX" build, else "dev" (a build
+// from a checkout, which records "(devel)").
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}
+
+// Invoke runs command cmd with args in-process for the MCP server, against
+// its open store bus, with ctx ending the call, and returns the command's
+// JSON output and exit code.
+func Invoke(ctx context.Context, bus inbox.Bus, getenv func(string) string, cmd string, args []string) ([]byte, int) {
+	var out bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard, getenv: getenv, ctx: ctx, bus: bus}
+	code := run(append([]string{cmd, "--json"}, args...), e)
+	b := bytes.TrimSpace(out.Bytes())
+	if len(b) == 0 {
+		b = fmt.Appendf(nil, `{"ok":false,"command":%q,"error":{"code":"internal_error","message":"no output"}}`, cmd)
+	}
+	return b, code
+}
+
+// ExitConflict is the exit code of a conflict; codes from it on are
+// failures (10 is "nothing to do", a success).
+const ExitConflict = exitConflict
+
+// Version is the binary's version, as --version prints it.
+func Version() string { return buildVersion() }

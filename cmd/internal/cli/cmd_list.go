@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox"
+)
+
+var fetchCommand = &command{
+	name: "fetch", short: "list work waiting for an agent (never claims)",
+	long: `Worker step 1: see which threads are waiting for you. fetch lists threads
+assigned to --agent in the given statuses (default pending,blocked) that no
+other agent holds a live lease on: high priority first, then oldest. It
+changes nothing and grants nothing; only claim gives you a thread.
+
+--unread keeps only threads with a message from someone else that you have
+not marked read (show --mark-read): use it to see which of your blocked
+threads got an answer.
+
+Exit 10 (not an error) when nothing is waiting. fetch is the worker's view;
+"inbox list" is the leader's filter over all threads.`,
+	examples: []string{
+		"inbox fetch --agent backend-worker --json",
+		"inbox fetch --agent backend-worker --status pending --limit 1 --json",
+		"inbox fetch --agent backend-worker --unread",
+	},
+	new: func() runner { return &fetchCmd{} },
+}
+
+type fetchCmd struct {
+	statuses []string
+	limit    int
+	unread   bool
+}
+
+func (r *fetchCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("the worker looking for work (env INBOX_AGENT)")
+	fs.StringSliceVar(&r.statuses, "status", nil, "statuses to consider, comma-separated (default pending,blocked)")
+	fs.IntVar(&r.limit, "limit", inbox.DefaultFetchLimit, "at most this many threads")
+	fs.BoolVar(&r.unread, "unread", false, "only threads with a message from someone else past your read cursor")
+}
+
+func (r *fetchCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	agent, err := c.agentName("agent")
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.Fetch(agent, r.statuses, r.limit, r.unread)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("threads", ts)
+	if len(ts) == 0 {
+		res.exit = exitNoWork
+	}
+	st := strings.Join(r.statuses, ",")
+	if st == "" {
+		st = strings.Join(inbox.DefaultFetchStatuses, ",")
+	}
+	res.human = func(w io.Writer) {
+		if len(ts) == 0 {
+			fmt.Fprintf(c.env.stderr, "inbox: no candidate threads for %s in %s\n", agent, st)
+			return
+		}
+		table(w, threadHeader, threadRows(ts))
+	}
+	return res, nil
+}
+
+var listCommand = &command{
+	name: "list", short: "filter all threads (leader's view)",
+	long: `List threads across all agents, newest first, filtered by --status,
+--created-by, --assigned-to and --agent (created by or assigned to). Unlike
+fetch, which shows a worker the work it could claim next (and hides threads
+leased by others), list shows every thread that matches, whatever its lease,
+and exits 0 even when nothing matches.`,
+	examples: []string{
+		"inbox list --status blocked",
+		"inbox list --assigned-to backend-worker --status done,failed --limit 10 --json",
+		"inbox list --created-by leader",
+	},
+	new: func() runner { return &listCmd{} },
+}
+
+type listCmd struct {
+	statuses              []string
+	createdBy, assignedTo string
+	limit                 int
+}
+
+func (r *listCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("only threads this agent created or is assigned")
+	fs.StringSliceVar(&r.statuses, "status", nil, "statuses, comma-separated (default all)")
+	fs.StringVar(&r.createdBy, "created-by", "", "only threads created by this agent")
+	fs.StringVar(&r.assignedTo, "assigned-to", "", "only threads assigned to this agent")
+	fs.IntVar(&r.limit, "limit", inbox.DefaultListLimit, "at most this many threads")
+}
+
+func (r *listCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	f := inbox.ListFilter{CreatedBy: r.createdBy, AssignedTo: r.assignedTo, Statuses: r.statuses, Limit: r.limit}
+	if c.g.agentSet {
+		f.Agent = c.g.agent
+	}
+	ts, err := s.List(f)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("threads", ts)
+	res.human = func(w io.Writer) {
+		if len(ts) == 0 {
+			fmt.Fprintln(c.env.stderr, "inbox: no threads match")
+			return
+		}
+		table(w, threadHeader, threadRows(ts))
+	}
+	return res, nil
+}

@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/queue"
+)
+
+// mailAgent is the agent whose mailbox or queue a command uses: --agent,
+// else INBOX_AGENT, else main.
+func (c *call) mailAgent() string {
+	if c.g.agent != "" {
+		return c.g.agent
+	}
+	return "main"
+}
+
+// reapFor fails the tasks reporting to parent whose runner died, so that
+// their failure reaches the mailbox before anyone waits on it.
+func reapFor(s inbox.Bus, parent string) {
+	if tasks, err := s.Tasks(inbox.TaskFilter{Parent: parent}); err == nil {
+		queue.Reap(s, tasks)
+	}
+}
+
+// running reports whether tasks reporting to agent are running.
+func running(s inbox.Bus, agent string) bool {
+	tasks, err := s.Tasks(inbox.TaskFilter{Parent: agent})
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		if t.State() == "running" {
+			return true
+		}
+	}
+	return false
+}
+
+// kindLabel is a message's kind, with its type when it has one.
+func kindLabel(m *inbox.Message) string {
+	if m.Type != "" {
+		return m.Kind + ", " + m.Type
+	}
+	return m.Kind
+}
+
+func mailLine(w io.Writer, m *inbox.Message) {
+	fmt.Fprintf(w, "%s → %s [%s] %s  (%s, %s)\n", m.FromAgent, m.ToAgent, kindLabel(m), m.Summary, m.ThreadID, shortTime(m.CreatedAt))
+	if m.RequestID != "" {
+		fmt.Fprintf(w, "  request %s\n", m.RequestID)
+	}
+	if m.AckID != "" && m.Type != inbox.TypeAcknowledgment {
+		fmt.Fprintf(w, "  asks for acknowledgment: inbox ack --message %s\n", m.MessageID)
+	}
+	if m.Body != "" && m.Body != m.Summary {
+		for _, l := range strings.Split(strings.TrimRight(m.Body, "\n"), "\n") {
+			fmt.Fprintf(w, "  │ %s\n", l)
+		}
+	}
+	if p := string(m.PayloadJSON); p != "" && p != "{}" {
+		fmt.Fprintf(w, "  payload: %s\n", p)
+	}
+}
+
+var receiveCommand = &command{
+	name: "receive", short: "wait for a message in your mailbox and collect it",
+	long: `Your mailbox holds every message addressed to you, in any thread, that you
+have not collected. receive blocks until one is there (oldest first; --lifo
+newest first; --from only that sender's), collects it and prints it. Each
+message is collected once, even when two of your processes receive at the
+same time; collected messages stay in their threads (show still has them).
+Exit 10 with "woke":false on timeout. The agent is --agent, else
+INBOX_AGENT, else main.
+
+Task results arrive here: a finished task's output is a result message from
+the task's name to its parent.`,
+	examples: []string{
+		"inbox receive --json",
+		"inbox receive --agent main --from analyzer --timeout-seconds 600",
+	},
+	new: func() runner { return &receiveCmd{} },
+}
+
+var checkCommand = &command{
+	name: "check", short: "collect every ready message, without waiting",
+	long: `Like receive, but never waits: collects and prints every message ready in
+your mailbox (oldest first; --lifo newest first; --from one sender's). Exit
+10 when there is none.`,
+	examples: []string{"inbox check --json", "inbox check --from worker --lifo"},
+	new:      func() runner { return &receiveCmd{all: true} },
+}
+
+var mailboxCommand = &command{
+	name: "mailbox", short: "look at your mailbox without collecting",
+	long: `Show what waits in your mailbox — who sent it and how long ago — without
+collecting anything.`,
+	examples: []string{"inbox mailbox", "inbox mailbox --agent implementer --json"},
+	new:      func() runner { return &receiveCmd{peek: true} },
+}
+
+type receiveCmd struct {
+	from    string
+	lifo    bool
+	timeout float64
+	all     bool // check: every ready message, without blocking
+	peek    bool // mailbox: look, do not collect
+	seed002 bool
+}
+
+func (r *receiveCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose mailbox (env INBOX_AGENT, default main)")
+	if !r.peek {
+		fs.StringVar(&r.from, "from", "", "only messages from this agent")
+		fs.BoolVar(&r.lifo, "lifo", false, "newest first instead of oldest first")
+	} else {
+		fs.StringVar(&r.from, "from", "", "only messages from this agent")
+	}
+	if !r.all && !r.peek {
+		fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
+	}
+	seed002Flag(fs, &r.seed002)
+}
+
+func (r *receiveCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	agent := c.mailAgent()
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	if !r.peek {
+		reapFor(s, agent)
+	}
+	res := &result{}
+	if r.from != "" {
+		res.warn(c, s.UnknownAgentWarnings("from", r.from))
+	}
+	switch {
+	case r.peek:
+		items, err := s.Mailbox(agent, r.from)
+		if err != nil {
+			return nil, err
+		}
+		msgs := make([]*inbox.Message, len(items))
+		for i, it := range items {
+			msgs[i] = it.Message
+		}
+		owed, err := s.Unacknowledged(agent)
+		if err != nil {
+			return nil, err
+		}
+		res.set("agent", agent).set("messages", msgs).set("unacknowledged", owed)
+		res.human = func(w io.Writer) {
+			now := time.Now()
+			age := func(m *inbox.Message) string {
+				if t, err := time.Parse(time.RFC3339Nano, m.CreatedAt); err == nil {
+					return now.Sub(t).Round(time.Second).String()
+				}
+				return "?"
+			}
+			if len(msgs) == 0 {
+				fmt.Fprintf(w, "%s's mailbox is empty\n", agent)
+			} else {
+				fmt.Fprintln(w, "Messages:")
+			}
+			for _, m := range msgs {
+				fmt.Fprintf(w, "  - from: %s (received %s ago) [%s] %s\n", m.FromAgent, age(m), kindLabel(m), oneLine(m.Summary, 60))
+			}
+			if len(owed) > 0 {
+				fmt.Fprintln(w, "Not yet acknowledged (inbox ack --message ID):")
+				for _, m := range owed {
+					fmt.Fprintf(w, "  - %s from %s (%s ago) [%s] %s\n", m.MessageID, m.FromAgent, age(m), kindLabel(m), oneLine(m.Summary, 60))
+				}
+			}
+		}
+	case r.all:
+		msgs, err := s.Collect(agent, r.from, r.lifo, 0)
+		if err != nil {
+			return nil, err
+		}
+		res.set("messages", msgs)
+		if len(msgs) == 0 {
+			res.exit = exitNoWork
+		}
+		res.human = func(w io.Writer) {
+			if len(msgs) == 0 {
+				fmt.Fprintf(c.env.stderr, "inbox: nothing ready for %s\n", agent)
+			}
+			for _, m := range msgs {
+				mailLine(w, m)
+			}
+		}
+	default:
+		timeout, err := waitDuration(r.timeout)
+		if err != nil {
+			return nil, err
+		}
+		if r.from != "" {
+			if err := inbox.ValidateAgent("from", r.from); err != nil {
+				return nil, err
+			}
+		}
+		ctx, stop := c.blockingContext()
+		defer stop()
+		opt := inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+		if running(s, agent) {
+			// A runner dying announces nothing: while the agent's tasks
+			// run, check on their runners every second.
+			opt.Every, opt.Tick = time.Second, func() { reapFor(s, agent) }
+		}
+		m, err := s.Receive(ctx, agent, r.from, r.lifo, opt)
+		if err != nil {
+			return nil, err
+		}
+		res.set("woke", m != nil).set("message", m)
+		if m == nil {
+			res.exit = exitNoWork
+		}
+		res.human = func(w io.Writer) {
+			if m == nil {
+				fmt.Fprintf(c.env.stderr, "inbox: no message for %s within %gs\n", agent, r.timeout)
+				return
+			}
+			mailLine(w, m)
+		}
+	}
+	if r.seed002 {
+		return asSeed002(c, res)
+	}
+	return res, nil
+}

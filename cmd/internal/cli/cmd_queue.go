@@ -1,0 +1,338 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/queue"
+)
+
+var pushCommand = &command{
+	name: "push", args: "PROMPT", short: "queue a task for a sub-agent (returns at once)",
+	long: `Queue a task: PROMPT (the words after the flags, or - to read stdin) is what
+the sub-agent is asked to do. --name is the task's name and the sub-agent's
+agent name (generated and unique when omitted); --parent is who gets its
+result (default --agent, else main). Nothing runs until "inbox run".`,
+	examples: []string{
+		`inbox push --name research "Research the API and summarise the auth flow"`,
+		`inbox push --timeout-seconds 300 --model fast "Refactor file1.c"`,
+	},
+	new: func() runner { return &pushCmd{} },
+}
+
+type pushCmd struct {
+	name, parent, model string
+	timeout             int
+}
+
+func (r *pushCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose queue the task joins: you (env INBOX_AGENT; inside a task, its name; else main)")
+	fs.StringVar(&r.name, "name", "", "the task's name, also its agent name (default: generated, unique)")
+	fs.StringVar(&r.parent, "parent", "", "who gets the result in its mailbox (default: you, the pusher)")
+	fs.StringVar(&r.model, "model", "", "model hint, passed to the task as INBOX_MODEL")
+	fs.IntVar(&r.timeout, "timeout-seconds", 0, "kill the task's process group after this long (0: no limit)")
+}
+
+func (r *pushCmd) run(c *call) (*result, error) {
+	prompt := strings.Join(c.args, " ")
+	if prompt == "-" {
+		data, err := io.ReadAll(io.LimitReader(c.env.stdin, inbox.MaxBodyLen+1))
+		if err != nil {
+			return nil, usagef("prompt", "reading the prompt from stdin: %v", err)
+		}
+		prompt = string(data)
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.Push(inbox.TaskSpec{Name: r.name, Owner: c.mailAgent(), Parent: r.parent, Model: r.model, TimeoutSeconds: r.timeout}, prompt)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("task", taskView(t, time.Now()))
+	if r.parent != "" {
+		res.warn(c, s.UnknownAgentWarnings("parent", r.parent))
+	}
+	res.human = func(w io.Writer) {
+		to := ""
+		if t.Parent != t.Owner {
+			to = ", result to " + t.Parent
+		}
+		fmt.Fprintf(w, "queued task %s in %s's queue%s (%s)\n", t.Name, t.Owner, to, t.ThreadID)
+	}
+	return res, nil
+}
+
+// taskView is a task as queue, push and run print it.
+func taskView(t *inbox.Task, now time.Time) map[string]any {
+	v := map[string]any{"name": t.Name, "owner": t.Owner, "parent": t.Parent, "thread_id": t.ThreadID, "state": t.State(),
+		"status": t.Status, "created_at": t.CreatedAt}
+	if t.Model != "" {
+		v["model"] = t.Model
+	}
+	if t.TimeoutSeconds > 0 {
+		v["timeout_seconds"] = t.TimeoutSeconds
+	}
+	if t.State() == "running" && t.StartedAt != "" {
+		v["started_at"] = t.StartedAt
+		if st, err := time.Parse(time.RFC3339Nano, t.StartedAt); err == nil {
+			v["age_seconds"] = int(now.Sub(st).Seconds())
+		}
+	}
+	if t.State() == "finished" {
+		v["success"] = t.Status == inbox.StatusDone
+		v["finished_at"] = t.UpdatedAt
+	}
+	return v
+}
+
+var runCommand = &command{
+	name: "run", args: "[N]", short: "start the queued tasks, N at a time (returns at once)",
+	long: `Start your queued tasks (all of them at once, or N at a time) and return at
+once: a detached runner runs each as "sh -c CMD" in its own process group,
+with the prompt on stdin and INBOX_TASK_NAME (also INBOX_AGENT),
+INBOX_THREAD, INBOX_PARENT, INBOX_MODEL and INBOX_DB set, so the task can
+use inbox itself (send progress to its parent, push sub-tasks). The runner
+survives the calling shell.
+
+When a task exits 0 its stdout is delivered to the parent's mailbox as a
+result message from the task's name. When it fails, or passes its
+--timeout-seconds (its whole process group is killed), the message's
+payload is {"success":false,"error":…,"partial_output":…}. A task whose
+runner dies is reported failed the same way by the next queue, run,
+receive or check. Collect results with receive or check.`,
+	examples: []string{
+		`inbox run --exec 'claude -p "$(cat)"'`,
+		`INBOX_EXEC='./agent.sh' inbox run 2`,
+	},
+	new: func() runner { return &runCmd{} },
+}
+
+type runCmd struct {
+	exec    string
+	timeout int
+}
+
+func (r *runCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose queue to run: yours (env INBOX_AGENT; inside a task, its name; else main)")
+	fs.StringVar(&r.exec, "exec", "", "command that runs one task: sh -c CMD, prompt on stdin (env INBOX_EXEC)")
+	fs.IntVar(&r.timeout, "timeout-seconds", 0, "kill the process group of a task pushed without a timeout after this long (0: no limit)")
+}
+
+func (r *runCmd) run(c *call) (*result, error) {
+	if len(c.args) > 1 {
+		return nil, usagef("", "inbox run takes at most one argument, N (how many at a time)")
+	}
+	n := 0
+	if len(c.args) == 1 {
+		v, err := strconv.Atoi(c.args[0])
+		if err != nil || v < 1 {
+			return nil, usagef("N", "N %q must be a positive number: how many tasks run at a time", c.args[0])
+		}
+		n = v
+	}
+	command := r.exec
+	if command == "" {
+		command = c.env.getenv("INBOX_EXEC")
+	}
+	if strings.TrimSpace(command) == "" {
+		return nil, usagef("exec", "--exec is required (or set INBOX_EXEC): the command that runs a task")
+	}
+	if r.timeout < 0 || r.timeout > inbox.MaxLeaseSecs {
+		return nil, usagef("timeout-seconds", "--timeout-seconds %d is out of range: give 0 (no limit) to %d", r.timeout, inbox.MaxLeaseSecs)
+	}
+	owner, s, tasks, err := c.queueTasks(false)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range tasks {
+		if t.State() == "queued" {
+			names = append(names, t.Name)
+		}
+	}
+	res := &result{}
+	if len(names) == 0 {
+		res.set("started", []string{}).set("concurrency", n)
+		res.exit = exitNoWork
+		res.human = func(io.Writer) { fmt.Fprintf(c.env.stderr, "inbox: no queued tasks in %s's queue\n", owner) }
+		return res, nil
+	}
+	pid, err := startRunner(s, c.g.db, n, r.timeout, command, names)
+	if err != nil {
+		return nil, err
+	}
+	res.set("started", names).set("concurrency", n).set("runner_pid", pid)
+	res.human = func(w io.Writer) {
+		at := "all at once"
+		if n > 0 && n < len(names) {
+			at = fmt.Sprintf("%d at a time", n)
+		}
+		fmt.Fprintf(w, "running %d tasks %s (runner pid %d): %s\n", len(names), at, pid, strings.Join(names, " "))
+	}
+	return res, nil
+}
+
+// Executable is the inbox binary this process is (a runner is started
+// from it); tests that run commands in-process point it at the installed
+// binary.
+var Executable = os.Executable
+
+// startRunner starts a detached runner (a new session, no terminal, its
+// own process group) that outlives this command and the calling shell.
+func startRunner(s inbox.Bus, db string, n, timeout int, command string, names []string) (int, error) {
+	self, err := Executable()
+	if err != nil {
+		return 0, fmt.Errorf("cannot find the inbox binary to start a runner: %w", err)
+	}
+	db, err = absDB(db)
+	if err != nil {
+		return 0, err
+	}
+	args := append([]string{"__runner", "--db", db, "--concurrency", strconv.Itoa(n), "--timeout-seconds", strconv.Itoa(timeout),
+		"--exec", command, "--"}, names...)
+	cmd := exec.Command(self, args...)
+	if l, ok := s.(interface{ RunnerLog() string }); ok {
+		logf, err := os.OpenFile(l.RunnerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err == nil {
+			defer logf.Close()
+			cmd.Stdout, cmd.Stderr = logf, logf
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start the runner: %w", err)
+	}
+	pid := cmd.Process.Pid
+	cmd.Process.Release()
+	return pid, nil
+}
+
+var runnerCommand = &command{
+	name: "__runner", hidden: true, short: "internal: the detached task runner",
+	new: func() runner { return &runnerCmd{} },
+}
+
+type runnerCmd struct {
+	concurrency, timeout int
+	exec                 string
+}
+
+func (r *runnerCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.IntVar(&r.concurrency, "concurrency", 0, "")
+	fs.IntVar(&r.timeout, "timeout-seconds", 0, "")
+	fs.StringVar(&r.exec, "exec", "", "")
+}
+
+func (r *runnerCmd) run(c *call) (*result, error) {
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := c.blockingContext()
+	defer stop()
+	log := slog.New(slog.NewTextHandler(c.env.stderr, nil)).With("runner", os.Getpid())
+	return nil, queue.Run(ctx, queue.Config{Store: s, DB: c.g.db, Exec: r.exec, Concurrency: r.concurrency,
+		Tasks: c.args, Log: log, DefaultTimeout: time.Duration(r.timeout) * time.Second})
+}
+
+// queueTasks lists the tasks in the caller's queue (every queue with
+// all), after failing those whose runner died.
+func (c *call) queueTasks(all bool) (string, inbox.Bus, []*inbox.Task, error) {
+	owner := c.mailAgent()
+	if err := inbox.ValidateAgent("agent", owner); err != nil {
+		return "", nil, nil, err
+	}
+	f := inbox.TaskFilter{Owner: owner}
+	if all {
+		f.Owner = ""
+	}
+	s, err := c.open()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	tasks, err := s.Tasks(f)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if reaped, _ := queue.Reap(s, tasks); len(reaped) > 0 {
+		if tasks, err = s.Tasks(f); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	return owner, s, tasks, nil
+}
+
+var queueCommand = &command{
+	name: "queue", short: "show queued, running and finished tasks",
+	long: `Show your tasks: queued (pushed, not started), running (with how long ago
+they started) and finished (done or failed). Results themselves arrive in
+your mailbox.`,
+	examples: []string{"inbox queue", "inbox queue --json"},
+	new:      func() runner { return &queueCmd{} },
+}
+
+type queueCmd struct{ all bool }
+
+func (r *queueCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose queue to show: yours (env INBOX_AGENT; inside a task, its name; else main)")
+	fs.BoolVar(&r.all, "all", false, "show every agent's queue (each task names its owner)")
+}
+
+func (r *queueCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	owner, _, tasks, err := c.queueTasks(r.all)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	groups := map[string][]map[string]any{"queued": {}, "running": {}, "finished": {}}
+	for _, t := range tasks {
+		groups[t.State()] = append(groups[t.State()], taskView(t, now))
+	}
+	res := &result{}
+	if r.all {
+		res.set("all", true)
+	} else {
+		res.set("agent", owner)
+	}
+	res.set("queued", groups["queued"]).set("running", groups["running"]).set("finished", groups["finished"])
+	res.human = func(w io.Writer) {
+		for _, g := range []string{"queued", "running", "finished"} {
+			fmt.Fprintf(w, "%s:\n", strings.ToUpper(g[:1])+g[1:])
+			if len(groups[g]) == 0 {
+				fmt.Fprintln(w, "  (none)")
+			}
+			for _, v := range groups[g] {
+				extra := ""
+				switch g {
+				case "running":
+					if a, ok := v["age_seconds"].(int); ok {
+						extra = fmt.Sprintf(" (started %ds ago)", a)
+					}
+				case "finished":
+					extra = fmt.Sprintf(" (%s)", v["status"])
+				}
+				if r.all {
+					extra += fmt.Sprintf(" [%s's queue]", v["owner"])
+				}
+				fmt.Fprintf(w, "  - %s%s\n", v["name"], extra)
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,323 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// DefaultWaitSeconds bounds wait-reply and watch when --timeout-seconds is
+// not given.
+const defaultWaitSeconds = 600
+
+// blockingContext is cancelled by SIGINT or SIGTERM, or, for a call the
+// MCP server makes, when its request is cancelled.
+func (c *call) blockingContext() (context.Context, context.CancelFunc) {
+	if c.env.ctx != nil {
+		return context.WithCancel(c.env.ctx)
+	}
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func waitDuration(secs float64) (time.Duration, error) {
+	if secs < 0 || math.IsNaN(secs) || secs > 365*24*3600 {
+		return 0, usagef("timeout-seconds", "--timeout-seconds %v is out of range: give 0 (check once) up to a year", secs)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// fallbackNotice returns an OnFallback that says once on stderr that the
+// wait polls.
+func (c *call) fallbackNotice() func(error) {
+	var once sync.Once
+	return func(reason error) {
+		once.Do(func() {
+			fmt.Fprintf(c.env.stderr, "inbox: warning: file notifications unavailable (%v); polling every 100ms\n", reason)
+		})
+	}
+}
+
+func (c *call) forcePoll() bool { return c.env.getenv("INBOX_POLL") == "1" }
+
+var waitReplyCommand = &command{
+	name: "wait-reply", short: "block until an answer lands in a thread",
+	long: `The normal wait primitive for a blocked worker: block until the thread has a
+message of one of --kinds (default answer,control,result) later than the
+cursor, then print it. It returns at once if such a message already exists.
+It wakes the moment the message is written (file notifications on the event
+log, not a sleep loop) and never misses one that lands while it starts.
+
+Pass your agent name (--agent or INBOX_AGENT): then the wait starts after
+your read cursor in the thread, so an answer that landed just before you
+started waiting is returned at once, and the message returned moves your
+cursor, so it is never returned twice. Or give the cursor yourself:
+--after-event N (the next_event_id of an earlier output) or --after-message
+ID. With no cursor and no agent, only messages written after the call starts
+count. The output's next_event_id is the cursor for the next wait. On a
+thread that is already done, failed or cancelled it returns at once with the
+message that ended it. On timeout it exits 10 with "woke":false.
+
+Request/response (seed 002): --request-id R waits for the response to the
+request that carries R (send or reply --request-id R, or --request): any
+later message of the thread carrying R, of any kind, found at once if it
+came before the wait. --types task_status_response,… waits for typed
+messages of those types.
+
+wait-reply waits on one thread for messages; "inbox watch" waits on all of an
+agent's threads for new threads and status changes.`,
+	examples: []string{
+		"inbox wait-reply --agent backend-worker --thread thr_01... --timeout-seconds 1800 --json",
+		"inbox wait-reply --thread thr_01... --after-event 51 --kinds answer,control --json",
+		"inbox wait-reply --thread thr_01... --request-id req-98765 --timeout-seconds 300 --json",
+	},
+	new: func() runner { return &waitReplyCmd{} },
+}
+
+type waitReplyCmd struct {
+	thread, afterMessage string
+	afterEvent           int64
+	kinds, types         []string
+	requestID            string
+	timeout              float64
+}
+
+func (r *waitReplyCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("wait after this agent's read cursor and move it to the message returned (env INBOX_AGENT)")
+	fs.StringVar(&r.thread, "thread", "", "thread to wait in (required)")
+	fs.StringVar(&r.afterMessage, "after-message", "", "wait for a message later than this message id")
+	fs.Int64Var(&r.afterEvent, "after-event", 0, "wait for a message whose event id is greater than this (from next_event_id)")
+	fs.StringSliceVar(&r.kinds, "kinds", nil, "message kinds that count, comma-separated (default answer,control,result; any with --types or --request-id)")
+	fs.StringSliceVar(&r.types, "types", nil, "message types that count, comma-separated (seed 002's task_status_response, …)")
+	fs.StringVar(&r.requestID, "request-id", "", "wait for the response to the request carrying this id")
+	fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
+}
+
+func (r *waitReplyCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	if r.thread == "" {
+		return nil, usagef("thread", "--thread is required")
+	}
+	timeout, err := waitDuration(r.timeout)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := c.blockingContext()
+	defer stop()
+	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
+		Agent: c.g.agent}
+	f := inbox.ReplyFilter{Kinds: r.kinds, Types: r.types, RequestID: r.requestID}
+	w, err := s.WaitReply(ctx, r.thread, cur, f, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("woke", w.Woke).set("next_event_id", w.NextEventID)
+	if !w.Woke {
+		res.exit = exitNoWork
+		res.human = func(io.Writer) {
+			fmt.Fprintf(c.env.stderr, "inbox: no reply in %s within %gs (continue with --after-event %d)\n", r.thread, r.timeout, w.NextEventID)
+		}
+		return res, nil
+	}
+	res.set("message", w.Message)
+	res.human = func(wr io.Writer) {
+		m := w.Message
+		fmt.Fprintf(wr, "%s from %s in %s: %s\n", m.Kind, m.FromAgent, m.ThreadID, m.Summary)
+		if m.Body != "" && m.Body != m.Summary {
+			fmt.Fprintln(wr, strings.TrimRight(m.Body, "\n"))
+		}
+		if p := string(m.PayloadJSON); p != "{}" {
+			fmt.Fprintf(wr, "payload: %s\n", p)
+		}
+		fmt.Fprintf(wr, "(next: --after-event %d)\n", w.NextEventID)
+	}
+	return res, nil
+}
+
+var watchCommand = &command{
+	name: "watch", short: "block until an agent gets a new thread or a status change",
+	long: `Block until something happens to --agent's threads after the call starts (or
+after --after-event N): a new thread assigned to it, or a thread it is
+assigned to or created changing status (only the statuses in --status, if
+given). Prints the event and the thread, and next_event_id to continue from.
+Exit 10 with "woke":false on timeout.
+
+Use watch as a leader waiting for results (--status done,failed,blocked) or as
+an idle worker waiting for work (--status pending); use wait-reply to wait for
+messages inside one thread.`,
+	examples: []string{
+		"inbox watch --agent backend-worker --status pending --timeout-seconds 600 --json",
+		"inbox watch --agent leader --status done,failed,blocked --json",
+	},
+	new: func() runner { return &watchCmd{} },
+}
+
+type watchCmd struct {
+	statuses   []string
+	afterEvent int64
+	timeout    float64
+}
+
+func (r *watchCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("whose threads to watch (env INBOX_AGENT)")
+	fs.StringSliceVar(&r.statuses, "status", nil, "statuses that count, comma-separated (default any)")
+	fs.Int64Var(&r.afterEvent, "after-event", 0, "count only events after this id (default: from now)")
+	fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
+}
+
+func (r *watchCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	agent, err := c.agentName("agent")
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := waitDuration(r.timeout)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := c.blockingContext()
+	defer stop()
+	var after *int64
+	if c.fs.Changed("after-event") {
+		after = &r.afterEvent
+	}
+	w, err := s.Watch(ctx, agent, r.statuses, after, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("woke", w.Woke).set("next_event_id", w.NextEventID)
+	if !w.Woke {
+		res.exit = exitNoWork
+		res.human = func(io.Writer) {
+			fmt.Fprintf(c.env.stderr, "inbox: nothing new for %s within %gs (continue with --after-event %d)\n", agent, r.timeout, w.NextEventID)
+		}
+		return res, nil
+	}
+	res.set("event", w.Event).set("thread", w.Thread)
+	res.human = func(wr io.Writer) {
+		e := w.Event
+		fmt.Fprintf(wr, "%s: %s is %s (%s)\n", e.EventType, e.ThreadID, e.Status, w.Thread.Subject)
+		fmt.Fprintf(wr, "(next: --after-event %d)\n", w.NextEventID)
+	}
+	return res, nil
+}
+
+var eventsCommand = &command{
+	name: "events", short: "print or follow the event log",
+	long: `Print the store's event log: every state change, in order, with its
+monotonic event_id. --thread keeps one thread's events, --after-event starts
+after a cursor. --follow keeps streaming new events as they are appended
+until interrupted; with --json each event is then one JSON object per line,
+for leaders and orchestrators that tail the bus.`,
+	examples: []string{
+		"inbox events --thread thr_01...",
+		"inbox events --after-event 120 --follow --json",
+	},
+	new: func() runner { return &eventsCmd{} },
+}
+
+type eventsCmd struct {
+	thread     string
+	afterEvent int64
+	follow     bool
+	limit      int
+}
+
+func (r *eventsCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.thread, "thread", "", "only events of this thread")
+	fs.Int64Var(&r.afterEvent, "after-event", 0, "only events with a greater id")
+	fs.BoolVar(&r.follow, "follow", false, "keep printing new events as they are appended (stop with Ctrl-C)")
+	fs.IntVar(&r.limit, "limit", 0, "print at most this many events (0: no limit)")
+}
+
+func (r *eventsCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	if r.afterEvent < 0 || r.limit < 0 {
+		return nil, usagef("after-event", "--after-event and --limit must be 0 or more")
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	if r.thread != "" {
+		if _, err := s.Thread(r.thread); err != nil {
+			return nil, err
+		}
+	}
+	if r.follow {
+		return nil, r.stream(c, s) // a nil result: the stream was the output
+	}
+	evs := []*inbox.Event{}
+	next := r.afterEvent
+	err = s.Events(r.afterEvent, func(ev *inbox.Event) bool {
+		next = ev.EventID
+		if r.thread == "" || ev.ThreadID == r.thread {
+			evs = append(evs, ev)
+		}
+		return r.limit == 0 || len(evs) < r.limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("events", evs).set("next_event_id", next)
+	res.human = func(w io.Writer) {
+		for _, ev := range evs {
+			fmt.Fprintln(w, eventLine(ev))
+		}
+	}
+	return res, nil
+}
+
+// stream prints events as they come: one JSON object per line with --json.
+func (r *eventsCmd) stream(c *call, s inbox.Bus) error {
+	ctx, stop := c.blockingContext()
+	defer stop()
+	n := 0
+	opt := inbox.WaitOptions{ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+	return s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *inbox.Event) bool {
+		if c.g.json {
+			b, _ := encodeJSON(ev)
+			c.env.stdout.Write(append(b, '\n'))
+		} else {
+			fmt.Fprintln(c.env.stdout, eventLine(ev))
+		}
+		n++
+		return r.limit == 0 || n < r.limit
+	})
+}
+
+func eventLine(ev *inbox.Event) string {
+	kind := ""
+	if ev.Kind != "" {
+		kind = " [" + ev.Kind + "]"
+	}
+	return fmt.Sprintf("%6d  %s  %-16s %s  %-11s %s%s  %s", ev.EventID, shortTime(ev.CreatedAt), ev.EventType,
+		ev.ThreadID, ev.Status, ev.Agent, kind, oneLine(ev.Summary, 60))
+}

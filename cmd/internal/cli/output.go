@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonrec"
+)
+
+// obj is a JSON object that keeps its keys in insertion order, so every
+// response starts with "ok" and "command".
+type obj struct {
+	keys []string
+	vals map[string]any
+}
+
+func (o *obj) set(k string, v any) *obj {
+	if o.vals == nil {
+		o.vals = map[string]any{}
+	}
+	if _, ok := o.vals[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.vals[k] = v
+	return o
+}
+
+func (o *obj) MarshalJSON() ([]byte, error) { return o.appendJSON(nil) }
+
+func (o *obj) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, '{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonrec.AppendString(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = appendValue(b, o.vals[k]); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendValue appends v as JSON. The store's records and the plain values
+// responses carry are written directly: encoding/json's reflection costs
+// a short-lived process several hundred microseconds the first time it
+// meets a type. Anything else goes through encodeJSON; both give the same
+// bytes (output_test.go).
+func appendValue(b []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case string:
+		return jsonrec.AppendString(b, v), nil
+	case bool:
+		return strconv.AppendBool(b, v), nil
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
+	case []string:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, s := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonrec.AppendString(b, s)
+		}
+		return append(b, ']'), nil
+	case map[string]string:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		keys := slices.Sorted(maps.Keys(v))
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonrec.AppendString(b, k)
+			b = jsonrec.AppendString(append(b, ':'), v[k])
+		}
+		return append(b, '}'), nil
+	case *obj:
+		return v.appendJSON(b)
+	case *inbox.Thread:
+		return appendRecord(b, v), nil
+	case *inbox.Message:
+		return appendRecord(b, v), nil
+	case *inbox.Lease:
+		return appendRecord(b, v), nil
+	case *inbox.Event:
+		return appendRecord(b, v), nil
+	case *inbox.Cursor:
+		return appendRecord(b, v), nil
+	case []*inbox.Thread:
+		return appendRecords(b, v), nil
+	case []*inbox.Message:
+		return appendRecords(b, v), nil
+	case []*inbox.Event:
+		return appendRecords(b, v), nil
+	}
+	vb, err := encodeJSON(v)
+	return append(b, vb...), err
+}
+
+// record is a store record that writes itself as JSON.
+type record interface {
+	comparable
+	AppendJSON([]byte) []byte
+}
+
+func appendRecord[R record](b []byte, r R) []byte {
+	var zero R
+	if r == zero {
+		return append(b, "null"...)
+	}
+	return r.AppendJSON(b)
+}
+
+func appendRecords[R record](b []byte, rs []R) []byte {
+	if rs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRecord(b, r)
+	}
+	return append(b, ']')
+}
+
+// encodeJSON marshals without HTML escaping (bodies stay readable).
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// result is what a command hands back to run: the JSON members after ok
+// and command, a renderer for people, and the exit code (0 or 10).
+type result struct {
+	body  obj
+	human func(w io.Writer)
+	exit  int
+	// failed prints "ok":false: the command ran but its answer is a
+	// failure (fsck found problems).
+	failed bool
+}
+
+func (r *result) set(k string, v any) *result {
+	r.body.set(k, v)
+	return r
+}
+
+func (r *result) get(k string) any { return r.body.vals[k] }
+
+// warn reports warnings: on stderr for people, and as "warnings" in the
+// JSON result.
+func (r *result) warn(c *call, ws []string) {
+	if len(ws) == 0 {
+		return
+	}
+	for _, w := range ws {
+		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
+	}
+	if prev, ok := r.body.vals["warnings"].([]string); ok {
+		ws = append(prev, ws...)
+	}
+	r.set("warnings", ws)
+}
+
+// table writes aligned columns.
+func table(w io.Writer, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func threadRows(ts []*inbox.Thread) [][]string {
+	rows := make([][]string, 0, len(ts))
+	for _, t := range ts {
+		rows = append(rows, []string{t.ThreadID, t.Status, t.Priority, t.AssignedTo, t.CreatedBy,
+			shortTime(t.UpdatedAt), oneLine(t.Subject, 60)})
+	}
+	return rows
+}
+
+var threadHeader = []string{"THREAD", "STATUS", "PRIORITY", "ASSIGNED", "CREATED-BY", "UPDATED", "SUBJECT"}
+
+// shortTime renders a stored timestamp as "2006-01-02 15:04:05".
+func shortTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func leaseLine(l *inbox.Lease, now time.Time) string {
+	if l == nil {
+		return "none"
+	}
+	switch {
+	case l.Released():
+		return fmt.Sprintf("released by %s at %s (token %d)", l.AgentID, shortTime(*l.ReleasedAt), l.LeaseToken)
+	case l.Live(now):
+		return fmt.Sprintf("held by %s until %s (token %d)", l.AgentID, shortTime(l.ExpiresAt), l.LeaseToken)
+	}
+	return fmt.Sprintf("expired: %s held it until %s (token %d)", l.AgentID, shortTime(l.ExpiresAt), l.LeaseToken)
+}
+
+// recipientsOf is who a message went to.
+func recipientsOf(m *inbox.Message) []string {
+	if len(m.Recipients) > 0 {
+		return m.Recipients
+	}
+	return []string{m.ToAgent}
+}
+
+// transcript renders a thread for people.
+func transcript(w io.Writer, v *inbox.ThreadView, now time.Time) {
+	t := v.Thread
+	fmt.Fprintf(w, "%s  %s\n", t.ThreadID, t.Subject)
+	fmt.Fprintf(w, "  status %s · priority %s · created by %s · assigned to %s\n", t.Status, t.Priority, t.CreatedBy, t.AssignedTo)
+	if t.RunID != "" || t.TaskID != "" {
+		fmt.Fprintf(w, "  run %s · task %s\n", dash(t.RunID), dash(t.TaskID))
+	}
+	fmt.Fprintf(w, "  lease: %s\n", leaseLine(v.Lease, now))
+	fmt.Fprintf(w, "  %d messages · created %s · updated %s · last event %d\n", t.MessageCount,
+		shortTime(t.CreatedAt), shortTime(t.UpdatedAt), t.LastEventID)
+	for _, m := range v.Messages {
+		fmt.Fprintln(w)
+		status := ""
+		if m.Status != "" {
+			status = " → " + m.Status
+		}
+		if m.Damaged {
+			status += "; DAMAGED"
+		}
+		fmt.Fprintf(w, "#%d  %s  %s → %s  [%s%s]  %s\n", m.Seq, shortTime(m.CreatedAt), m.FromAgent, m.ToAgent, kindLabel(m), status, m.MessageID)
+		if m.RequestID != "" {
+			fmt.Fprintf(w, "    request %s\n", m.RequestID)
+		}
+		if m.AckID != "" && m.Type != inbox.TypeAcknowledgment {
+			fmt.Fprintf(w, "    asks %s for acknowledgment\n", strings.Join(recipientsOf(m), ", "))
+		}
+		fmt.Fprintf(w, "    %s\n", m.Summary)
+		if m.Body != "" && m.Body != m.Summary {
+			for _, line := range strings.Split(strings.TrimRight(m.Body, "\n"), "\n") {
+				fmt.Fprintf(w, "    │ %s\n", line)
+			}
+		}
+		if p := string(m.PayloadJSON); p != "" && p != "{}" {
+			fmt.Fprintf(w, "    payload: %s\n", p)
+		}
+		for _, a := range m.Artifacts {
+			meta := ""
+			if md := string(a.MetadataJSON); md != "" && md != "{}" {
+				meta = " " + md
+			}
+			fmt.Fprintf(w, "    artifact: %s (%s)%s\n", a.Path, a.Kind, meta)
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// TestAppendValueMatchesEncodingJSON: the direct writer of responses
+// gives the bytes encoding/json gives, for every kind of value it handles
+// (nil pointers and slices included).
+func TestAppendValueMatchesEncodingJSON(t *testing.T) {
+	th := &inbox.Thread{ThreadID: "thr_1", Subject: "a \"quoted\" <subject>\n\u2028", MessageCount: 2, LastEventID: 9}
+	msg := &inbox.Message{MessageID: "msg_1", Seq: 1, Body: "b\x01\xff", PayloadJSON: json.RawMessage(`{"a":[1,2]}`),
+		Artifacts: []inbox.Artifact{{Path: "p", MetadataJSON: json.RawMessage(`{}`)}}, Status: "done"}
+	bare := &inbox.Message{MessageID: "msg_2"}
+	lease := &inbox.Lease{ThreadID: "thr_1", AgentID: "w", LeaseToken: 3, ExpiresAt: "x"}
+	y := "y"
+	released := &inbox.Lease{AgentID: "w", ReleasedAt: &y}
+	ev := &inbox.Event{EventID: 5, PayloadJSON: json.RawMessage(`{}`), Agent: "w", Kind: "answer"}
+	cur := &inbox.Cursor{ThreadID: "thr_1", LastReadSeq: 2}
+	var nt *inbox.Thread
+	var nm *inbox.Message
+	var nl *inbox.Lease
+	var ne *inbox.Event
+	var nc *inbox.Cursor
+	nested := &obj{}
+	nested.set("k", "v").set("n", 1)
+	for _, v := range []any{nil, "", "é\t\"\\</>&", true, false, 0, -7, int64(1 << 62),
+		[]string(nil), []string{}, []string{"a", "b\n"}, map[string]string(nil), map[string]string{"z": "1", "a": "2"},
+		th, nt, msg, bare, nm, lease, released, nl, ev, ne, cur, nc,
+		[]*inbox.Thread(nil), []*inbox.Thread{}, []*inbox.Thread{th, nil},
+		[]*inbox.Message{msg, bare}, []*inbox.Event{ev}, nested,
+		map[string]int{"fallback": 1}, struct{ X int }{3}} {
+		got, err := appendValue(nil, v)
+		if err != nil {
+			t.Fatalf("%#v: %v", v, err)
+		}
+		want, err := encodeJSON(v)
+		if err != nil {
+			t.Fatalf("encoding/json %#v: %v", v, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%#v:\n got %s\nwant %s", v, got, want)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// readmeShellBlocks returns the ```sh blocks of a Markdown file, in order.
+func readmeShellBlocks(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var blocks []string
+	var cur *strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case cur == nil && line == "```sh":
+			cur = new(strings.Builder)
+		case cur != nil && line == "```":
+			blocks = append(blocks, cur.String())
+			cur = nil
+		case cur != nil:
+			cur.WriteString(line)
+			cur.WriteByte('\n')
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cur != nil {
+		t.Fatalf("%s: a ```sh block is never closed", path)
+	}
+	return blocks
+}
+
+// TestReadmeSnippets runs every ```sh block of README.md after the first
+// (which builds the binary and runs the test suite) in one bash, in order,
+// as a reader pasting them would: in a fresh directory holding bin/inbox,
+// stopping at the first command that fails. The store must then pass fsck.
+func TestReadmeSnippets(t *testing.T) {
+	blocks := readmeShellBlocks(t, filepath.Join("..", "..", "..", "README.md"))
+	if len(blocks) < 5 {
+		t.Fatalf("README.md has %d sh blocks; expected the build block and the walkthrough", len(blocks))
+	}
+	if !strings.Contains(blocks[0], "go build") || !strings.Contains(blocks[0], "go test ./...") {
+		t.Fatalf("the README's first sh block must build and test:\n%s", blocks[0])
+	}
+
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(lookInbox(t, "inbox"), filepath.Join(dir, "bin", "inbox")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(dir, "contrib"), os.DirFS(filepath.Join("..", "..", "..", "contrib"))); err != nil {
+		t.Fatal(err)
+	}
+
+	var script strings.Builder
+	// -e stops at the first failing command; background jobs (the daemon,
+	// a wait-reply) are killed when the script ends, however it ends.
+	script.WriteString("set -eu -o pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n")
+	for i, b := range blocks[1:] {
+		script.WriteString("echo '--- README sh block " + strconv.Itoa(i+2) + "' >&2\n")
+		script.WriteString(b)
+	}
+	// The walkthrough's tasks run on in the background after the last
+	// block; fsck checks the store once they have all finished (a store
+	// that is being written has temp files and entries in flight).
+	script.WriteString("echo '--- tasks finish' >&2\n" +
+		"for i in $(seq 600); do inbox queue --all --json | grep -q '\"queued\":\\[\\],\"running\":\\[\\]' && break; sleep 0.1; done\n" +
+		"inbox queue --all --json | grep -q '\"queued\":\\[\\],\"running\":\\[\\]'\n")
+	script.WriteString("echo '--- fsck' >&2\ninbox fsck\n")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
+	cmd.Dir = dir
+	cmd.Env = readmeEnv(dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README snippets failed: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	if !strings.Contains(string(out), `"woke":true`) {
+		t.Errorf("the worker's wait-reply did not print the answer:\n%s", out)
+	}
+	for _, want := range []string{"daily.task.json.result", "daily.task.json.outcome"} {
+		if _, err := os.Stat(filepath.Join(dir, ".agents", "inbox", "intake", want)); err != nil {
+			t.Errorf("the daemon example left no %s: %v", want, err)
+		}
+	}
+}
+
+// readmeEnv is the environment of a new user's shell: no INBOX_ settings,
+// a home of its own.
+func readmeEnv(dir string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "INBOX_") || strings.HasPrefix(kv, "HOME=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "HOME="+dir)
+}

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// cpuTicks returns a process's user+system CPU time in clock ticks.
+func cpuTicks(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may contain spaces).
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ut + st, nil
+}
+
+// TestManyWaitersWake starts 200 wait-reply processes on 200 threads,
+// checks that while they wait they use (almost) no CPU, then replies to
+// every thread and checks that each waiter wakes with its own answer.
+func TestManyWaitersWake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 200 processes")
+	}
+	const n = 200
+	db, ids := newStore(t, n)
+	bin := lookInbox(t, "inbox")
+	type waiter struct {
+		cmd      *exec.Cmd
+		out, err *os.File
+	}
+	ws := make([]waiter, n)
+	dir := t.TempDir()
+	for i, tid := range ids {
+		out, err := os.Create(filepath.Join(dir, fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "wait-reply", "--db", db, "--json", "--thread", tid, "--timeout-seconds", "60")
+		errf, err := os.Create(filepath.Join(dir, fmt.Sprint(i, ".err")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = out, errf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ws[i] = waiter{cmd, out, errf}
+	}
+	defer func() {
+		for _, w := range ws {
+			if w.cmd.ProcessState == nil {
+				w.cmd.Process.Kill()
+				w.cmd.Wait()
+			}
+		}
+	}()
+	ticks := func() []int64 {
+		out := make([]int64, n)
+		for i, w := range ws {
+			c, err := cpuTicks(w.cmd.Process.Pid)
+			if err != nil {
+				t.Fatalf("waiter exited early: %v", err)
+			}
+			out[i] = c
+		}
+		return out
+	}
+	sum := func(xs []int64) (s int64) {
+		for _, x := range xs {
+			s += x
+		}
+		return s
+	}
+	// Wait until every waiter has finished starting (200 copies of the
+	// test binary on a small machine): no CPU used for a whole second.
+	before := ticks()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+		now := ticks()
+		if sum(now) == sum(before) {
+			break
+		}
+		before = now
+	}
+	const idle = 3 * time.Second
+	time.Sleep(idle)
+	after := ticks()
+	// Waiters beyond the per-user inotify instance limit
+	// (fs.inotify.max_user_instances, often 128) poll, and say so.
+	var notified, polling, notifiedTicks, pollingTicks int64
+	for i, w := range ws {
+		msg, _ := os.ReadFile(w.err.Name())
+		if strings.Contains(string(msg), "polling") {
+			polling++
+			pollingTicks += after[i] - before[i]
+		} else {
+			notified++
+			notifiedTicks += after[i] - before[i]
+		}
+	}
+	t.Logf("idle for %v: %d waiters on inotify used %d clock ticks; %d polling waiters used %d ticks (%.2f%% of a CPU each)",
+		idle, notified, notifiedTicks, polling, pollingTicks,
+		float64(pollingTicks)*10/float64(max(polling, 1))/float64(idle.Milliseconds())*100)
+	// Clock ticks are 10 ms: waiters blocked on inotify use none; a
+	// polling waiter lists a directory ten times a second, which must
+	// stay well under 1% of a CPU.
+	if notifiedTicks > 2 {
+		t.Errorf("%d waiters on inotify used %d clock ticks in %v, want about 0", notified, notifiedTicks, idle)
+	}
+	if polling > 0 && float64(pollingTicks)*10/float64(polling) > 0.01*float64(idle.Milliseconds()) {
+		t.Errorf("%d polling waiters used %d clock ticks in %v: more than 1%% of a CPU each", polling, pollingTicks, idle)
+	}
+
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]string, n)
+	for i, tid := range ids {
+		r, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: fmt.Sprint("answer ", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = r.Message.MessageID
+	}
+	for i, w := range ws {
+		if err := w.cmd.Wait(); err != nil {
+			t.Errorf("waiter %d: %v", i, err)
+			continue
+		}
+		data, _ := os.ReadFile(w.out.Name())
+		var got struct {
+			Woke    bool `json:"woke"`
+			Message struct {
+				MessageID string `json:"message_id"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal(data, &got); err != nil || !got.Woke || got.Message.MessageID != want[i] {
+			t.Errorf("waiter %d printed %s, want message %s", i, data, want[i])
+		}
+	}
+}
+
+// BenchmarkWakeLatency measures, process to process, the time from the
+// moment a reply's write is durable (s.Reply has returned in this process)
+// to a separate `inbox wait-reply` process printing it, and reports the
+// median and 99th percentile. Run with -benchtime=200x for 200 trials.
+// A negative value means the waiter printed before the replier's call
+// returned (it wakes on the event append, after the commit point).
+func BenchmarkWakeLatency(b *testing.B) {
+	s, db := storetest.New(b, spool.Options{})
+	bin := lookInbox(b, "inbox")
+	var lat []time.Duration
+	for i := 0; i < b.N; i++ {
+		r, err := s.Send(inbox.SendInput{From: "Y", To: "X", Subject: "q"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tid := r.Thread.ThreadID
+		cmd := exec.Command(bin, "wait-reply", "--db", db, "--json", "--thread", tid, "--timeout-seconds", "30")
+		pipe, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // the waiter starts and blocks
+		printed := make(chan time.Time, 1)
+		go func() {
+			br := bufio.NewReader(pipe)
+			br.ReadBytes('\n')
+			printed <- time.Now()
+			io.Copy(io.Discard, br)
+		}()
+		if _, err := s.Reply("X", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a"}); err != nil {
+			b.Fatal(err)
+		}
+		durable := time.Now()
+		select {
+		case p := <-printed:
+			lat = append(lat, p.Sub(durable))
+		case <-time.After(10 * time.Second):
+			b.Fatal("waiter did not wake")
+		}
+		cmd.Wait()
+	}
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+	b.ReportMetric(float64(pct(0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(pct(0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(0, "ns/op")
+}

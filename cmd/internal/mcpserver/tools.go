@@ -1,0 +1,402 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/inbox-dev/inbox/cmd/internal/cli"
+)
+
+// The MCP tools (SPEC §12). Each tool is a CLI command: its input struct
+// mirrors the command's flags (json name = flag name with _ for -), and
+// the tool runs the command in-process against the store the server holds
+// open, so its structured result is the CLI's JSON and a failure is the
+// CLI's error shape with its code. Inputs are turned into arguments by
+// reflection (toArgs): a field tagged flag:",pos" is a positional
+// argument, flag:"-" is not passed on, and zero values are left out.
+
+// Shared inputs.
+
+type contentIn struct {
+	Summary        string   `json:"summary,omitempty" jsonschema:"one-line summary"`
+	Body           string   `json:"body,omitempty" jsonschema:"message body (free text, any size)"`
+	PayloadJSON    string   `json:"payload_json,omitempty" jsonschema:"structured payload: one JSON value, as a string"`
+	Artifact       []string `json:"artifact,omitempty" jsonschema:"file paths to attach as references (the files are not read)"`
+	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"retry-safe key: repeating the call with it returns the first result and writes nothing"`
+}
+
+type typedIn struct {
+	Type        string `json:"type,omitempty" jsonschema:"seed 002 message type: task_assignment, task_status_request, task_status_response, message, team_broadcast, idle_notification, task_completion, blocking_notification, acknowledgment, or any [a-z_]+"`
+	ContentJSON string `json:"content_json,omitempty" jsonschema:"seed 002 content: a JSON object as a string, stored as the payload"`
+	RequestID   string `json:"request_id,omitempty" jsonschema:"request id: makes the message a request (send) or the response to one (reply)"`
+	AckRequired bool   `json:"ack_required,omitempty" jsonschema:"ask each recipient to acknowledge (ack tool)"`
+}
+
+type waitIn struct {
+	MaxWaitSeconds *float64 `json:"max_wait_seconds,omitempty" flag:"-" jsonschema:"how long to block at most (default 45, capped at 50); on timeout the result has woke:false and the cursor to call again with"`
+}
+
+type fetchIn struct {
+	Agent  string `json:"agent,omitempty" jsonschema:"the worker looking for work (default: the server's agent)"`
+	Status string `json:"status,omitempty" jsonschema:"statuses, comma-separated (default pending,blocked)"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many threads (default 20)"`
+	Unread bool   `json:"unread,omitempty" jsonschema:"only threads with a message from someone else past your read cursor"`
+}
+
+type claimIn struct {
+	Agent        string `json:"agent,omitempty" jsonschema:"the agent taking the lease (default: the server's agent)"`
+	Thread       string `json:"thread" jsonschema:"thread id"`
+	LeaseSeconds int    `json:"lease_seconds,omitempty" jsonschema:"lease length in seconds (default 900)"`
+}
+
+type renewIn struct {
+	claimIn
+	LeaseToken int64 `json:"lease_token,omitempty" jsonschema:"refuse unless this is the current lease token"`
+}
+
+type updateIn struct {
+	Agent      string `json:"agent,omitempty" jsonschema:"the lease holder (default: the server's agent)"`
+	Thread     string `json:"thread" jsonschema:"thread id"`
+	Status     string `json:"status" jsonschema:"in_progress (progress) or blocked (a question: say exactly what is missing in summary)"`
+	LeaseToken int64  `json:"lease_token,omitempty" jsonschema:"refuse unless this is the current lease token"`
+	contentIn
+}
+
+type finishIn struct {
+	Agent      string `json:"agent,omitempty" jsonschema:"the lease holder (default: the server's agent)"`
+	Thread     string `json:"thread" jsonschema:"thread id"`
+	LeaseToken int64  `json:"lease_token,omitempty" jsonschema:"refuse unless this is the current lease token"`
+	contentIn
+}
+
+type replyIn struct {
+	From   string `json:"from,omitempty" jsonschema:"sender (default: the server's agent)"`
+	To     string `json:"to,omitempty" jsonschema:"recipient: an agent, several (a,b) or a team (@team); default the other party"`
+	Thread string `json:"thread" jsonschema:"thread id"`
+	Kind   string `json:"kind,omitempty" jsonschema:"answer, question, progress or control (required unless type gives one)"`
+	contentIn
+	typedIn
+}
+
+type cancelIn struct {
+	Agent          string `json:"agent,omitempty" jsonschema:"who cancels (default: the server's agent)"`
+	Thread         string `json:"thread,omitempty" jsonschema:"thread id (or name)"`
+	Name           string `json:"name,omitempty" jsonschema:"a queued or running task, by name (or thread)"`
+	Reason         string `json:"reason,omitempty" jsonschema:"why (the message summary)"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"retry-safe key"`
+}
+
+type sendIn struct {
+	To       string `json:"to,omitempty" jsonschema:"recipient: an agent, several (a,b) or a team (@team); required for a new thread"`
+	Message  string `json:"message,omitempty" flag:"body" jsonschema:"the message text (seed 003's send): without subject it is a note in the recipient's mailbox, not work"`
+	From     string `json:"from,omitempty" jsonschema:"sender (default: the server's agent)"`
+	Subject  string `json:"subject,omitempty" jsonschema:"subject of a new work thread: the recipient's fetch shows it until claimed"`
+	Thread   string `json:"thread,omitempty" jsonschema:"append to this thread instead of starting one"`
+	Kind     string `json:"kind,omitempty" jsonschema:"task, question, answer, progress, result, control or event"`
+	Priority string `json:"priority,omitempty" jsonschema:"low, normal or high (new thread)"`
+	Run      string `json:"run,omitempty" jsonschema:"run id to record on a new thread"`
+	Task     string `json:"task,omitempty" jsonschema:"task id to record on a new thread"`
+	Request  bool   `json:"request,omitempty" jsonschema:"make it a request with a generated request_id"`
+	Seed002  string `json:"seed002,omitempty" jsonschema:"send a seed-002 JSON line as it is (type, from, to, timestamp, content, ...)"`
+	contentIn
+	typedIn
+}
+
+type listIn struct {
+	Agent      string `json:"agent,omitempty" jsonschema:"only threads this agent created or is assigned"`
+	Status     string `json:"status,omitempty" jsonschema:"statuses, comma-separated (default all)"`
+	CreatedBy  string `json:"created_by,omitempty" jsonschema:"only threads created by this agent"`
+	AssignedTo string `json:"assigned_to,omitempty" jsonschema:"only threads assigned to this agent"`
+	Limit      int    `json:"limit,omitempty" jsonschema:"at most this many (default 50)"`
+}
+
+type showIn struct {
+	Thread   string `json:"thread" jsonschema:"thread id"`
+	MarkRead bool   `json:"mark_read,omitempty" jsonschema:"move agent's read cursor to the newest message"`
+	Agent    string `json:"agent,omitempty" jsonschema:"whose cursor mark_read moves (default: the server's agent)"`
+}
+
+type waitReplyIn struct {
+	Thread       string `json:"thread" jsonschema:"thread id"`
+	Agent        string `json:"agent,omitempty" jsonschema:"wait after this agent's read cursor and move it (default: the server's agent)"`
+	AfterEvent   *int64 `json:"after_event,omitempty" jsonschema:"wait for a message after this event id (next_event_id of the last call)"`
+	AfterMessage string `json:"after_message,omitempty" jsonschema:"wait for a message after this message id"`
+	Kinds        string `json:"kinds,omitempty" jsonschema:"kinds that count, comma-separated (default answer,control,result)"`
+	Types        string `json:"types,omitempty" jsonschema:"seed-002 types that count, comma-separated"`
+	RequestID    string `json:"request_id,omitempty" jsonschema:"wait for the response to the request carrying this id"`
+	waitIn
+}
+
+type watchIn struct {
+	Agent      string `json:"agent,omitempty" jsonschema:"whose threads (default: the server's agent)"`
+	Status     string `json:"status,omitempty" jsonschema:"statuses that count, comma-separated (default any)"`
+	AfterEvent *int64 `json:"after_event,omitempty" jsonschema:"count only events after this id (default: from now)"`
+	waitIn
+}
+
+type eventsIn struct {
+	Thread     string `json:"thread,omitempty" jsonschema:"only this thread's events"`
+	AfterEvent *int64 `json:"after_event,omitempty" jsonschema:"only events with a greater id"`
+	Limit      *int   `json:"limit,omitempty" jsonschema:"at most this many (default 100)"`
+}
+
+type pushIn struct {
+	Name           string `json:"name,omitempty" jsonschema:"the task's name, also its agent name (default: generated)"`
+	Prompt         string `json:"prompt" flag:",pos" jsonschema:"the task's prompt (its stdin)"`
+	Parent         string `json:"parent,omitempty" jsonschema:"who gets the result in its mailbox (default: you)"`
+	Model          string `json:"model,omitempty" jsonschema:"model hint, passed as INBOX_MODEL"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"kill the task after this long"`
+	Agent          string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
+}
+
+type runIn struct {
+	Count          int    `json:"count,omitempty" flag:",pos" jsonschema:"start up to this many queued tasks (default all)"`
+	Exec           string `json:"exec,omitempty" jsonschema:"command that runs one task: sh -c CMD with the prompt on stdin (default INBOX_EXEC)"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"default timeout for tasks pushed without one"`
+	Agent          string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
+}
+
+type receiveIn struct {
+	From  string `json:"from,omitempty" jsonschema:"only messages from this agent"`
+	Lifo  bool   `json:"lifo,omitempty" jsonschema:"newest first"`
+	Agent string `json:"agent,omitempty" jsonschema:"whose mailbox (default: the server's agent)"`
+	waitIn
+}
+
+type checkIn struct {
+	From  string `json:"from,omitempty" jsonschema:"only messages from this agent"`
+	Lifo  bool   `json:"lifo,omitempty" jsonschema:"newest first"`
+	Agent string `json:"agent,omitempty" jsonschema:"whose mailbox (default: the server's agent)"`
+}
+
+type mailboxIn struct {
+	From  string `json:"from,omitempty" jsonschema:"only messages from this agent"`
+	Agent string `json:"agent,omitempty" jsonschema:"whose mailbox (default: the server's agent)"`
+}
+
+type queueIn struct {
+	All   bool   `json:"all,omitempty" jsonschema:"every agent's queue"`
+	Agent string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
+}
+
+type noIn struct{}
+
+type teamIn struct {
+	Team   string   `json:"team" flag:",pos" jsonschema:"the team's name"`
+	Member []string `json:"member,omitempty" jsonschema:"members (agent names)"`
+	Agent  string   `json:"agent,omitempty" jsonschema:"who makes the change (default: the server's agent)"`
+}
+
+type teamNameIn struct {
+	Team string `json:"team" flag:",pos" jsonschema:"the team's name"`
+}
+
+type ackIn struct {
+	Agent   string `json:"agent,omitempty" jsonschema:"who acknowledges (default: the server's agent)"`
+	Message string `json:"message" jsonschema:"the id of the message to acknowledge"`
+	Thread  string `json:"thread,omitempty" jsonschema:"its thread (found when omitted)"`
+}
+
+// Waits an MCP call may block for (SPEC §12).
+const (
+	defaultMaxWait = 45.0
+	maxMaxWait     = 50.0
+)
+
+// maxWait is how long a blocking call waits: max_wait_seconds, by
+// default 45, at most 50 (no client times out), at least 0.
+func maxWait(given *float64) float64 {
+	if given == nil {
+		return defaultMaxWait
+	}
+	return min(max(*given, 0), maxMaxWait)
+}
+
+// toArgs turns an input struct into command-line arguments.
+func toArgs(in any) []string {
+	var flags, pos []string
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		t := v.Type()
+		for i := range t.NumField() {
+			f, fv := t.Field(i), v.Field(i)
+			if f.Anonymous {
+				walk(fv)
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			tag := f.Tag.Get("flag")
+			if tag == "-" {
+				continue
+			}
+			flagName, opt, _ := strings.Cut(tag, ",")
+			if flagName == "" {
+				flagName = strings.ReplaceAll(name, "_", "-")
+			}
+			if fv.Kind() == reflect.Pointer {
+				if fv.IsNil() {
+					continue
+				}
+				fv = fv.Elem()
+			} else if fv.IsZero() {
+				continue
+			}
+			var vals []string
+			switch fv.Kind() {
+			case reflect.String:
+				vals = []string{fv.String()}
+			case reflect.Bool:
+				vals = []string{strconv.FormatBool(fv.Bool())}
+			case reflect.Int, reflect.Int64:
+				vals = []string{strconv.FormatInt(fv.Int(), 10)}
+			case reflect.Float64:
+				vals = []string{strconv.FormatFloat(fv.Float(), 'f', -1, 64)}
+			case reflect.Slice:
+				for j := range fv.Len() {
+					vals = append(vals, fv.Index(j).String())
+				}
+			}
+			for _, s := range vals {
+				if opt == "pos" {
+					pos = append(pos, s)
+				} else {
+					flags = append(flags, "--"+flagName+"="+s)
+				}
+			}
+		}
+	}
+	walk(reflect.ValueOf(in))
+	if len(pos) > 0 {
+		flags = append(append(flags, "--"), pos...)
+	}
+	return flags
+}
+
+// toolSpec is one tool: the command it runs (with leading arguments, such
+// as a team verb), and whether it blocks.
+type toolSpec struct {
+	name, desc string
+	cmd        []string
+	blocking   bool
+}
+
+// addTool registers a tool whose input is In.
+func addTool[In any](m *mcpServer, s *mcp.Server, spec toolSpec) {
+	mcp.AddTool(s, &mcp.Tool{Name: spec.name, Description: spec.desc},
+		func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+			args := append(append([]string{}, spec.cmd[1:]...), toArgs(in)...)
+			if spec.blocking {
+				var given *float64
+				if w := reflect.ValueOf(in).FieldByName("MaxWaitSeconds"); w.IsValid() && !w.IsNil() {
+					given = w.Interface().(*float64)
+				}
+				wait := maxWait(given)
+				args = append([]string{"--timeout-seconds=" + strconv.FormatFloat(wait, 'f', -1, 64)}, args...)
+				stop := m.progress(ctx, req, spec.name, wait)
+				defer stop()
+			}
+			out, code := m.invoke(ctx, spec.cmd[0], args)
+			res := &mcp.CallToolResult{StructuredContent: json.RawMessage(out),
+				Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}, IsError: code >= cli.ExitConflict}
+			return res, nil, nil
+		})
+}
+
+// invoke runs the CLI command cmd with args in-process against the
+// server's store and returns its JSON output and exit code.
+func (m *mcpServer) invoke(ctx context.Context, cmd string, args []string) ([]byte, int) {
+	return cli.Invoke(ctx, m.bus, m.getenv, cmd, args)
+}
+
+// progress sends a progress notification every few seconds while a
+// blocking tool waits, when the client asked for progress.
+func (m *mcpServer) progress(ctx context.Context, req *mcp.CallToolRequest, name string, wait float64) (stop func()) {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		start := time.Now()
+		t := time.NewTicker(m.progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				el := time.Since(start).Seconds()
+				req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: el, Total: wait,
+					Message: fmt.Sprintf("%s: waiting (%.0fs of at most %gs)", name, el, wait)})
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// tools registers every tool on s.
+func (m *mcpServer) tools(s *mcp.Server) {
+	addTool[fetchIn](m, s, toolSpec{name: "fetch", cmd: []string{"fetch"},
+		desc: "List threads waiting for you (pending or blocked, assigned to you or offered to your team) without claiming any. Step 1 of the worker loop: fetch, then claim one thread before working on it. Empty threads list means no work."})
+	addTool[claimIn](m, s, toolSpec{name: "claim", cmd: []string{"claim"},
+		desc: "Take the lease on a thread before working on it: exactly one claimer wins (others get lease_conflict). Returns lease.lease_token, a fencing token to pass to update/done/fail. Renew long work before the lease expires (default 900 s)."})
+	addTool[renewIn](m, s, toolSpec{name: "renew", cmd: []string{"renew"},
+		desc: "Extend your lease on a thread you hold, counted from now. Call it before lease_seconds run out during long work."})
+	addTool[updateIn](m, s, toolSpec{name: "update", cmd: []string{"update"},
+		desc: "As the lease holder, post progress (status in_progress) or a blocked question (status blocked, summary says exactly what is missing). After a blocked update, call wait_reply for the answer."})
+	addTool[replyIn](m, s, toolSpec{name: "reply", cmd: []string{"reply"},
+		desc: "Append a message inside a thread; anyone may reply. A leader answers a blocked worker (kind answer) or steers it (kind control). With type and request_id it answers a seed-002 request. Never changes the thread's status."})
+	addTool[finishIn](m, s, toolSpec{name: "done", cmd: []string{"done"},
+		desc: "As the lease holder, finish the thread with its result: summary (required) says what was achieved, body holds details. Releases the lease."})
+	addTool[finishIn](m, s, toolSpec{name: "fail", cmd: []string{"fail"},
+		desc: "As the lease holder, mark the thread failed: summary (required) says why. Releases the lease."})
+	addTool[cancelIn](m, s, toolSpec{name: "cancel", cmd: []string{"cancel"},
+		desc: "Stop a thread (a leader's call), or a queued or running task by name (its process is killed and its parent gets the failure)."})
+	addTool[sendIn](m, s, toolSpec{name: "send", cmd: []string{"send"},
+		desc: "Send a message. With to and message (seed 003): a note in the recipient's mailbox, not work. With subject: a new work thread the recipient fetches and claims. to may be several agents (a,b) or a team (@team). With thread: add to that thread. Typed messages (seed 002): type, content_json, ack_required, request/request_id."})
+	addTool[listIn](m, s, toolSpec{name: "list", cmd: []string{"list"},
+		desc: "List threads with filters, newest first (a leader's view of everything). Unlike fetch it is not limited to work waiting for one agent."})
+	addTool[showIn](m, s, toolSpec{name: "show", cmd: []string{"show"},
+		desc: "Read one thread's full history: header, lease and every message. mark_read moves your read cursor to the newest message."})
+	addTool[waitReplyIn](m, s, toolSpec{name: "wait_reply", cmd: []string{"wait-reply"}, blocking: true,
+		desc: "Block until an answer (or control, or result) lands in a thread, then return it; at once if one is there already. Waits at most max_wait_seconds (default 45): on woke:false call again with after_event set to next_event_id. request_id waits for the response to that request."})
+	addTool[watchIn](m, s, toolSpec{name: "watch", cmd: []string{"watch"}, blocking: true,
+		desc: "Block until one of your threads is created or changes status. Waits at most max_wait_seconds (default 45); on woke:false call again with after_event set to next_event_id."})
+	addTool[eventsIn](m, s, toolSpec{name: "events", cmd: []string{"events", "--limit=100"},
+		desc: "Read the store's event log (every change, in order) after an event id; next_event_id is where to continue."})
+	addTool[pushIn](m, s, toolSpec{name: "push", cmd: []string{"push"},
+		desc: "Queue a task (seed 003): a prompt for a sub-agent, run later by the run tool. Its result arrives in your mailbox (receive/check) as a message from the task's name."})
+	addTool[runIn](m, s, toolSpec{name: "run", cmd: []string{"run"},
+		desc: "Start up to count queued tasks of your queue in the background (seed 003) and return at once; each runs exec with its prompt on stdin."})
+	addTool[receiveIn](m, s, toolSpec{name: "receive", cmd: []string{"receive"}, blocking: true,
+		desc: "Wait for the next message in your mailbox (a task's result, a note, a broadcast) and collect it. Waits at most max_wait_seconds (default 45): woke:false means nothing came; call again."})
+	addTool[checkIn](m, s, toolSpec{name: "check", cmd: []string{"check"},
+		desc: "Collect every message ready in your mailbox now, without waiting (seed 003's check). An empty messages list means none."})
+	addTool[mailboxIn](m, s, toolSpec{name: "mailbox", cmd: []string{"mailbox"},
+		desc: "Look at your mailbox without collecting anything, and at the messages you still have to acknowledge."})
+	addTool[queueIn](m, s, toolSpec{name: "queue", cmd: []string{"queue"},
+		desc: "Show your task queue: queued, running (with age) and finished tasks."})
+	addTool[noIn](m, s, toolSpec{name: "agents", cmd: []string{"agents"},
+		desc: "Every agent the store has seen: state (working, waiting, idle, gone), last activity, live leases, mailbox depth, teams and unacknowledged messages. A leader's check on who is alive."})
+	addTool[teamIn](m, s, toolSpec{name: "team_create", cmd: []string{"team", "create"},
+		desc: "Create a team (a named set of agents). Send to every member but yourself with to: \"@team\"."})
+	addTool[teamIn](m, s, toolSpec{name: "team_add", cmd: []string{"team", "add"},
+		desc: "Add members (agent names) to an existing team; members already in it stay as they are."})
+	addTool[teamIn](m, s, toolSpec{name: "team_remove", cmd: []string{"team", "remove"},
+		desc: "Remove members from a team; each must be a member (else not_a_member)."})
+	addTool[teamNameIn](m, s, toolSpec{name: "team_show", cmd: []string{"team", "show"},
+		desc: "A team's members and what each has not acknowledged."})
+	addTool[noIn](m, s, toolSpec{name: "team_list", cmd: []string{"team", "list"},
+		desc: "List every team of the store with its members, to find whom @team reaches."})
+	addTool[ackIn](m, s, toolSpec{name: "ack", cmd: []string{"ack"},
+		desc: "Acknowledge a message that asked for it (ack_required): an acknowledgment to its sender in the same thread."})
+}
