@@ -1,0 +1,244 @@
+package teamfiles
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/google/renameio/v2"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Config configures a bridge.
+type Config struct {
+	Bus inbox.Bus
+	// Dir is the team directory: seed 002's DIR/{team}/members/{member}/
+	// (JSONL), or Claude Code's DIR/{team}/config.json and inboxes/ (Claude).
+	Dir string
+	Log *slog.Logger
+	// Agent is the Claude bridge's own member name (default "inbox").
+	Agent string
+	// MaxSize is the size past which a JSONL inbox is rotated (default 10 MiB).
+	MaxSize int64
+	// Sweep is how often the files are looked at without a notification
+	// (default 1 s): the safety net under fsnotify.
+	Sweep time.Duration
+	// ForcePoll skips fsnotify (tests, file systems without notifications).
+	ForcePoll bool
+	// Ready, when set, is closed once the bridge has caught up at start.
+	Ready chan<- struct{}
+}
+
+func (c *Config) defaults() {
+	if c.Agent == "" {
+		c.Agent = "inbox"
+	}
+	if c.MaxSize <= 0 {
+		c.MaxSize = 10 << 20
+	}
+	if c.Sweep <= 0 {
+		c.Sweep = time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// recipients is who a message went to.
+func recipients(m *inbox.Message) []string {
+	if len(m.Recipients) > 0 {
+		return m.Recipients
+	}
+	return []string{m.ToAgent}
+}
+
+// routes reports whether m belongs in team t's file for member: m was
+// delivered to member, a member of t, and addressed to @t, to "all" by a
+// member of t, or to member by name by another member of t.
+func routes(m *inbox.Message, t *inbox.Team, member string) bool {
+	if !slices.Contains(t.Members, member) || !slices.Contains(recipients(m), member) || m.FromAgent == member {
+		return false
+	}
+	a, err := inbox.ParseAddress("to", m.ToAgent)
+	if err != nil {
+		return false
+	}
+	if slices.Contains(a.Teams, t.Name) {
+		return true
+	}
+	senderIn := slices.Contains(t.Members, m.FromAgent)
+	return senderIn && (a.All || slices.Contains(a.Agents, member))
+}
+
+// messageOf returns the message an event added (nil if it added none or
+// it cannot be read), and the origin of its thread when it is the
+// thread's first message.
+func messageOf(bus inbox.Bus, ev *inbox.Event) (*inbox.Message, *inbox.Origin) {
+	if ev.MessageID == "" || ev.ThreadID == "" {
+		return nil, nil
+	}
+	_, last, err := bus.LastMessage(ev.ThreadID)
+	if err == nil && last != nil && last.MessageID == ev.MessageID && last.Seq > 1 {
+		return last, nil
+	}
+	v, err := bus.Show(ev.ThreadID)
+	if err != nil {
+		return nil, nil
+	}
+	for _, m := range v.Messages {
+		if m.MessageID == ev.MessageID {
+			if m.Seq == 1 {
+				return m, v.Origin
+			}
+			return m, nil
+		}
+	}
+	return nil, nil
+}
+
+// teamCache holds the bus's teams, refreshed on team events.
+type teamCache struct {
+	bus   inbox.Bus
+	mu    sync.Mutex
+	teams []*inbox.Team
+}
+
+func (c *teamCache) refresh() error {
+	ts, err := c.bus.Teams()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.teams = ts
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *teamCache) get() []*inbox.Team {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.teams
+}
+
+func isTeamEvent(ev *inbox.Event) bool {
+	switch ev.EventType {
+	case inbox.EventTeamCreated, inbox.EventTeamMembersAdded, inbox.EventTeamMembersRemoved:
+		return true
+	}
+	return false
+}
+
+// key derives an idempotency key (at most 200 bytes) from its parts.
+func key(kind string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return "teamfile/" + kind + "/" + hex.EncodeToString(h.Sum(nil))
+}
+
+// readJSON reads a JSON file into v; a missing file leaves v as it is.
+func readJSON(p string, v any) error {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+// writeJSON writes v to p whole (temp file and rename).
+func writeJSON(p string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return renameio.WriteFile(p, append(data, '\n'), 0o600)
+}
+
+// notifier wakes the bridge when any watched directory changes.
+type notifier struct {
+	fw    *fsnotify.Watcher
+	C     chan string // the directory that changed
+	mu    sync.Mutex
+	dirs  map[string]bool
+	close chan struct{}
+}
+
+func newNotifier(force bool) *notifier {
+	n := &notifier{C: make(chan string, 64), dirs: map[string]bool{}, close: make(chan struct{})}
+	if force {
+		return n
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return n // the sweep polls
+	}
+	n.fw = fw
+	go func() {
+		for {
+			select {
+			case ev, ok := <-fw.Events:
+				if !ok {
+					return
+				}
+				select {
+				case n.C <- filepath.Dir(ev.Name):
+				default:
+				}
+			case _, ok := <-fw.Errors:
+				if !ok {
+					return
+				}
+			case <-n.close:
+				return
+			}
+		}
+	}()
+	return n
+}
+
+// watch adds dir (once).
+func (n *notifier) watch(dir string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fw == nil || n.dirs[dir] {
+		return
+	}
+	if n.fw.Add(dir) == nil {
+		n.dirs[dir] = true
+	}
+}
+
+func (n *notifier) stop() {
+	close(n.close)
+	if n.fw != nil {
+		n.fw.Close()
+	}
+}
+
+// follow runs fn on every event after `after`, in order, until ctx ends.
+func follow(ctx context.Context, bus inbox.Bus, after int64, force bool, fn func(ev *inbox.Event) bool) error {
+	err := bus.Follow(ctx, after, "", inbox.WaitOptions{ForcePoll: force}, fn)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,22 @@
+// Package teamfiles keeps team inbox files in step with the bus, both ways
+// (SPEC §11), as a service on inbox.Bus that the daemon runs: seed 002's
+// JSONL member inboxes (JSONL) and Claude Code's team inboxes (Claude).
+//
+// Outbound, each bridge follows the event log and writes every message
+// delivered to a team member into that member's file, exactly once and in
+// event order: a line or an entry carries the message's id (JSONL) or is
+// recognised by sender, timestamp and text (Claude Code's files have no
+// ids), so a crash between writing and recording how far it got never
+// duplicates. Inbound, lines or entries other processes add are sent into
+// the store with an idempotency key derived from where they were found,
+// so they are taken in exactly once across restarts; each records its
+// file as the thread's origin, so the outbound side never writes a
+// message back into the file it came from.
+//
+// Which messages go to which file: a message lands in team T's file for
+// member M when M is one of its recipients and it was addressed to @T, or
+// to "all" by a member of T, or to M by name from another member of T.
+//
+// The bridges keep their own state beside the files (see docs/FORMAT.md);
+// losing it costs a rescan, never a message.
+package teamfiles

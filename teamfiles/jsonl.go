@@ -1,0 +1,504 @@
+package teamfiles
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Seed 002's files (SPEC §11 --team-dir):
+//
+//	DIR/{team}/members/{member}/inbox       one seed-002 JSON line per message
+//	DIR/{team}/members/{member}/inbox.lock  flock held while a line is appended
+//	DIR/{team}/members/{member}/errors.log  lines that could not be taken in
+//	DIR/{team}/members/{member}/inbox.YYYYMMDD-HHMMSS  rotated inboxes
+//	DIR/.inbox-bridge/jsonl.json            the bridge's state
+//
+// A line the bridge writes is the message's seed-002 line with one more
+// member, "messageId"; a line without one was written by someone else and
+// is taken in.
+
+const (
+	inboxName  = "inbox"
+	lockName   = "inbox.lock"
+	errorsName = "errors.log"
+	stateDir   = ".inbox-bridge"
+)
+
+// jsonlState is DIR/.inbox-bridge/jsonl.json.
+type jsonlState struct {
+	// OutEvent is the last event whose messages are in the files.
+	OutEvent int64 `json:"out_event"`
+	// Files says, per "team/member", how far its inbox was taken in.
+	Files map[string]*fileState `json:"files"`
+}
+
+// fileState is how far one inbox file (by inode) was taken in: Offset
+// bytes, Line lines.
+type fileState struct {
+	Inode  uint64 `json:"inode"`
+	Offset int64  `json:"offset"`
+	Line   int64  `json:"line"`
+}
+
+type jsonlBridge struct {
+	cfg    Config
+	teams  teamCache
+	notify *notifier
+
+	mu    sync.Mutex // guards everything below
+	state jsonlState
+	dirty bool
+	ids   map[string]*idSet // per "team/member": the ids of the lines it wrote
+}
+
+// idSet is the message ids of the bridge's lines in one inbox file.
+type idSet struct {
+	inode uint64
+	ids   map[string]bool
+}
+
+// RunJSONL keeps seed 002's member inbox files under cfg.Dir in step with
+// the bus until ctx ends.
+func RunJSONL(ctx context.Context, cfg Config) error {
+	cfg.defaults()
+	b := &jsonlBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}, ids: map[string]*idSet{}}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, stateDir), 0o700); err != nil {
+		return err
+	}
+	if err := readJSON(b.statePath(), &b.state); err != nil {
+		return fmt.Errorf("team dir: read %s: %w", b.statePath(), err)
+	}
+	if b.state.Files == nil {
+		b.state.Files = map[string]*fileState{}
+	}
+	b.notify = newNotifier(cfg.ForcePoll)
+	defer b.notify.stop()
+	if err := b.teams.refresh(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.layout()
+	b.ingestAll()
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	caughtUp := make(chan struct{})
+	go func() {
+		last, err := cfg.Bus.LastEventID()
+		if err != nil {
+			errc <- err
+			return
+		}
+		if b.state.OutEvent >= last {
+			close(caughtUp)
+		}
+		errc <- follow(ctx, cfg.Bus, b.state.OutEvent, cfg.ForcePoll, func(ev *inbox.Event) bool {
+			b.mu.Lock()
+			b.outbound(ev)
+			b.mu.Unlock()
+			if ev.EventID == last {
+				close(caughtUp)
+			}
+			return true
+		})
+	}()
+	select {
+	case <-caughtUp:
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+	b.save()
+	if cfg.Ready != nil {
+		close(cfg.Ready)
+	}
+	tick := time.NewTicker(cfg.Sweep)
+	defer tick.Stop()
+	flush := time.NewTicker(100 * time.Millisecond)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.save()
+			return nil
+		case err := <-errc:
+			b.save()
+			return err
+		case dir := <-b.notify.C:
+			b.mu.Lock()
+			if t, m, ok := b.memberOf(dir); ok {
+				b.ingestFile(t, m)
+			}
+			b.mu.Unlock()
+		case <-tick.C:
+			b.mu.Lock()
+			b.layout()
+			b.ingestAll()
+			b.mu.Unlock()
+		case <-flush.C:
+			b.save()
+		}
+	}
+}
+
+func (b *jsonlBridge) statePath() string { return filepath.Join(b.cfg.Dir, stateDir, "jsonl.json") }
+
+func (b *jsonlBridge) memberDir(team, member string) string {
+	return filepath.Join(b.cfg.Dir, team, "members", member)
+}
+
+// memberOf maps a member directory back to its team and member.
+func (b *jsonlBridge) memberOf(dir string) (team, member string, ok bool) {
+	rel, err := filepath.Rel(b.cfg.Dir, dir)
+	if err != nil {
+		return "", "", false
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	if len(parts) != 3 || parts[1] != "members" {
+		return "", "", false
+	}
+	return parts[0], parts[2], true
+}
+
+func (b *jsonlBridge) save() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.dirty {
+		return
+	}
+	if err := writeJSON(b.statePath(), &b.state); err != nil {
+		b.cfg.Log.Warn("team dir: save state", "error", err)
+		return
+	}
+	b.dirty = false
+}
+
+// layout makes every team member's directory and inbox file, and watches
+// the directories.
+func (b *jsonlBridge) layout() {
+	for _, t := range b.teams.get() {
+		for _, m := range t.Members {
+			dir := b.memberDir(t.Name, m)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				b.cfg.Log.Warn("team dir: create", "dir", dir, "error", err)
+				continue
+			}
+			f, err := os.OpenFile(filepath.Join(dir, inboxName), os.O_CREATE|os.O_WRONLY, 0o600)
+			if err == nil {
+				f.Close()
+			}
+			b.notify.watch(dir)
+		}
+	}
+}
+
+func (b *jsonlBridge) ingestAll() {
+	for _, t := range b.teams.get() {
+		for _, m := range t.Members {
+			b.ingestFile(t.Name, m)
+		}
+	}
+}
+
+// outbound writes the message ev added into every member file it belongs in.
+func (b *jsonlBridge) outbound(ev *inbox.Event) {
+	defer func() { b.state.OutEvent, b.dirty = ev.EventID, true }()
+	if isTeamEvent(ev) {
+		if err := b.teams.refresh(); err != nil {
+			b.cfg.Log.Warn("team dir: read teams", "error", err)
+		}
+		b.layout()
+		return
+	}
+	m, origin := messageOf(b.cfg.Bus, ev)
+	if m == nil {
+		return
+	}
+	for _, t := range b.teams.get() {
+		for _, member := range t.Members {
+			if !routes(m, t, member) || origin != nil && origin.Descriptor == jsonlOrigin(t.Name, member) {
+				continue
+			}
+			if err := b.appendLine(t.Name, member, m); err != nil {
+				b.cfg.Log.Warn("team dir: append", "team", t.Name, "member", member, "message", m.MessageID, "error", err)
+			}
+		}
+	}
+}
+
+func jsonlOrigin(team, member string) string { return "teamfile:jsonl:" + team + "/" + member }
+
+// outLine is m as the bridge writes it: its seed-002 line and its id.
+func outLine(m *inbox.Message) []byte {
+	line := inbox.Seed002Of(m).Line()
+	id, _ := json.Marshal(m.MessageID)
+	return append(append(append(line[:len(line)-1:len(line)-1], `,"messageId":`...), id...), '}', '\n')
+}
+
+// lineMessageID is the "messageId" of a line the bridge wrote, "" for
+// any other line.
+func lineMessageID(line []byte) string {
+	if !bytes.Contains(line, []byte(`"messageId"`)) {
+		return ""
+	}
+	var v struct {
+		ID string `json:"messageId"`
+	}
+	json.Unmarshal(line, &v)
+	return v.ID
+}
+
+func inodeOf(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// idsOf returns the ids of the bridge's lines in team/member's inbox,
+// scanning the file again when it is another file than last time.
+func (b *jsonlBridge) idsOf(team, member string, inode uint64) *idSet {
+	k := team + "/" + member
+	if s := b.ids[k]; s != nil && s.inode == inode {
+		return s
+	}
+	s := &idSet{inode: inode, ids: map[string]bool{}}
+	if f, err := os.Open(filepath.Join(b.memberDir(team, member), inboxName)); err == nil {
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 128<<20)
+		for sc.Scan() {
+			if id := lineMessageID(sc.Bytes()); id != "" {
+				s.ids[id] = true
+			}
+		}
+		f.Close()
+	}
+	b.ids[k] = s
+	return s
+}
+
+func (b *jsonlBridge) lock(dir string) (*flock.Flock, error) {
+	lk := flock.New(filepath.Join(dir, lockName), flock.SetPermissions(0o600))
+	return lk, lk.Lock()
+}
+
+// appendLine appends m's line to team/member's inbox, unless the file
+// has it already, under the inbox's flock, and rotates the file when it
+// has grown past MaxSize.
+func (b *jsonlBridge) appendLine(team, member string, m *inbox.Message) error {
+	dir := b.memberDir(team, member)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	lk, err := b.lock(dir)
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	p := filepath.Join(dir, inboxName)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	ids := b.idsOf(team, member, inodeOf(fi))
+	if ids.ids[m.MessageID] {
+		return nil
+	}
+	line := outLine(m)
+	if size := fi.Size(); size > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, size-1); err == nil && last[0] != '\n' {
+			// A writer died in the middle of a line: end it, so that ours
+			// stays whole (the broken one goes to errors.log).
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	if _, err := f.Write(line); err != nil {
+		return err
+	}
+	ids.ids[m.MessageID] = true
+	if fi.Size()+int64(len(line)) > b.cfg.MaxSize {
+		return b.rotate(team, member, f)
+	}
+	return nil
+}
+
+// rotate moves a full inbox aside as inbox.YYYYMMDD-HHMMSS after taking in
+// every line of it, and starts an empty one. The caller holds the lock.
+func (b *jsonlBridge) rotate(team, member string, f *os.File) error {
+	b.ingestFile(team, member)
+	dir := b.memberDir(team, member)
+	name := inboxName + "." + time.Now().UTC().Format("20060102-150405")
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		name = inboxName + "." + time.Now().UTC().Format("20060102-150405") + "-" + strconv.Itoa(i)
+	}
+	if err := os.Rename(filepath.Join(dir, inboxName), filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	nf, err := os.OpenFile(filepath.Join(dir, inboxName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	fi, err := nf.Stat()
+	nf.Close()
+	if err != nil {
+		return err
+	}
+	// What was left unread in the old file was taken in above; the new one
+	// starts at its beginning.
+	b.state.Files[team+"/"+member] = &fileState{Inode: inodeOf(fi)}
+	b.ids[team+"/"+member] = &idSet{inode: inodeOf(fi), ids: map[string]bool{}}
+	b.dirty = true
+	b.cfg.Log.Info("team dir: rotated", "team", team, "member", member, "to", name)
+	return nil
+}
+
+// ingestFile takes in the lines other processes appended to team/member's
+// inbox since the last time, finishing a file someone rotated away first.
+func (b *jsonlBridge) ingestFile(team, member string) {
+	dir := b.memberDir(team, member)
+	k := team + "/" + member
+	fi, err := os.Stat(filepath.Join(dir, inboxName))
+	if err != nil {
+		return
+	}
+	cur := inodeOf(fi)
+	st := b.state.Files[k]
+	if st == nil {
+		st = &fileState{Inode: cur}
+		b.state.Files[k], b.dirty = st, true
+	}
+	if st.Inode != cur {
+		// The inbox was rotated by someone else: finish the old file.
+		if old := findInode(dir, st.Inode); old != "" {
+			if !b.ingestPath(team, member, old, st) {
+				return // try again later
+			}
+		} else {
+			b.cfg.Log.Warn("team dir: a rotated inbox is gone before it was read to the end", "dir", dir)
+		}
+		*st = fileState{Inode: cur}
+		b.dirty = true
+	}
+	b.ingestPath(team, member, filepath.Join(dir, inboxName), st)
+}
+
+// findInode finds the rotated inbox file that is inode.
+func findInode(dir string, inode uint64) string {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), inboxName+".") || e.Name() == lockName {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && inodeOf(fi) == inode {
+			return filepath.Join(dir, e.Name())
+		}
+	}
+	return ""
+}
+
+// ingestPath takes in the whole lines of file p from st on. It reports
+// false when it stopped early (a failure to be retried).
+func (b *jsonlBridge) ingestPath(team, member, p string, st *fileState) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(st.Offset, io.SeekStart); err != nil {
+		return false
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return true // EOF: a partial last line waits for its end
+		}
+		lineNo := st.Line + 1
+		if !b.ingestLine(team, member, st, lineNo, line) {
+			return false
+		}
+		st.Offset += int64(len(line))
+		st.Line = lineNo
+		b.dirty = true
+	}
+}
+
+// ingestLine takes in one line; false means it could not be stored now.
+func (b *jsonlBridge) ingestLine(team, member string, st *fileState, lineNo int64, line []byte) bool {
+	body := bytes.TrimSpace(line)
+	if len(body) == 0 || lineMessageID(body) != "" {
+		return true // blank, or one of the bridge's own
+	}
+	l, err := inbox.ParseSeed002(body)
+	if err == nil {
+		err = inbox.ValidateAgent("from", l.From)
+	}
+	if err != nil {
+		b.logError(team, member, lineNo, err, body)
+		return true
+	}
+	sum := sha256.Sum256(body)
+	in := inbox.SendInput{From: l.From, To: member, Content: l.SendContent(),
+		Origin: &inbox.Origin{Descriptor: jsonlOrigin(team, member), SHA256: hex.EncodeToString(sum[:])}}
+	// Where the line is (file and offset) and what it says: the same line
+	// read again after a restart is the same message.
+	in.IdempotencyKey = key("jsonl", team, member, strconv.FormatUint(st.Inode, 10), strconv.FormatInt(st.Offset, 10), string(body))
+	if _, err := b.cfg.Bus.Send(in); err != nil {
+		if errors.Is(err, inbox.ErrInvalidInput) || errors.Is(err, inbox.ErrInvalidState) || errors.Is(err, inbox.ErrNotFound) {
+			b.logError(team, member, lineNo, err, body)
+			return true
+		}
+		b.cfg.Log.Warn("team dir: take in a line", "team", team, "member", member, "line", lineNo, "error", err)
+		return false
+	}
+	return true
+}
+
+// logError records a line that cannot be taken in, in errors.log beside
+// the inbox, with its line number.
+func (b *jsonlBridge) logError(team, member string, lineNo int64, err error, line []byte) {
+	p := filepath.Join(b.memberDir(team, member), errorsName)
+	f, ferr := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if ferr != nil {
+		b.cfg.Log.Warn("team dir: errors.log", "error", ferr)
+		return
+	}
+	defer f.Close()
+	msg := err.Error()
+	var ie *inbox.Error
+	if errors.As(err, &ie) {
+		msg = ie.Render(func(f string) string { return f })
+	}
+	fmt.Fprintf(f, "%s line %d: %s: %s\n", time.Now().UTC().Format(time.RFC3339), lineNo, msg, inbox.Shorten(string(line), 500))
+	b.cfg.Log.Warn("team dir: a line was not taken in", "team", team, "member", member, "line", lineNo, "error", msg)
+}
