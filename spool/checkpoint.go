@@ -54,11 +54,15 @@ func (s *Store) writeWatermark(w watermark) error {
 	return syncDir(s.dir)
 }
 
+// setMark records the watermark this Store last saw (goroutines share a
+// Store: the id is read without a lock by maybeCheckpoint).
+func (s *Store) setMark(w watermark) { s.markID.Store(w.EventID) }
+
 // maybeCheckpoint checkpoints when the log has grown checkpointEvery
 // events past the watermark this Store last saw. A failed checkpoint is
 // not the change's failure: the next one covers its events.
 func (s *Store) maybeCheckpoint(last int64) {
-	if s.unsynced || s.checkpointEvery < 0 || last-s.mark.EventID < int64(s.checkpointEvery) {
+	if s.unsynced || s.checkpointEvery < 0 || last-s.markID.Load() < int64(s.checkpointEvery) {
 		return
 	}
 	s.Checkpoint()
@@ -86,7 +90,7 @@ func (s *Store) Checkpoint() error {
 		return err
 	}
 	if w, ok := s.readWatermark(); ok && w.BootID == bootID() && w.EventID >= last {
-		s.mark = w
+		s.setMark(w)
 		return nil
 	}
 	if err := syncFS(s.dir); err != nil {
@@ -96,7 +100,7 @@ func (s *Store) Checkpoint() error {
 	if err := s.writeWatermark(w); err != nil {
 		return err
 	}
-	s.mark = w
+	s.setMark(w)
 	return nil
 }
 
@@ -109,7 +113,7 @@ func (s *Store) openDurable(version int) error {
 	if ok && w.BootID == bootID() && version == FormatVersion {
 		// (Where the system tells no boot id, both are empty: such
 		// systems get no replay; see sync_other.go.)
-		s.mark = w
+		s.setMark(w)
 		return nil
 	}
 	if s.linkErr != nil {
@@ -123,7 +127,7 @@ func (s *Store) openDurable(version int) error {
 	// Another process may have done it while this one waited.
 	if w, ok = s.readWatermark(); ok && w.BootID == bootID() {
 		if info, err := readFormat(s.dir); err == nil && info.Version == FormatVersion {
-			s.mark = w
+			s.setMark(w)
 			return nil
 		}
 	}
@@ -151,7 +155,7 @@ func (s *Store) openDurable(version int) error {
 			return err
 		}
 	}
-	s.mark = w
+	s.setMark(w)
 	return nil
 }
 

@@ -66,7 +66,7 @@ func TestReplayRestoresWhatACrashLost(t *testing.T) {
 	if err := s.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	w := s.mark.EventID
+	w := s.markID.Load()
 	// Everything below is after the watermark.
 	a, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "work", Content: inbox.Content{Body: "the body", IdempotencyKey: "k1"}})
 	s.Claim("w", a.Thread.ThreadID, 600)
@@ -218,7 +218,7 @@ func TestReplayRestoresTeamsAndAcks(t *testing.T) {
 	if err := s.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	w := s.mark.EventID
+	w := s.markID.Load()
 	s.AddMembers("lead", "old", []string{"b"})
 	s.CreateTeam("lead", "devs", []string{"a", "b", "c"})
 	r, err := s.Send(inbox.SendInput{From: "lead", To: "@devs", Subject: "ack me", Content: inbox.Content{AckRequired: true}})

@@ -110,7 +110,7 @@ type Store struct {
 	idx      *index.Index
 	unsynced bool
 	linkErr  error     // a top-level directory is a symbolic link (see links.go)
-	mark     watermark // durable.json as this Store last saw it (checkpoint.go)
+	markID   atomic.Int64 // durable.json's event id as this Store last saw it (checkpoint.go)
 	// checkpointEvery is Options.CheckpointEvery, defaulted.
 	checkpointEvery int
 }
