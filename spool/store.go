@@ -109,7 +109,7 @@ type Store struct {
 	log      *eventLog
 	idx      *index.Index
 	unsynced bool
-	linkErr  error     // a top-level directory is a symbolic link (see links.go)
+	linkErr  error        // a top-level directory is a symbolic link (see links.go)
 	markID   atomic.Int64 // durable.json's event id as this Store last saw it (checkpoint.go)
 	// checkpointEvery is Options.CheckpointEvery, defaulted.
 	checkpointEvery int
