@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/spf13/pflag"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/daemon"
+	"github.com/inbox-dev/inbox/teamfiles"
 )
 
 var daemonCommand = &command{
@@ -27,27 +33,50 @@ priority, artifacts); {"kind":"spawn_worker","agent_type":…,"name":…,"prompt
 is refused unless --trust-all. Write descriptors to a temp name and rename
 them into place. Logs are structured lines on stderr (JSON with --json).
 
+Team inbox files (SPEC §11): --team-dir DIR keeps seed 002's JSONL member
+inboxes (DIR/{team}/members/{member}/inbox) in step with the store, both
+ways: every message delivered to a team member is appended there once, and
+lines others append (echo "$MESSAGE" >> inbox) are taken in once, also
+across restarts; bad lines go to errors.log beside the inbox. --claude-teams
+[DIR] (default ~/.claude/teams) does the same for Claude Code's agent
+teams: their members become inbox teams, bus messages to a member are added
+to inboxes/{member}.json with Claude Code's own locking, and what teammates
+write to the bridge's inbox (inboxes/{--agent, default inbox}.json) is taken
+in once and marked read.
+
 Only one daemon may serve a store; a second one exits 20.`,
 	examples: []string{
 		"inbox daemon",
 		"inbox daemon --intake ~/.inbox-intake --intake-to coordinator --json",
 		`echo '{"version":1,"kind":"prompt","prompt":"Summarise today"}' > .agents/inbox/intake/daily.tmp && mv .agents/inbox/intake/daily.tmp .agents/inbox/intake/daily.task.json`,
+		"inbox daemon --team-dir ~/.claude/teams",
+		"inbox daemon --claude-teams --agent inbox   # ~/.claude/teams; or --claude-teams=DIR",
 	},
 	new: func() runner { return &daemonCmd{} },
 }
 
 type daemonCmd struct {
-	intake, intakeTo string
-	trustAll         bool
+	intake, intakeTo     string
+	trustAll             bool
+	teamDir, claudeTeams string
+	teamMaxSize          int64
 }
 
 func (r *daemonCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.intake, "intake", "", "directory watched for NAME.task.json descriptors (default <db>/intake)")
 	fs.StringVar(&r.intakeTo, "intake-to", "coordinator", "agent that prompt and spawn_worker threads are assigned to")
 	fs.BoolVar(&r.trustAll, "trust-all", false, "accept spawn_worker descriptors (env INBOX_TRUST_ALL=1)")
+	fs.StringVar(&r.teamDir, "team-dir", "", "keep seed 002's JSONL member inboxes under this directory in step with the store")
+	fs.StringVar(&r.claudeTeams, "claude-teams", "", "keep Claude Code's team inboxes under --claude-teams=DIR in step with the store (alone: ~/.claude/teams)")
+	fs.Lookup("claude-teams").NoOptDefVal = "~/.claude/teams"
+	fs.Int64Var(&r.teamMaxSize, "team-max-size", 10<<20, "rotate a JSONL member inbox past this many bytes")
+	c.agentFlag("the bridge's member name in Claude Code teams (default inbox)")
 }
 
 func (r *daemonCmd) run(c *call) (*result, error) {
+	if len(c.args) > 0 && c.fs.Changed("claude-teams") && r.claudeTeams == c.fs.Lookup("claude-teams").NoOptDefVal {
+		return nil, usagef("claude-teams", "give the directory as --claude-teams=%s (alone, --claude-teams means ~/.claude/teams)", c.args[0])
+	}
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
@@ -76,7 +105,76 @@ func (r *daemonCmd) run(c *call) (*result, error) {
 		h = slog.NewJSONHandler(c.env.stderr, nil)
 	}
 	trust := r.trustAll || c.env.getenv("INBOX_TRUST_ALL") == "1"
+	log := slog.New(h)
+	bridges, err := r.bridges(c, s, log)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(bridges))
+	for _, run := range bridges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx); err != nil {
+				log.Error("team files bridge stopped", "error", err)
+				errs <- err
+				cancel()
+			}
+		}()
+	}
 	err = daemon.Run(ctx, daemon.Config{Store: s, Intake: dir, IntakeTo: r.intakeTo, TrustAll: trust,
-		Log: slog.New(h), ForcePoll: c.forcePoll()})
+		Log: log, ForcePoll: c.forcePoll()})
+	cancel()
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+			err = inbox.Internal(err)
+		default:
+		}
+	}
 	return nil, err
+}
+
+// bridges returns the team-file bridges the flags ask for.
+func (r *daemonCmd) bridges(c *call, s inbox.Bus, log *slog.Logger) ([]func(context.Context) error, error) {
+	var out []func(context.Context) error
+	if r.teamMaxSize <= 0 {
+		return nil, usagef("team-max-size", "--team-max-size must be a positive number of bytes")
+	}
+	agent := c.g.agent
+	if !c.g.agentSet {
+		agent = "" // INBOX_AGENT names a worker, not the bridge
+	}
+	if agent != "" {
+		if err := inbox.ValidateAgent("agent", agent); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range []struct {
+		flag, dir string
+		run       func(context.Context, teamfiles.Config) error
+	}{{"team-dir", r.teamDir, teamfiles.RunJSONL}, {"claude-teams", r.claudeTeams, teamfiles.RunClaude}} {
+		if b.dir == "" {
+			continue
+		}
+		dir := b.dir
+		if rest, ok := strings.CutPrefix(dir, "~/"); ok {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, usagef(b.flag, "--%s %s: %v", b.flag, dir, err)
+			}
+			dir = filepath.Join(home, rest)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, usagef(b.flag, "--%s %s: %v", b.flag, dir, errText(err))
+		}
+		cfg := teamfiles.Config{Bus: s, Dir: dir, Log: log.With("bridge", b.flag), Agent: agent, MaxSize: r.teamMaxSize, ForcePoll: c.forcePoll()}
+		run := b.run
+		out = append(out, func(ctx context.Context) error { return run(ctx, cfg) })
+	}
+	return out, nil
 }
