@@ -194,7 +194,7 @@ func RunClaude(ctx context.Context, cfg Config) error {
 	defer b.notify.stop()
 	b.notify.watch(cfg.Dir)
 	b.discover()
-	if err := b.teams.refresh(); err != nil {
+	if err := b.teams.load(b.state.OutEvent); err != nil {
 		return err
 	}
 	b.ingestAll()
@@ -529,9 +529,7 @@ func (b *claudeBridge) outbound(ev *inbox.Event) {
 		b.mu.Unlock()
 	}()
 	if isTeamEvent(ev) {
-		if err := b.teams.refresh(); err != nil {
-			b.cfg.Log.Warn("claude teams: read teams", "error", err)
-		}
+		b.teams.apply(ev)
 		return
 	}
 	m, origin := messageOf(b.cfg.Bus, ev)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,28 +108,77 @@ func messageOf(bus inbox.Bus, ev *inbox.Event) (*inbox.Message, *inbox.Origin) {
 	return nil, nil
 }
 
-// teamCache holds the bus's teams, refreshed on team events.
+// teamCache is the teams as of the last event the bridge has handled:
+// rebuilt from the team events of the log, so that a message goes to the
+// files of the members its team had when it was sent, whenever the bridge
+// gets to it.
 type teamCache struct {
 	bus   inbox.Bus
 	mu    sync.Mutex
-	teams []*inbox.Team
+	teams map[string]*inbox.Team
 }
 
-func (c *teamCache) refresh() error {
-	ts, err := c.bus.Teams()
-	if err != nil {
-		return err
+// load replays the team events up to event upTo.
+func (c *teamCache) load(upTo int64) error {
+	c.mu.Lock()
+	c.teams = map[string]*inbox.Team{}
+	c.mu.Unlock()
+	return c.bus.Events(0, func(ev *inbox.Event) bool {
+		if ev.EventID > upTo {
+			return false
+		}
+		c.apply(ev)
+		return true
+	})
+}
+
+// apply updates the teams for a team event.
+func (c *teamCache) apply(ev *inbox.Event) {
+	if !isTeamEvent(ev) {
+		return
+	}
+	var p struct {
+		Team    string   `json:"team"`
+		Members []string `json:"members"`
+	}
+	if json.Unmarshal(ev.PayloadJSON, &p) != nil || p.Team == "" {
+		return
 	}
 	c.mu.Lock()
-	c.teams = ts
-	c.mu.Unlock()
-	return nil
+	defer c.mu.Unlock()
+	if c.teams == nil {
+		c.teams = map[string]*inbox.Team{}
+	}
+	t := c.teams[p.Team]
+	switch ev.EventType {
+	case inbox.EventTeamCreated:
+		c.teams[p.Team] = &inbox.Team{Name: p.Team, Members: slices.Clone(p.Members)}
+	case inbox.EventTeamMembersAdded:
+		if t != nil {
+			for _, m := range p.Members {
+				if !slices.Contains(t.Members, m) {
+					t.Members = append(slices.Clip(t.Members), m)
+				}
+			}
+		}
+	case inbox.EventTeamMembersRemoved:
+		if t != nil {
+			t.Members = slices.DeleteFunc(slices.Clone(t.Members), func(m string) bool { return slices.Contains(p.Members, m) })
+		}
+	}
 }
 
 func (c *teamCache) get() []*inbox.Team {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.teams
+	out := make([]*inbox.Team, 0, len(c.teams))
+	for _, t := range c.teams {
+		cp := *t
+		cp.Members = slices.Clone(t.Members)
+		out = append(out, &cp)
+	}
+	slices.SortFunc(out, func(a, b *inbox.Team) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func isTeamEvent(ev *inbox.Event) bool {

@@ -92,7 +92,7 @@ func RunJSONL(ctx context.Context, cfg Config) error {
 	}
 	b.notify = newNotifier(cfg.ForcePoll)
 	defer b.notify.stop()
-	if err := b.teams.refresh(); err != nil {
+	if err := b.teams.load(b.state.OutEvent); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -225,9 +225,7 @@ func (b *jsonlBridge) ingestAll() {
 func (b *jsonlBridge) outbound(ev *inbox.Event) {
 	defer func() { b.state.OutEvent, b.dirty = ev.EventID, true }()
 	if isTeamEvent(ev) {
-		if err := b.teams.refresh(); err != nil {
-			b.cfg.Log.Warn("team dir: read teams", "error", err)
-		}
+		b.teams.apply(ev)
 		b.layout()
 		return
 	}

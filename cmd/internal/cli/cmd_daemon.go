@@ -139,6 +139,19 @@ func (r *daemonCmd) run(c *call) (*result, error) {
 	return nil, err
 }
 
+// expandHome resolves a leading ~/ of a directory flag.
+func expandHome(flag, dir string) (string, error) {
+	rest, ok := strings.CutPrefix(dir, "~/")
+	if !ok {
+		return dir, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", usagef(flag, "--%s %s: %v", flag, dir, err)
+	}
+	return filepath.Join(home, rest), nil
+}
+
 // bridges returns the team-file bridges the flags ask for.
 func (r *daemonCmd) bridges(c *call, s inbox.Bus, log *slog.Logger) ([]func(context.Context) error, error) {
 	var out []func(context.Context) error
@@ -161,13 +174,9 @@ func (r *daemonCmd) bridges(c *call, s inbox.Bus, log *slog.Logger) ([]func(cont
 		if b.dir == "" {
 			continue
 		}
-		dir := b.dir
-		if rest, ok := strings.CutPrefix(dir, "~/"); ok {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return nil, usagef(b.flag, "--%s %s: %v", b.flag, dir, err)
-			}
-			dir = filepath.Join(home, rest)
+		dir, err := expandHome(b.flag, b.dir)
+		if err != nil {
+			return nil, err
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, usagef(b.flag, "--%s %s: %v", b.flag, dir, errText(err))

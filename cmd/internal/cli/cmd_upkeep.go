@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/teamfiles"
 )
 
 var fsckCommand = &command{
@@ -24,15 +25,28 @@ Exit 0 when clean; otherwise exit 50 and list the findings.
 --repair fixes what a crash can leave half-done (cuts a torn log tail,
 appends missing events, removes uncommitted leftovers, rewrites lease
 files, fixes the index) while holding every lock of the store, so writers
-wait for it. It exits 0 when everything found was repaired.`,
-	examples: []string{"inbox fsck", "inbox fsck --repair --json"},
+wait for it. It exits 0 when everything found was repaired.
+
+--team-dir DIR and --claude-teams=DIR (the daemon's flags) also compare the
+team inbox files with the store: a message delivered to a member but not in
+its file, one in it twice, a line or entry others wrote that is not in the
+store yet. --repair writes the missing, removes the extra copies and takes
+in what was not. Run it while no daemon bridges the same files.`,
+	examples: []string{"inbox fsck", "inbox fsck --repair --json", "inbox fsck --team-dir ~/.claude/teams --repair"},
 	new:      func() runner { return &fsckCmd{} },
 }
 
-type fsckCmd struct{ repair bool }
+type fsckCmd struct {
+	repair               bool
+	teamDir, claudeTeams string
+}
 
 func (r *fsckCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.BoolVar(&r.repair, "repair", false, "fix what a crash left half-done (locks the store while it runs)")
+	fs.StringVar(&r.teamDir, "team-dir", "", "also check seed 002's JSONL member inboxes under this directory")
+	fs.StringVar(&r.claudeTeams, "claude-teams", "", "also check Claude Code's team inboxes under --claude-teams=DIR (alone: ~/.claude/teams)")
+	fs.Lookup("claude-teams").NoOptDefVal = "~/.claude/teams"
+	c.agentFlag("the bridge's member name in Claude Code teams (default inbox)")
 }
 
 func (r *fsckCmd) run(c *call) (*result, error) {
@@ -46,6 +60,27 @@ func (r *fsckCmd) run(c *call) (*result, error) {
 	rep, err := s.Fsck(r.repair)
 	if err != nil {
 		return nil, err
+	}
+	for _, b := range []struct {
+		flag, dir string
+		check     func(teamfiles.Config, bool) ([]inbox.Finding, error)
+	}{{"team-dir", r.teamDir, teamfiles.CheckJSONL}, {"claude-teams", r.claudeTeams, teamfiles.CheckClaude}} {
+		if b.dir == "" {
+			continue
+		}
+		dir, err := expandHome(b.flag, b.dir)
+		if err != nil {
+			return nil, err
+		}
+		agent := ""
+		if c.g.agentSet {
+			agent = c.g.agent
+		}
+		fs, err := b.check(teamfiles.Config{Bus: s, Dir: dir, Agent: agent}, r.repair)
+		if err != nil {
+			return nil, inbox.Storage(err, "check the team files under %s", dir)
+		}
+		rep.Findings = append(rep.Findings, fs...)
 	}
 	res := &result{}
 	clean := rep.Clean()

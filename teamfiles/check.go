@@ -1,0 +1,377 @@
+package teamfiles
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Checks fsck runs on team files (run them while no daemon bridges the
+// same files, or accept that a message in flight shows as missing):
+//
+//	team_file_missing_message     a message the store delivered to a member is not in its file
+//	team_file_duplicate_message   a message is in a member's file more than once
+//	team_file_not_taken_in        a line or entry others wrote is not in the store yet
+//
+// With repair, a missing message is written, a duplicate removed (the
+// first copy stays), and what was not taken in is taken in.
+
+// expected lists, per "team/member", the messages the store delivered
+// that belong in that member's file, in event order: kind is "jsonl" or
+// "claude" (whose origin keeps a message out of the file it came from).
+func expected(bus inbox.Bus, kind string, include func(team, member string) bool) (map[string][]*inbox.Message, error) {
+	teams := &teamCache{bus: bus}
+	out := map[string][]*inbox.Message{}
+	err := bus.Events(0, func(ev *inbox.Event) bool {
+		if isTeamEvent(ev) {
+			teams.apply(ev)
+			return true
+		}
+		m, origin := messageOf(bus, ev)
+		if m == nil {
+			return true
+		}
+		for _, t := range teams.get() {
+			for _, member := range t.Members {
+				if !include(t.Name, member) || !routes(m, t, member) {
+					continue
+				}
+				from := jsonlOrigin(t.Name, member)
+				if kind == "claude" {
+					from = claudeOrigin(t.Name, member)
+				}
+				if origin != nil && origin.Descriptor == from {
+					continue
+				}
+				k := t.Name + "/" + member
+				out[k] = append(out[k], m)
+			}
+		}
+		return true
+	})
+	return out, err
+}
+
+// CheckJSONL compares seed 002's member inboxes under cfg.Dir with the
+// store, and with repair makes them agree.
+func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
+	cfg.defaults()
+	b := &jsonlBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}, ids: map[string]*idSet{}}
+	if err := readJSON(b.statePath(), &b.state); err != nil {
+		return nil, err
+	}
+	if b.state.Files == nil {
+		b.state.Files = map[string]*fileState{}
+	}
+	last, err := cfg.Bus.LastEventID()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.teams.load(last); err != nil {
+		return nil, err
+	}
+	want, err := expected(cfg.Bus, "jsonl", func(string, string) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	var out []inbox.Finding
+	add := func(f inbox.Finding) *inbox.Finding { out = append(out, f); return &out[len(out)-1] }
+	for _, t := range b.teams.get() {
+		for _, member := range t.Members {
+			dir := b.memberDir(t.Name, member)
+			current := filepath.Join(dir, inboxName)
+			if _, err := os.Stat(current); err != nil {
+				if len(want[t.Name+"/"+member]) > 0 {
+					f := add(inbox.Finding{Check: "team_file_missing_message", Path: current,
+						Detail: fmt.Sprintf("the inbox is missing; %d messages belong in it", len(want[t.Name+"/"+member]))})
+					if repair {
+						f.Repaired = b.writeMissing(t.Name, member, want[t.Name+"/"+member]) == nil
+					}
+				}
+				continue
+			}
+			count := idCounts(dir)
+			for _, m := range want[t.Name+"/"+member] {
+				if count[m.MessageID] == 0 {
+					f := add(inbox.Finding{Check: "team_file_missing_message", ThreadID: m.ThreadID, Path: current,
+						Detail: "message " + m.MessageID + " was delivered to " + member + " but is not in the file"})
+					if repair {
+						f.Repaired = b.appendLine(t.Name, member, m) == nil
+					}
+				}
+			}
+			for id, n := range count {
+				if n > 1 {
+					f := add(inbox.Finding{Check: "team_file_duplicate_message", Path: current,
+						Detail: fmt.Sprintf("message %s is in the file %d times", id, n)})
+					if repair {
+						f.Repaired = b.dedupe(t.Name, member, id) == nil
+					}
+				}
+			}
+			if n := b.pendingLines(t.Name, member); n > 0 {
+				f := add(inbox.Finding{Check: "team_file_not_taken_in", Path: current,
+					Detail: fmt.Sprintf("%d lines others wrote are not in the store yet", n)})
+				if repair {
+					b.ingestFile(t.Name, member)
+					f.Repaired = b.pendingLines(t.Name, member) == 0
+				}
+			}
+		}
+	}
+	if repair && b.dirty {
+		if err := writeJSON(b.statePath(), &b.state); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func (b *jsonlBridge) writeMissing(team, member string, ms []*inbox.Message) error {
+	for _, m := range ms {
+		if err := b.appendLine(team, member, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inboxFiles lists a member's inbox and its rotated files.
+func inboxFiles(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if n == inboxName || strings.HasPrefix(n, inboxName+".") && n != lockName {
+			out = append(out, filepath.Join(dir, n))
+		}
+	}
+	return out
+}
+
+// idCounts counts the bridge's lines per message id across a member's
+// inbox files.
+func idCounts(dir string) map[string]int {
+	count := map[string]int{}
+	for _, p := range inboxFiles(dir) {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 128<<20)
+		for sc.Scan() {
+			if id := lineMessageID(sc.Bytes()); id != "" {
+				count[id]++
+			}
+		}
+		f.Close()
+	}
+	return count
+}
+
+// dedupe removes every copy of message id but the first from a member's
+// inbox files, under the inbox lock.
+func (b *jsonlBridge) dedupe(team, member, id string) error {
+	dir := b.memberDir(team, member)
+	lk, err := b.lock(dir)
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	seen := false
+	files := inboxFiles(dir)
+	slices.SortFunc(files, func(a, c string) int { // rotated files first: they are older
+		if filepath.Base(a) == inboxName {
+			return 1
+		}
+		if filepath.Base(c) == inboxName {
+			return -1
+		}
+		return strings.Compare(a, c)
+	})
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var kept bytes.Buffer
+		changed := false
+		for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+			if lineMessageID(line) == id {
+				if seen {
+					changed = true
+					continue
+				}
+				seen = true
+			}
+			kept.Write(line)
+		}
+		if changed {
+			if err := os.WriteFile(p+".dedupe", kept.Bytes(), 0o600); err != nil {
+				return err
+			}
+			if err := os.Rename(p+".dedupe", p); err != nil {
+				return err
+			}
+			if filepath.Base(p) == inboxName {
+				// The file is another one now: read it from the start again
+				// (what was taken in is known to the store).
+				if fi, err := os.Stat(p); err == nil {
+					b.state.Files[team+"/"+member] = &fileState{Inode: inodeOf(fi)}
+					b.dirty = true
+				}
+				delete(b.ids, team+"/"+member)
+			}
+		}
+	}
+	return nil
+}
+
+// pendingLines counts the complete lines others wrote past the state's
+// offset in a member's current inbox.
+func (b *jsonlBridge) pendingLines(team, member string) int {
+	p := filepath.Join(b.memberDir(team, member), inboxName)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	st := b.state.Files[team+"/"+member]
+	var off int64
+	if st != nil && st.Inode == inodeOf(fi) {
+		off = st.Offset
+	}
+	data, err := os.ReadFile(p)
+	if err != nil || off > int64(len(data)) {
+		return 0
+	}
+	n := 0
+	rest := data[off:]
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			return n
+		}
+		line := bytes.TrimSpace(rest[:i])
+		if len(line) > 0 && lineMessageID(line) == "" {
+			if _, err := inbox.ParseSeed002(line); err == nil {
+				n++
+			}
+		}
+		rest = rest[i+1:]
+	}
+}
+
+// CheckClaude compares Claude Code's team inboxes under cfg.Dir with the
+// store, and with repair makes them agree.
+func CheckClaude(cfg Config, repair bool) ([]inbox.Finding, error) {
+	cfg.defaults()
+	b := &claudeBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}}
+	if last, err := cfg.Bus.LastEventID(); err != nil {
+		return nil, err
+	} else if err := b.teams.load(last); err != nil {
+		return nil, err
+	}
+	claude := b.claudeTeams()
+	members := map[string][]string{}
+	for _, t := range claude {
+		ms, err := b.configMembers(t)
+		if err != nil {
+			return nil, err
+		}
+		members[t] = ms
+	}
+	want, err := expected(cfg.Bus, "claude", func(team, member string) bool {
+		return member != cfg.Agent && slices.Contains(members[team], member)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []inbox.Finding
+	add := func(f inbox.Finding) *inbox.Finding { out = append(out, f); return &out[len(out)-1] }
+	for _, team := range claude {
+		for _, member := range members[team] {
+			p := b.inboxPath(team, member)
+			if member == cfg.Agent {
+				es, err := readEntries(p)
+				if err != nil {
+					return nil, err
+				}
+				unread := 0
+				for _, e := range es {
+					if !e.Read {
+						unread++
+					}
+				}
+				if unread > 0 {
+					f := add(inbox.Finding{Check: "team_file_not_taken_in", Path: p,
+						Detail: fmt.Sprintf("%d entries teammates wrote are not taken in yet", unread)})
+					if repair {
+						b.ingestTeam(team)
+						es, _ := readEntries(p)
+						f.Repaired = !slices.ContainsFunc(es, func(e *claudeEntry) bool { return !e.Read })
+					}
+				}
+				continue
+			}
+			es, err := readEntries(p)
+			if err != nil {
+				return nil, err
+			}
+			count := map[string]int{}
+			for _, e := range es {
+				count[e.From+"\x00"+e.Timestamp+"\x00"+e.Text]++
+			}
+			for _, m := range want[team+"/"+member] {
+				e := entryOf(m)
+				k := e.From + "\x00" + e.Timestamp + "\x00" + e.Text
+				switch n := count[k]; {
+				case n == 0:
+					f := add(inbox.Finding{Check: "team_file_missing_message", ThreadID: m.ThreadID, Path: p,
+						Detail: "message " + m.MessageID + " was delivered to " + member + " but is not in the inbox"})
+					if repair {
+						f.Repaired = b.deliver(team, member, e) == nil
+					}
+				case n > 1:
+					f := add(inbox.Finding{Check: "team_file_duplicate_message", ThreadID: m.ThreadID, Path: p,
+						Detail: fmt.Sprintf("message %s is in the inbox %d times", m.MessageID, n)})
+					if repair {
+						f.Repaired = b.dedupeEntries(p, e) == nil
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// dedupeEntries keeps the first of the entries equal to e, under the lock.
+func (b *claudeBridge) dedupeEntries(p string, e *claudeEntry) error {
+	unlock, err := lockFile(p)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	es, err := readEntries(p)
+	if err != nil {
+		return err
+	}
+	seen := false
+	kept := es[:0]
+	for _, x := range es {
+		if x.same(e) {
+			if seen {
+				continue
+			}
+			seen = true
+		}
+		kept = append(kept, x)
+	}
+	return writeEntries(p, kept)
+}

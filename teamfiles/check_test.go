@@ -1,0 +1,116 @@
+package teamfiles
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/spool"
+)
+
+func checks(fs []inbox.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		if !slices.Contains(out, f.Check) {
+			out = append(out, f.Check)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestCheckJSONL(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	dir := t.TempDir()
+	s.CreateTeam("lead", "alpha", []string{"a", "b"})
+	stop := startJSONL(t, s, dir, 0)
+	var ids []string
+	for _, body := range []string{"one", "two", "three"} {
+		r, _ := s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: body}})
+		ids = append(ids, r.Message.MessageID)
+	}
+	p := filepath.Join(dir, "alpha", "members", "b", "inbox")
+	eventually(t, "three lines", func() bool { return len(lines(t, p)) == 3 })
+	stop()
+	if fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+		t.Fatalf("a file in step: %+v %v", fs, err)
+	}
+	// Damage: line two lost, line three twice, a foreign line not taken in.
+	data, _ := os.ReadFile(p)
+	ls := bytes.SplitAfter(data, []byte("\n"))
+	damaged := append(append(append([]byte{}, ls[0]...), ls[2]...), ls[2]...)
+	damaged = append(damaged, `{"type":"message","from":"a","to":"b","timestamp":"t","content":{"text":"foreign"}}`+"\n"...)
+	os.WriteFile(p, damaged, 0o600)
+	fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := checks(fs); !slices.Equal(got, []string{"team_file_duplicate_message", "team_file_missing_message", "team_file_not_taken_in"}) {
+		t.Fatalf("findings %v (%+v)", got, fs)
+	}
+	fs, err = CheckJSONL(Config{Bus: s, Dir: dir}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if !f.Repaired {
+			t.Errorf("not repaired: %+v", f)
+		}
+	}
+	if fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+		t.Fatalf("after repair: %+v %v", fs, err)
+	}
+	count := map[string]int{}
+	for _, l := range lines(t, p) {
+		if id, ok := l["messageId"].(string); ok {
+			count[id]++
+		}
+	}
+	for _, id := range ids {
+		if count[id] != 1 {
+			t.Errorf("message %s is %d times in the repaired file", id, count[id])
+		}
+	}
+	if items, _ := s.Mailbox("b", ""); !slices.ContainsFunc(items, func(it *inbox.MailItem) bool { return it.Message.Body == "foreign" }) {
+		t.Error("the foreign line was not taken in by the repair")
+	}
+}
+
+func TestCheckClaude(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	dir := t.TempDir()
+	writeConfig(t, dir, "alpha", "team-lead", "researcher")
+	stop := startClaude(t, s, dir)
+	s.AddMembers("x", "alpha", []string{"coordinator"})
+	s.Send(inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "one"}})
+	s.Send(inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "two"}})
+	p := filepath.Join(dir, "alpha", "inboxes", "researcher.json")
+	eventually(t, "two entries", func() bool { return len(entries(t, p)) == 2 })
+	stop()
+	if fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+		t.Fatalf("in step: %+v %v", fs, err)
+	}
+	es := entries(t, p)
+	writeEntries(p, []*claudeEntry{es[1], es[1]})
+	writeEntries(filepath.Join(dir, "alpha", "inboxes", "inbox.json"), []*claudeEntry{{From: "team-lead", Text: "to the bus", Timestamp: "2026-02-12T10:15:31.120Z"}})
+	fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := checks(fs); !slices.Equal(got, []string{"team_file_duplicate_message", "team_file_missing_message", "team_file_not_taken_in"}) {
+		t.Fatalf("findings %v (%+v)", got, fs)
+	}
+	if _, err := CheckClaude(Config{Bus: s, Dir: dir}, true); err != nil {
+		t.Fatal(err)
+	}
+	if fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+		t.Fatalf("after repair: %+v %v", fs, err)
+	}
+	if n := len(entries(t, p)); n != 2 {
+		t.Errorf("researcher's inbox has %d entries after repair, want 2", n)
+	}
+}
