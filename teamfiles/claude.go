@@ -171,9 +171,15 @@ type claudeBridge struct {
 	teams  teamCache
 	notify *notifier
 
-	mu    sync.Mutex // guards state
+	mu    sync.Mutex // guards state and pending
 	state claudeState
 	dirty bool
+	// pending holds the entries outbound has not written yet, per
+	// "team/member", up to event pendingLast: written together, one lock
+	// and one rewrite per file, by flush.
+	pending     map[string][]*claudeEntry
+	pendingN    int
+	pendingLast int64
 }
 
 // RunClaude keeps Claude Code's team inboxes under cfg.Dir in step with
@@ -226,6 +232,7 @@ func RunClaude(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 		return nil
 	}
+	b.flush()
 	b.save()
 	if cfg.Ready != nil {
 		close(cfg.Ready)
@@ -234,9 +241,14 @@ func RunClaude(ctx context.Context, cfg Config) error {
 	defer tick.Stop()
 	flush := time.NewTicker(100 * time.Millisecond)
 	defer flush.Stop()
+	write := time.NewTicker(10 * time.Millisecond)
+	defer write.Stop()
 	for {
 		select {
+		case <-write.C:
+			b.flush()
 		case <-ctx.Done():
+			b.flush()
 			b.save()
 			return nil
 		case err := <-errc:
@@ -398,19 +410,32 @@ func (b *claudeBridge) ingestTeam(team string) {
 		b.cfg.Log.Warn("claude teams: read the bridge's inbox", "team", team, "error", err)
 		return
 	}
-	var done []*claudeEntry
+	var done, batch []*claudeEntry
+	var ins []inbox.SendInput
 	for _, e := range es {
 		if e.Read {
 			continue
 		}
-		if err := b.ingestEntry(team, e); err != nil {
-			if errors.Is(err, inbox.ErrStorage) || errors.Is(err, inbox.ErrInternal) {
-				b.cfg.Log.Warn("claude teams: take in", "team", team, "from", e.From, "error", err)
-				break // retried at the next look
-			}
+		in, err := b.entryInput(team, e)
+		if err != nil {
 			b.logError(team, e, err)
+			done = append(done, e)
+			continue
 		}
-		done = append(done, e)
+		ins, batch = append(ins, in), append(batch, e)
+	}
+	if len(ins) > 0 {
+		_, errs, err := b.cfg.Bus.SendBatch(ins)
+		if err != nil {
+			b.cfg.Log.Warn("claude teams: take in", "team", team, "error", err)
+			ins, batch = nil, nil // retried at the next look
+		}
+		for i, e := range batch {
+			if errs[i] != nil {
+				b.logError(team, e, errs[i])
+			}
+			done = append(done, e)
+		}
 	}
 	if len(done) == 0 {
 		return
@@ -439,12 +464,12 @@ func (b *claudeBridge) ingestTeam(team string) {
 	}
 }
 
-// ingestEntry sends one entry into the store: from its writer to the
+// entryInput is the send one entry becomes: from its writer to the
 // member its protocol JSON names ("to" or "recipient"), else to the
 // bridge's agent; protocol JSON with a "type" becomes a typed message.
-func (b *claudeBridge) ingestEntry(team string, e *claudeEntry) error {
+func (b *claudeBridge) entryInput(team string, e *claudeEntry) (inbox.SendInput, error) {
 	if err := inbox.ValidateAgent("from", e.From); err != nil {
-		return err
+		return inbox.SendInput{}, err
 	}
 	to := b.cfg.Agent
 	c := inbox.Content{Summary: e.Summary, Body: e.Text}
@@ -468,8 +493,16 @@ func (b *claudeBridge) ingestEntry(team string, e *claudeEntry) error {
 	}
 	c.Timestamp = e.Timestamp
 	c.IdempotencyKey = key("claude", team, e.From, e.Timestamp, e.Text)
-	_, err := b.cfg.Bus.Send(inbox.SendInput{From: e.From, To: to, Content: c,
-		Origin: &inbox.Origin{Descriptor: claudeOrigin(team, b.cfg.Agent)}})
+	return inbox.SendInput{From: e.From, To: to, Content: c, Origin: &inbox.Origin{Descriptor: claudeOrigin(team, b.cfg.Agent)}}, nil
+}
+
+// ingestEntry sends one entry into the store.
+func (b *claudeBridge) ingestEntry(team string, e *claudeEntry) error {
+	in, err := b.entryInput(team, e)
+	if err != nil {
+		return err
+	}
+	_, err = b.cfg.Bus.Send(in)
 	return err
 }
 
@@ -520,13 +553,18 @@ func entryOf(m *inbox.Message) *claudeEntry {
 	return e
 }
 
-// outbound adds the message ev added to each Claude Code member's inbox
-// it belongs in.
+// outbound queues the message ev added for each Claude Code member's
+// inbox it belongs in; flush writes the queue.
 func (b *claudeBridge) outbound(ev *inbox.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pendingLast = ev.EventID
 	defer func() {
-		b.mu.Lock()
-		b.state.OutEvent, b.dirty = ev.EventID, true
-		b.mu.Unlock()
+		if b.pendingN >= 200 {
+			b.flushLocked()
+		} else if b.pendingN == 0 {
+			b.state.OutEvent, b.dirty = ev.EventID, true
+		}
 	}()
 	if isTeamEvent(ev) {
 		b.teams.apply(ev)
@@ -549,18 +587,44 @@ func (b *claudeBridge) outbound(ev *inbox.Event) {
 			if member == b.cfg.Agent || !routes(m, t, member) || origin != nil && origin.Descriptor == claudeOrigin(t.Name, member) {
 				continue
 			}
-			if err := b.deliver(t.Name, member, entryOf(m)); err != nil {
-				b.cfg.Log.Warn("claude teams: deliver", "team", t.Name, "member", member, "message", m.MessageID, "error", err)
+			if b.pending == nil {
+				b.pending = map[string][]*claudeEntry{}
 			}
+			k := t.Name + "/" + member
+			b.pending[k] = append(b.pending[k], entryOf(m))
+			b.pendingN++
 		}
 	}
 }
 
-// deliver appends e to a member's inbox with Claude Code's protocol:
-// create [] exclusively, lock, re-read, append unread, temp file and
-// rename. An entry already there (same sender, time and text) is not
+func (b *claudeBridge) flush() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.flushLocked()
+}
+
+// flushLocked writes the queued entries; once none is left, the state
+// records that everything up to pendingLast is written.
+func (b *claudeBridge) flushLocked() {
+	for k, es := range b.pending {
+		team, member, _ := strings.Cut(k, "/")
+		if err := b.deliver(team, member, es...); err != nil {
+			b.cfg.Log.Warn("claude teams: deliver", "team", team, "member", member, "entries", len(es), "error", err)
+			continue
+		}
+		delete(b.pending, k)
+		b.pendingN -= len(es)
+	}
+	if b.pendingN == 0 {
+		b.state.OutEvent, b.dirty = b.pendingLast, true
+	}
+}
+
+// deliver appends entries to a member's inbox with Claude Code's
+// protocol: create [] exclusively, lock, re-read, append unread, temp file
+// and rename. An entry already there (same sender, time and text) is not
 // added again.
-func (b *claudeBridge) deliver(team, member string, e *claudeEntry) error {
+func (b *claudeBridge) deliver(team, member string, add ...*claudeEntry) error {
 	p := b.inboxPath(team, member)
 	if err := ensureInbox(p); err != nil {
 		return err
@@ -575,13 +639,21 @@ func (b *claudeBridge) deliver(team, member string, e *claudeEntry) error {
 				if err != nil {
 					return err
 				}
-				for _, x := range es {
-					if x.same(e) {
-						return nil
+				n := len(es)
+			next:
+				for _, e := range add {
+					for _, x := range es {
+						if x.same(e) {
+							continue next
+						}
 					}
+					e.Read = false
+					es = append(es, e)
 				}
-				e.Read = false
-				return writeEntries(p, append(es, e))
+				if len(es) == n {
+					return nil
+				}
+				return writeEntries(p, es)
 			}()
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/inbox-dev/inbox/spool"
 )
 
-func startClaude(t *testing.T, s inbox.Bus, dir string) (stop func()) {
+func startClaude(t testing.TB, s inbox.Bus, dir string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
@@ -43,7 +43,7 @@ func startClaude(t *testing.T, s inbox.Bus, dir string) (stop func()) {
 	return stop
 }
 
-func writeConfig(t *testing.T, dir, team string, members ...string) {
+func writeConfig(t testing.TB, dir, team string, members ...string) {
 	t.Helper()
 	var ms []map[string]any
 	for i, m := range members {

@@ -424,8 +424,9 @@ func findInode(dir string, inode uint64) string {
 	return ""
 }
 
-// ingestPath takes in the whole lines of file p from st on. It reports
-// false when it stopped early (a failure to be retried).
+// ingestPath takes in the whole lines of file p from st on, in batches
+// (one commit of the store each). It reports false when it stopped early
+// (a failure to be retried).
 func (b *jsonlBridge) ingestPath(team, member, p string, st *fileState) bool {
 	f, err := os.Open(p)
 	if err != nil {
@@ -436,49 +437,74 @@ func (b *jsonlBridge) ingestPath(team, member, p string, st *fileState) bool {
 		return false
 	}
 	r := bufio.NewReaderSize(f, 64<<10)
+	const batch = 500
 	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			return true // EOF: a partial last line waits for its end
+		var lines [][]byte
+		for len(lines) < batch {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				break // EOF: a partial last line waits for its end
+			}
+			lines = append(lines, line)
 		}
-		lineNo := st.Line + 1
-		if !b.ingestLine(team, member, st, lineNo, line) {
+		if len(lines) == 0 {
+			return true
+		}
+		if !b.ingestLines(team, member, st, lines) {
 			return false
 		}
-		st.Offset += int64(len(line))
-		st.Line = lineNo
-		b.dirty = true
+		if len(lines) < batch {
+			return true
+		}
 	}
 }
 
-// ingestLine takes in one line; false means it could not be stored now.
-func (b *jsonlBridge) ingestLine(team, member string, st *fileState, lineNo int64, line []byte) bool {
-	body := bytes.TrimSpace(line)
-	if len(body) == 0 || lineMessageID(body) != "" {
-		return true // blank, or one of the bridge's own
-	}
-	l, err := inbox.ParseSeed002(body)
-	if err == nil {
-		err = inbox.ValidateAgent("from", l.From)
-	}
-	if err != nil {
-		b.logError(team, member, lineNo, err, body)
-		return true
-	}
-	sum := sha256.Sum256(body)
-	in := inbox.SendInput{From: l.From, To: member, Content: l.SendContent(),
-		Origin: &inbox.Origin{Descriptor: jsonlOrigin(team, member), SHA256: hex.EncodeToString(sum[:])}}
-	// Where the line is (file and offset) and what it says: the same line
-	// read again after a restart is the same message.
-	in.IdempotencyKey = key("jsonl", team, member, strconv.FormatUint(st.Inode, 10), strconv.FormatInt(st.Offset, 10), string(body))
-	if _, err := b.cfg.Bus.Send(in); err != nil {
-		if errors.Is(err, inbox.ErrInvalidInput) || errors.Is(err, inbox.ErrInvalidState) || errors.Is(err, inbox.ErrNotFound) {
-			b.logError(team, member, lineNo, err, body)
-			return true
+// ingestLines takes in consecutive whole lines starting at st, with one
+// SendBatch, and advances st past them; false means the store refused the
+// batch as a whole (retried later).
+func (b *jsonlBridge) ingestLines(team, member string, st *fileState, lines [][]byte) bool {
+	var ins []inbox.SendInput
+	var at []int // the line each input is
+	off := st.Offset
+	for i, line := range lines {
+		body := bytes.TrimSpace(line)
+		lineOff := off
+		off += int64(len(line))
+		if len(body) == 0 || lineMessageID(body) != "" {
+			continue // blank, or one of the bridge's own
 		}
-		b.cfg.Log.Warn("team dir: take in a line", "team", team, "member", member, "line", lineNo, "error", err)
-		return false
+		l, err := inbox.ParseSeed002(body)
+		if err == nil {
+			err = inbox.ValidateAgent("from", l.From)
+		}
+		if err != nil {
+			b.logError(team, member, st.Line+int64(i)+1, err, body)
+			continue
+		}
+		sum := sha256.Sum256(body)
+		in := inbox.SendInput{From: l.From, To: member, Content: l.SendContent(),
+			Origin: &inbox.Origin{Descriptor: jsonlOrigin(team, member), SHA256: hex.EncodeToString(sum[:])}}
+		// Where the line is (file and offset) and what it says: the same
+		// line read again after a restart is the same message.
+		in.IdempotencyKey = key("jsonl", team, member, strconv.FormatUint(st.Inode, 10), strconv.FormatInt(lineOff, 10), string(body))
+		ins = append(ins, in)
+		at = append(at, i)
 	}
+	if len(ins) > 0 {
+		_, errs, err := b.cfg.Bus.SendBatch(ins)
+		if err != nil {
+			b.cfg.Log.Warn("team dir: take in lines", "team", team, "member", member, "error", err)
+			return false
+		}
+		for j, err := range errs {
+			if err != nil {
+				b.logError(team, member, st.Line+int64(at[j])+1, err, bytes.TrimSpace(lines[at[j]]))
+			}
+		}
+	}
+	st.Offset = off
+	st.Line += int64(len(lines))
+	b.dirty = true
 	return true
 }
 

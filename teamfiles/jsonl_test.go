@@ -16,7 +16,7 @@ import (
 )
 
 // startJSONL runs the seed 002 bridge on a fresh store until the test ends.
-func startJSONL(t *testing.T, s inbox.Bus, dir string, maxSize int64) (stop func()) {
+func startJSONL(t testing.TB, s inbox.Bus, dir string, maxSize int64) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
