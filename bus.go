@@ -131,6 +131,12 @@ type Bus interface {
 	// acknowledgment it has not given, oldest first.
 	Unacknowledged(agent string) ([]*Message, error)
 
+	// SessionMark returns the mark last recorded for an agent's session
+	// (SetSessionMark), "" when none: the per-session cursor of the agent
+	// hooks, which tell an agent about the same state once.
+	SessionMark(agent, session string) (string, error)
+	SetSessionMark(agent, session, mark string) error
+
 	// Agents lists every agent the bus has seen, with its state.
 	Agents() ([]*AgentInfo, error)
 	// UnknownAgentWarnings warns when name (given as role: "to",

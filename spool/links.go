@@ -21,7 +21,7 @@ import (
 
 // topDirs are the store's top-level directories a command may write into.
 var topDirs = []string{tmpDirName, threadsDir, eventsDir, indexDirName, locksDir, idemDir, mailboxDir, tasksDir,
-	agentsDir, presenceDir, blobsDir, archiveDir, teamsDir, acksDir}
+	agentsDir, presenceDir, blobsDir, archiveDir, teamsDir, acksDir, sessionsDir}
 
 // checkNoLinks refuses when any top-level directory of the store is a
 // symbolic link.

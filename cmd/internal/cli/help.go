@@ -36,6 +36,7 @@ var commands = []*command{
 	teamCommand,
 	ackCommand,
 	mcpCommand,
+	hookCommand,
 	runnerCommand,
 	fsckCommand,
 	reindexCommand,

@@ -1,0 +1,639 @@
+package cli
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/google/renameio/v2"
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// The hook contracts (SPEC §13), as each tool documents them:
+//
+// Claude Code (https://code.claude.com/docs/en/hooks): JSON on stdin with
+// session_id, transcript_path, cwd, hook_event_name; Stop and SubagentStop
+// add stop_hook_active. A stop is blocked by printing
+// {"decision":"block","reason":…} and exiting 0 (TeammateIdle the same);
+// UserPromptSubmit and SessionStart add context with
+// {"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}.
+// Exit 2 would block a prompt and erase it, so inbox never uses it.
+//
+// Codex CLI (https://developers.openai.com/codex/hooks): hooks.json beside
+// config.toml (feature flag codex_hooks); Stop, UserPromptSubmit and
+// SessionStart take Claude Code's input fields and output shapes.
+//
+// Gemini CLI (https://geminicli.com/docs/hooks/reference): settings.json
+// "hooks"; stdin adds timestamp; AfterAgent (prompt, prompt_response,
+// stop_hook_active) rejects a response with {"decision":"deny","reason":…},
+// whose reason becomes the next prompt; BeforeAgent and SessionStart take
+// {"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}; stdout
+// must hold nothing but that JSON.
+
+var hookCommand = &command{
+	name: "hook", args: "claude|codex|gemini EVENT | install|uninstall claude|codex|gemini",
+	short: "answer Claude Code, Codex and Gemini CLI hooks (stop while work is open? new mail?)",
+	long: `The command an agent's own runtime runs at its hooks, so that the agent is
+told about its work on the bus without polling:
+
+  Stop events (Claude Code Stop, SubagentStop, TeammateIdle; Codex Stop;
+  Gemini AfterAgent): the stop is blocked, with a reason naming the exact
+  commands to run, while the agent holds an unfinished claimed thread, has
+  mail it has not collected, or owes an acknowledgment. Never twice for the
+  same state (a per-session mark in the store, and stop_hook_active), so an
+  agent is never stuck in a loop or nagged about mail it has read.
+  Prompt and session-start events (UserPromptSubmit, SessionStart; Gemini
+  BeforeAgent, SessionStart): the unread mail, the threads it holds, the
+  blocked threads waiting on it and the acknowledgments it owes are added
+  as context (at most 8 KB). Nothing is marked read.
+
+It reads the hook's JSON on stdin and answers in that tool's contract. The
+agent is --agent or INBOX_AGENT, the store --db or INBOX_DB. It always exits
+0 and fails open: a broken store or bad input allows the stop, with a note
+on stderr.
+
+  inbox hook install claude|codex|gemini [--project] [--dry-run]
+  inbox hook uninstall claude|codex|gemini [--project] [--dry-run]
+
+merge inbox's entries into the tool's settings (~/.claude/settings.json,
+~/.codex/hooks.json, ~/.gemini/settings.json; with --project, the ones in
+the current directory), keeping everything else byte for byte, writing
+atomically with a .bak backup; --dry-run prints the change instead.`,
+	examples: []string{
+		"inbox hook install claude --agent backend-dev",
+		"inbox hook install gemini --project --dry-run",
+		`echo '{"session_id":"s1","hook_event_name":"Stop","stop_hook_active":false}' | INBOX_AGENT=backend-dev inbox hook claude Stop`,
+	},
+	new: func() runner { return &hookCmd{} },
+}
+
+type hookCmd struct {
+	project, dryRun bool
+}
+
+func (r *hookCmd) flags(fs *pflag.FlagSet, c *call) {
+	c.agentFlag("the agent the hooks are for (env INBOX_AGENT); install writes it into the hook commands")
+	fs.BoolVar(&r.project, "project", false, "install into the current project's settings instead of the user's")
+	fs.BoolVar(&r.dryRun, "dry-run", false, "print the change to the settings file, write nothing")
+}
+
+// hookEvents are the events inbox answers, per tool, and what each is.
+var hookEvents = map[string]map[string]string{
+	"claude": {"Stop": "stop", "SubagentStop": "stop", "TeammateIdle": "stop", "UserPromptSubmit": "context", "SessionStart": "context"},
+	"codex":  {"Stop": "stop", "UserPromptSubmit": "context", "SessionStart": "context"},
+	"gemini": {"AfterAgent": "stop", "BeforeAgent": "context", "SessionStart": "context"},
+}
+
+var hookTools = []string{"claude", "codex", "gemini"}
+
+func (r *hookCmd) run(c *call) (*result, error) {
+	if len(c.args) >= 1 && (c.args[0] == "install" || c.args[0] == "uninstall") {
+		if len(c.args) != 2 || hookEvents[c.args[1]] == nil {
+			return nil, usagef("", "inbox hook %s needs one of %s", c.args[0], strings.Join(hookTools, "|"))
+		}
+		return r.install(c, c.args[0] == "install", c.args[1])
+	}
+	// Answering a hook: whatever happens, exit 0 and allow (fail open).
+	if len(c.args) != 2 || hookEvents[c.args[0]] == nil {
+		fmt.Fprintf(c.env.stderr, "inbox hook: usage: inbox hook claude|codex|gemini EVENT (got %q); allowing\n", c.args)
+		return &result{}, nil
+	}
+	tool, event := c.args[0], c.args[1]
+	kind := hookEvents[tool][event]
+	if kind == "" {
+		fmt.Fprintf(c.env.stderr, "inbox hook: %s has no %s event inbox answers (it answers %s); allowing\n", tool, event, eventNames(tool))
+		return &result{}, nil
+	}
+	out, err := r.answer(c, tool, event, kind)
+	if err != nil {
+		fmt.Fprintf(c.env.stderr, "inbox hook: %s; allowing\n", message(err))
+		return &result{}, nil
+	}
+	if out != nil {
+		c.env.stdout.Write(append(out, '\n'))
+	}
+	return &result{}, nil
+}
+
+func eventNames(tool string) string {
+	var out []string
+	for e := range hookEvents[tool] {
+		out = append(out, e)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// hookInput is the part of a hook's stdin inbox reads.
+type hookInput struct {
+	SessionID      string `json:"session_id"`
+	HookEventName  string `json:"hook_event_name"`
+	StopHookActive bool   `json:"stop_hook_active"`
+}
+
+// hookState is what the agent has open on the bus.
+type hookState struct {
+	held     []*inbox.Thread  // claimed, unfinished, lease live, held by the agent
+	mail     []*inbox.Message // uncollected
+	owed     []*inbox.Message // acknowledgments it owes
+	blocked  []*inbox.Thread  // threads it created that are blocked on it
+	question map[string]*inbox.Message
+}
+
+func (st *hookState) empty() bool { return len(st.held)+len(st.mail)+len(st.owed) == 0 }
+
+// fingerprint identifies the state a stop was blocked for.
+func (st *hookState) fingerprint() string {
+	var parts []string
+	for _, t := range st.held {
+		parts = append(parts, fmt.Sprintf("t:%s:%s:%d", t.ThreadID, t.Status, t.LastEventID))
+	}
+	for _, m := range st.mail {
+		parts = append(parts, "m:"+m.MessageID)
+	}
+	for _, m := range st.owed {
+		parts = append(parts, "a:"+m.MessageID)
+	}
+	slices.Sort(parts)
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\n")))
+	return hex.EncodeToString(sum[:])
+}
+
+func (r *hookCmd) gather(s inbox.Bus, agent string, withContext bool) (*hookState, error) {
+	st := &hookState{question: map[string]*inbox.Message{}}
+	held, err := s.List(inbox.ListFilter{AssignedTo: agent, Statuses: []string{inbox.StatusClaimed, inbox.StatusInProgress, inbox.StatusBlocked}, Limit: 50})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range held {
+		if !t.LeaseExpired {
+			st.held = append(st.held, t)
+		}
+	}
+	items, err := s.Mailbox(agent, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		st.mail = append(st.mail, it.Message)
+	}
+	if st.owed, err = s.Unacknowledged(agent); err != nil {
+		return nil, err
+	}
+	if withContext {
+		if st.blocked, err = s.List(inbox.ListFilter{CreatedBy: agent, Statuses: []string{inbox.StatusBlocked}, Limit: 20}); err != nil {
+			return nil, err
+		}
+		for _, t := range st.blocked {
+			if _, m, err := s.LastMessage(t.ThreadID); err == nil {
+				st.question[t.ThreadID] = m
+			}
+		}
+	}
+	return st, nil
+}
+
+const maxHookContext = 8 << 10
+
+func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(c.env.stdin, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read stdin: %w", err)
+	}
+	var in hookInput
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, &in); err != nil {
+			return nil, fmt.Errorf("the hook's stdin is not JSON: %v", err)
+		}
+	}
+	agent := c.g.agent
+	if agent == "" {
+		return nil, errors.New("no agent: set INBOX_AGENT (or --agent) in the hook's environment")
+	}
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if kind == "stop" && in.StopHookActive {
+		return nil, nil // already continuing because of a stop hook: never loop
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.gather(s, agent, kind == "context")
+	if err != nil {
+		return nil, err
+	}
+	if kind == "stop" {
+		if st.empty() {
+			return nil, nil
+		}
+		fp := st.fingerprint()
+		if mark, err := s.SessionMark(agent, in.SessionID); err == nil && mark == fp {
+			return nil, nil // told about exactly this already in this session
+		}
+		if err := s.SetSessionMark(agent, in.SessionID, fp); err != nil {
+			return nil, err
+		}
+		decision := "block"
+		if tool == "gemini" {
+			decision = "deny"
+		}
+		return json.Marshal(map[string]string{"decision": decision, "reason": stopReason(agent, st)})
+	}
+	text := contextText(agent, st)
+	if text == "" {
+		return nil, nil
+	}
+	return json.Marshal(map[string]any{"hookSpecificOutput": map[string]string{"hookEventName": event, "additionalContext": text}})
+}
+
+func quote(s string) string { return "\"" + inbox.Shorten(inbox.FirstLine(s), 80) + "\"" }
+
+// stopReason names the exact commands that finish what is open.
+func stopReason(agent string, st *hookState) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Before you stop, you (%s) have open work on the inbox bus:\n", agent)
+	for i, t := range st.held {
+		if i == 5 {
+			fmt.Fprintf(&b, "- and %d more threads: inbox list --assigned-to %s\n", len(st.held)-5, agent)
+			break
+		}
+		fmt.Fprintf(&b, "- you hold thread %s (%s) %s: finish it with `inbox done --agent %s --thread %s --summary \"...\"` (or `inbox fail`, or `inbox update --status blocked`); read it with `inbox show --thread %s`\n",
+			t.ThreadID, t.Status, quote(t.Subject), agent, t.ThreadID, t.ThreadID)
+	}
+	if n := len(st.mail); n > 0 {
+		last := st.mail[n-1]
+		fmt.Fprintf(&b, "- %d message(s) wait in your mailbox (latest from %s: %s): read them with `inbox receive --agent %s` (or `inbox check --agent %s`)\n",
+			n, last.FromAgent, quote(last.Summary), agent, agent)
+	}
+	for i, m := range st.owed {
+		if i == 3 {
+			fmt.Fprintf(&b, "- and %d more acknowledgments: inbox mailbox --agent %s\n", len(st.owed)-3, agent)
+			break
+		}
+		fmt.Fprintf(&b, "- %s asked you to acknowledge %s %s: `inbox ack --agent %s --message %s`\n", m.FromAgent, m.MessageID, quote(m.Summary), agent, m.MessageID)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// contextText is what a prompt or session start learns, at most 8 KB.
+func contextText(agent string, st *hookState) string {
+	if st.empty() && len(st.blocked) == 0 {
+		return ""
+	}
+	var lines []string
+	lines = append(lines, fmt.Sprintf("inbox (you are %s):", agent))
+	if len(st.mail) > 0 {
+		lines = append(lines, fmt.Sprintf("Unread mail (%d; collect with `inbox receive --agent %s`):", len(st.mail), agent))
+		for _, m := range st.mail {
+			kind := m.Kind
+			if m.Type != "" {
+				kind = m.Type
+			}
+			lines = append(lines, fmt.Sprintf("- from %s [%s] in %s: %s", m.FromAgent, kind, m.ThreadID, inbox.Shorten(inbox.FirstLine(m.Summary), 200)))
+		}
+	}
+	if len(st.held) > 0 {
+		lines = append(lines, "Threads you hold:")
+		for _, t := range st.held {
+			lines = append(lines, fmt.Sprintf("- %s (%s): %s", t.ThreadID, t.Status, inbox.Shorten(t.Subject, 200)))
+		}
+	}
+	if len(st.blocked) > 0 {
+		lines = append(lines, fmt.Sprintf("Blocked threads waiting on you (answer with `inbox reply --from %s --thread ID --kind answer --summary ...`):", agent))
+		for _, t := range st.blocked {
+			q := ""
+			if m := st.question[t.ThreadID]; m != nil {
+				q = " — " + m.FromAgent + " asks: " + inbox.Shorten(inbox.FirstLine(m.Summary), 200)
+			}
+			lines = append(lines, fmt.Sprintf("- %s: %s%s", t.ThreadID, inbox.Shorten(t.Subject, 200), q))
+		}
+	}
+	if len(st.owed) > 0 {
+		lines = append(lines, "Acknowledgments you owe (`inbox ack --agent "+agent+" --message ID`):")
+		for _, m := range st.owed {
+			lines = append(lines, fmt.Sprintf("- %s from %s: %s", m.MessageID, m.FromAgent, inbox.Shorten(inbox.FirstLine(m.Summary), 200)))
+		}
+	}
+	var b strings.Builder
+	for i, l := range lines {
+		more := fmt.Sprintf("… and more: `inbox mailbox --agent %s`, `inbox list --assigned-to %s`", agent, agent)
+		if b.Len()+len(l)+1 > maxHookContext-len(more)-1 {
+			b.WriteString(more)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// Settings files and entries of install.
+
+func settingsPath(tool string, project bool) (string, error) {
+	base := ""
+	if !project {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		base = home
+	} else {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		base = wd
+	}
+	switch tool {
+	case "claude":
+		return filepath.Join(base, ".claude", "settings.json"), nil
+	case "codex":
+		return filepath.Join(base, ".codex", "hooks.json"), nil
+	}
+	return filepath.Join(base, ".gemini", "settings.json"), nil
+}
+
+// hookCommandLine is the command an installed hook runs.
+func hookCommandLine(tool, event, agent string) string {
+	cmd := "inbox hook " + tool + " " + event
+	if agent != "" {
+		cmd += " --agent " + agent
+	}
+	return cmd
+}
+
+// ours reports whether a hook entry's command is one inbox installed for tool.
+func ours(cmd, tool string) bool { return strings.HasPrefix(cmd, "inbox hook "+tool+" ") }
+
+// hookEntry and hookGroupJSON are the matcher group inbox adds for an
+// event (Gemini CLI entries also carry a name).
+type hookEntry struct {
+	Name    string `json:"name,omitempty"`
+	Type    string `json:"type"`
+	Command string `json:"command"`
+}
+
+type hookGroupJSON struct {
+	Hooks []hookEntry `json:"hooks"`
+}
+
+func hookGroup(tool, event, agent string) any {
+	h := hookEntry{Type: "command", Command: hookCommandLine(tool, event, agent)}
+	if tool == "gemini" {
+		h.Name = "inbox"
+	}
+	return hookGroupJSON{Hooks: []hookEntry{h}}
+}
+
+func marshalIndent(v any, unit string) string {
+	b, _ := json.MarshalIndent(v, "", unit)
+	return string(b)
+}
+
+// groupHasOurs returns the index, in a group's "hooks" array, of inbox's
+// entry, or -1.
+func groupHasOurs(s []byte, g *jnode, tool string) (*jnode, int) {
+	hooks := g.member("hooks")
+	if g.kind != '{' || hooks == nil || hooks.kind != '[' {
+		return nil, -1
+	}
+	for i, h := range hooks.elems {
+		if h.kind != '{' {
+			continue
+		}
+		if c := h.member("command"); c != nil {
+			var cmd string
+			if json.Unmarshal(s[c.start:c.end], &cmd) == nil && ours(cmd, tool) {
+				return hooks, i
+			}
+		}
+	}
+	return nil, -1
+}
+
+// mergeHooks returns the settings text with inbox's entries added (or,
+// with remove, taken out), everything else as it was.
+func mergeHooks(s []byte, tool, agent string, remove bool) ([]byte, error) {
+	if len(bytes.TrimSpace(s)) == 0 {
+		s = []byte("{}\n")
+	}
+	root, err := parseJSONSpans(s)
+	if err != nil {
+		return nil, err
+	}
+	if root.kind != '{' {
+		return nil, errors.New("the settings file is not a JSON object")
+	}
+	unit := indentUnit(s)
+	events := eventNamesList(tool)
+	hooks := root.member("hooks")
+	if hooks != nil && hooks.kind != '{' {
+		return nil, errors.New(`its "hooks" is not an object`)
+	}
+	var edits []edit
+	if remove {
+		if hooks == nil {
+			return s, nil
+		}
+		var emptied []int // members of hooks left with no group
+		for i, m := range hooks.members {
+			if !slices.Contains(events, m.key) || m.val.kind != '[' {
+				continue
+			}
+			groups := m.val
+			var drop []int
+			for gi, g := range groups.elems {
+				arr, hi := groupHasOurs(s, g, tool)
+				if hi < 0 {
+					continue
+				}
+				if len(arr.elems) == 1 {
+					drop = append(drop, gi)
+				} else {
+					edits = append(edits, removeFrom(s, arr, hi))
+				}
+			}
+			if len(drop) > 0 && len(drop) == len(groups.elems) {
+				emptied = append(emptied, i)
+				continue
+			}
+			edits = append(edits, removeMany(s, groups, drop)...)
+		}
+		if len(emptied) > 0 && len(emptied) == len(hooks.members) {
+			// Nothing but inbox's was there: the "hooks" member goes too.
+			for i, m := range root.members {
+				if m.key == "hooks" {
+					edits = append(edits, removeMany(s, root, []int{i})...)
+				}
+			}
+		} else {
+			edits = append(edits, removeMany(s, hooks, emptied)...)
+		}
+		return apply(s, edits), nil
+	}
+	if hooks == nil {
+		var b strings.Builder
+		b.WriteString("{")
+		for i, e := range events {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "\n%s%q: %s", unit, e, indentText(marshalIndent([]any{hookGroup(tool, e, agent)}, unit), unit))
+		}
+		b.WriteString("\n}")
+		edits = append(edits, insertInto(s, root, `"hooks": `+b.String(), unit))
+		return apply(s, edits), nil
+	}
+	for _, e := range events {
+		arr := hooks.member(e)
+		if arr == nil {
+			edits = append(edits, insertInto(s, hooks, fmt.Sprintf("%q: %s", e, marshalIndent([]any{hookGroup(tool, e, agent)}, unit)), unit))
+			continue
+		}
+		if arr.kind != '[' {
+			return nil, fmt.Errorf(`its "hooks"."%s" is not an array`, e)
+		}
+		has := false
+		for _, g := range arr.elems {
+			if _, hi := groupHasOurs(s, g, tool); hi >= 0 {
+				has = true
+			}
+		}
+		if !has {
+			edits = append(edits, insertInto(s, arr, marshalIndent(hookGroup(tool, e, agent), unit), unit))
+		}
+	}
+	// Several insertions into the hooks object land at the same offset:
+	// join them into one, in event order.
+	return apply(s, mergeAdjacent(edits)), nil
+}
+
+// mergeAdjacent joins insertions at the same offset, in order.
+func mergeAdjacent(edits []edit) []edit {
+	var out []edit
+	for _, e := range edits {
+		if n := len(out); n > 0 && out[n-1].start == e.start && out[n-1].end == e.end && e.start == e.end {
+			out[n-1].text += e.text
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func eventNamesList(tool string) []string {
+	order := map[string][]string{
+		"claude": {"SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "TeammateIdle"},
+		"codex":  {"SessionStart", "UserPromptSubmit", "Stop"},
+		"gemini": {"SessionStart", "BeforeAgent", "AfterAgent"},
+	}
+	return order[tool]
+}
+
+func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
+	p, err := settingsPath(tool, r.project)
+	if err != nil {
+		return nil, usagef("project", "cannot find the settings directory: %v", err)
+	}
+	agent := ""
+	if c.g.agentSet {
+		agent = c.g.agent
+		if err := inbox.ValidateAgent("agent", agent); err != nil {
+			return nil, err
+		}
+	}
+	old, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, inbox.Storage(err, "read %s", p)
+	}
+	updated, err := mergeHooks(old, tool, agent, !add)
+	if err != nil {
+		return nil, inbox.Invalid("settings", "%s: %v: fix it by hand, then try again", p, err)
+	}
+	res := &result{}
+	changed := !bytes.Equal(old, updated)
+	verb := map[bool]string{true: "install", false: "uninstall"}[add]
+	res.set("file", p).set("changed", changed).set("dry_run", r.dryRun)
+	if r.dryRun {
+		res.set("diff", lineDiff(p, old, updated))
+		res.human = func(w io.Writer) {
+			if !changed {
+				fmt.Fprintf(w, "%s: nothing to %s\n", p, verb)
+				return
+			}
+			io.WriteString(w, lineDiff(p, old, updated))
+		}
+		return res, nil
+	}
+	if changed {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return nil, inbox.Storage(err, "create %s", filepath.Dir(p))
+		}
+		mode := os.FileMode(0o600)
+		if fi, err := os.Stat(p); err == nil {
+			mode = fi.Mode().Perm()
+			if err := renameio.WriteFile(p+".bak", old, mode); err != nil {
+				return nil, inbox.Storage(err, "back up %s", p)
+			}
+			res.set("backup", p+".bak")
+		}
+		if err := renameio.WriteFile(p, updated, mode); err != nil {
+			return nil, inbox.Storage(err, "write %s", p)
+		}
+	}
+	res.human = func(w io.Writer) {
+		switch {
+		case !changed:
+			fmt.Fprintf(w, "%s: inbox's %s hooks are already %sed\n", p, tool, verb)
+		case add:
+			fmt.Fprintf(w, "%s: added inbox's hooks (%s)\n", p, strings.Join(eventNamesList(tool), ", "))
+		default:
+			fmt.Fprintf(w, "%s: removed inbox's hooks\n", p)
+		}
+		if add && tool == "codex" {
+			fmt.Fprintln(w, "Codex runs hooks only with [features] codex_hooks = true in its config.toml.")
+		}
+		if add && agent == "" {
+			fmt.Fprintln(w, "The hooks take the agent from INBOX_AGENT in the tool's environment (or install with --agent NAME).")
+		}
+	}
+	return res, nil
+}
+
+// lineDiff shows what changes, line by line, around the common start and
+// end of the two texts.
+func lineDiff(name string, a, b []byte) string {
+	al, bl := strings.SplitAfter(string(a), "\n"), strings.SplitAfter(string(b), "\n")
+	i := 0
+	for i < len(al) && i < len(bl) && al[i] == bl[i] {
+		i++
+	}
+	j := 0
+	for j < len(al)-i && j < len(bl)-i && al[len(al)-1-j] == bl[len(bl)-1-j] {
+		j++
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "--- %s\n+++ %s\n@@ line %d @@\n", name, name, i+1)
+	for _, l := range al[i : len(al)-j] {
+		out.WriteString("-" + strings.TrimRight(l, "\n") + "\n")
+	}
+	for _, l := range bl[i : len(bl)-j] {
+		out.WriteString("+" + strings.TrimRight(l, "\n") + "\n")
+	}
+	return out.String()
+}

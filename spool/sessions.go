@@ -1,0 +1,69 @@
+package spool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Session marks (the agent hooks' per-session cursor): sessions/<sha256 of
+// agent and session>, holding the mark. Written whole (temp file and
+// rename) without a flush: a mark lost to a crash of the machine costs one
+// more reminder, never a message.
+
+const sessionsDir = "sessions"
+
+func (s *Store) sessionPath(agent, session string) string {
+	sum := sha256.Sum256([]byte(agent + "\x00" + session))
+	return filepath.Join(s.dir, sessionsDir, hex.EncodeToString(sum[:16]))
+}
+
+func checkSession(agent, session string) error {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return err
+	}
+	return inbox.ValidateText("session", session, inbox.MaxIdemKeyLen)
+}
+
+// SessionMark returns the mark last recorded for agent's session.
+func (s *Store) SessionMark(agent, session string) (string, error) {
+	if err := checkSession(agent, session); err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(s.sessionPath(agent, session))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", inbox.Storage(err, "read the session mark of %s", agent)
+	}
+	return string(data), nil
+}
+
+// SetSessionMark records mark for agent's session.
+func (s *Store) SetSessionMark(agent, session, mark string) error {
+	if err := checkSession(agent, session); err != nil {
+		return err
+	}
+	if err := inbox.ValidateText("mark", mark, 4096); err != nil {
+		return err
+	}
+	p := s.sessionPath(agent, session)
+	if err := os.Mkdir(filepath.Dir(p), s.dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return inbox.Storage(err, "create %s", sessionsDir)
+	}
+	st, err := s.stage(p, []byte(mark))
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(st.tmp, p); err != nil {
+		os.Remove(st.tmp)
+		return inbox.Storage(err, "record the session mark of %s", agent)
+	}
+	return nil
+}
