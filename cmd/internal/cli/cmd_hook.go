@@ -499,10 +499,11 @@ func mergeHooks(s []byte, tool, agent string, remove bool) ([]byte, error) {
 		edits = append(edits, insertInto(s, root, `"hooks": `+b.String(), unit))
 		return apply(s, edits), nil
 	}
+	var newMembers []string
 	for _, e := range events {
 		arr := hooks.member(e)
 		if arr == nil {
-			edits = append(edits, insertInto(s, hooks, fmt.Sprintf("%q: %s", e, marshalIndent([]any{hookGroup(tool, e, agent)}, unit)), unit))
+			newMembers = append(newMembers, fmt.Sprintf("%q: %s", e, marshalIndent([]any{hookGroup(tool, e, agent)}, unit)))
 			continue
 		}
 		if arr.kind != '[' {
@@ -518,22 +519,10 @@ func mergeHooks(s []byte, tool, agent string, remove bool) ([]byte, error) {
 			edits = append(edits, insertInto(s, arr, marshalIndent(hookGroup(tool, e, agent), unit), unit))
 		}
 	}
-	// Several insertions into the hooks object land at the same offset:
-	// join them into one, in event order.
-	return apply(s, mergeAdjacent(edits)), nil
-}
-
-// mergeAdjacent joins insertions at the same offset, in order.
-func mergeAdjacent(edits []edit) []edit {
-	var out []edit
-	for _, e := range edits {
-		if n := len(out); n > 0 && out[n-1].start == e.start && out[n-1].end == e.end && e.start == e.end {
-			out[n-1].text += e.text
-			continue
-		}
-		out = append(out, e)
+	if len(newMembers) > 0 {
+		edits = append(edits, insertAll(s, hooks, newMembers, unit))
 	}
-	return out
+	return apply(s, edits), nil
 }
 
 func eventNamesList(tool string) []string {

@@ -170,11 +170,22 @@ func indentUnit(s []byte) string {
 // insertInto adds text (a member "k": v, or an element) at the end of
 // container c, on a line of its own indented one step deeper.
 func insertInto(s []byte, c *jnode, text, unit string) edit {
+	return insertAll(s, c, []string{text}, unit)
+}
+
+// insertAll adds several members or elements at the end of container c,
+// as one splice.
+func insertAll(s []byte, c *jnode, texts []string, unit string) edit {
 	closeAt := c.end - 1 // the closing bracket
 	inner := lineIndent(s, c.start) + unit
+	var parts []string
+	for _, t := range texts {
+		parts = append(parts, indentText(t, inner))
+	}
+	body := strings.Join(parts, ",\n"+inner)
 	n := len(c.members) + len(c.elems)
 	if n == 0 {
-		return edit{start: c.start + 1, end: closeAt, text: "\n" + inner + indentText(text, inner) + "\n" + lineIndent(s, c.start)}
+		return edit{start: c.start + 1, end: closeAt, text: "\n" + inner + body + "\n" + lineIndent(s, c.start)}
 	}
 	var last int
 	if c.kind == '{' {
@@ -182,7 +193,7 @@ func insertInto(s []byte, c *jnode, text, unit string) edit {
 	} else {
 		last = c.elems[n-1].end
 	}
-	return edit{start: last, end: last, text: ",\n" + inner + indentText(text, inner)}
+	return edit{start: last, end: last, text: ",\n" + inner + body}
 }
 
 // indentText indents every line of text but the first by prefix.
