@@ -79,6 +79,11 @@ type Bus interface {
 	// Mailbox lists agent's uncollected mail (from one sender, when
 	// given) in the order Receive hands it out, collecting nothing.
 	Mailbox(agent, from string) ([]*MailItem, error)
+	// MailPeek is what a hook needs of agent's mailbox, cheaply: how many
+	// messages wait, and the newest of them (at most newest, newest
+	// first), collecting nothing. The count may include a message whose
+	// send is still committing; it never includes one already collected.
+	MailPeek(agent string, newest int) (total int, items []*MailItem, err error)
 	// Collect collects up to max ready messages of agent's mailbox: each
 	// is handed to exactly one collector.
 	Collect(agent, from string, lifo bool, max int) ([]*Message, error)

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"IdempotentRetries", testIdempotency},
 		{"ReadCursors", testReadCursors},
 		{"MailIsNotWork", testMailIsNotWork},
+		{"MailPeekAndSessionMarks", testMailPeek},
 		{"CollectOnce", testCollectOnce},
 		{"ReceiveWakesAndTimesOut", testReceive},
 		{"WaitReply", testWaitReply},
@@ -875,4 +876,45 @@ func testRequestResponse(t *testing.T, b inbox.Bus) {
 	}
 	_, err := b.WaitReply(context.Background(), tid, inbox.ReplyCursor{}, inbox.ReplyFilter{RequestID: "req-none"}, inbox.WaitOptions{})
 	wantErr(t, "an unknown request id", err, inbox.ErrNotFound)
+}
+
+func testMailPeek(t *testing.T, b inbox.Bus) {
+	if n, items := ok2(b.MailPeek("p", 3))(t); n != 0 || len(items) != 0 {
+		t.Fatalf("peek of an empty mailbox: %d, %d items", n, len(items))
+	}
+	for i := range 5 {
+		ok(b.Send(inbox.SendInput{From: "s", To: "p", Content: inbox.Content{Body: fmt.Sprint("m", i)}}))(t)
+	}
+	n, items := ok2(b.MailPeek("p", 3))(t)
+	if n != 5 || len(items) != 3 {
+		t.Fatalf("peek: %d waiting, %d items; want 5 and 3", n, len(items))
+	}
+	for i, it := range items {
+		if want := fmt.Sprint("m", 4-i); it.Message.Body != want {
+			t.Errorf("peek item %d: %q, want %q (newest first)", i, it.Message.Body, want)
+		}
+	}
+	if left := ok(b.Mailbox("p", ""))(t); len(left) != 5 {
+		t.Errorf("peeking collected something: %d left", len(left))
+	}
+	ok(b.Collect("p", "", false, 2))(t)
+	if n, items := ok2(b.MailPeek("p", 10))(t); n != 3 || len(items) != 3 || items[2].Message.Body != "m2" {
+		t.Errorf("peek after collecting two: %d waiting, %d items", n, len(items))
+	}
+
+	if m := ok(b.SessionMark("p", "s1"))(t); m != "" {
+		t.Errorf("mark of a new session: %q", m)
+	}
+	if err := b.SetSessionMark("p", "s1", "abc"); err != nil {
+		t.Fatal(err)
+	}
+	if m := ok(b.SessionMark("p", "s1"))(t); m != "abc" {
+		t.Errorf("mark: %q, want abc", m)
+	}
+	if m := ok(b.SessionMark("p", "s2"))(t); m != "" {
+		t.Errorf("another session sees the mark: %q", m)
+	}
+	if m := ok(b.SessionMark("q", "s1"))(t); m != "" {
+		t.Errorf("another agent sees the mark: %q", m)
+	}
 }

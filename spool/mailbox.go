@@ -177,6 +177,71 @@ func (s *Store) Mailbox(agent, from string) ([]*inbox.MailItem, error) {
 	return out, nil
 }
 
+// MailPeek counts agent's mailbox by its markers' names and reads only
+// the newest messages, newest first: what a hook can afford on every stop
+// of an agent with a thousand uncollected messages. Only the markers it
+// reads are checked against their threads, so the count may include the
+// marker of a send still committing, or of one a crash cut short (fsck
+// removes those); a peek whose newest markers are all such counts none.
+func (s *Store) MailPeek(agent string, newest int) (int, []*inbox.MailItem, error) {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return 0, nil, err
+	}
+	dir := s.mailboxPath(agent)
+	items := []*inbox.MailItem{}
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, items, nil // no mail was ever delivered to agent
+	}
+	if err != nil {
+		return 0, nil, inbox.Storage(err, "list the mailbox of %s", agent)
+	}
+	entries, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return 0, nil, inbox.Storage(err, "list the mailbox of %s", agent)
+	}
+	// A marker's name starts with its event id, 16 digits: names order
+	// as events do. Only the newest names are parsed and checked.
+	markers := entries[:0]
+	for _, n := range entries {
+		if len(n) > 17 && n[16] == '~' {
+			markers = append(markers, n)
+		}
+	}
+	total := len(markers)
+	newest = max(newest, 1)
+	if newest == 1 && len(markers) > 1 {
+		i := slices.Index(markers, slices.Max(markers))
+		last := len(markers) - 1
+		markers[i], markers[last] = markers[last], markers[i]
+	} else {
+		slices.Sort(markers)
+	}
+	for i := len(markers) - 1; i >= 0 && len(items) < newest; i-- {
+		if newest == 1 && i == len(markers)-2 {
+			slices.Sort(markers[:i+1]) // the newest was not there: order the rest
+		}
+		ev, _, tid, seq, ok := parseMarker(markers[i])
+		if !ok {
+			total--
+			continue
+		}
+		it := &mailEntry{marker: filepath.Join(dir, markers[i]), eventID: ev, tid: tid, seq: seq}
+		h, err := s.readHeader(it.tid)
+		if err != nil || it.seq > h.MessageCount || !sameFile(it.marker, filepath.Join(s.threadDir(it.tid), msgName(it.seq))) || s.load(it) != nil {
+			total--
+			continue
+		}
+		it.Priority = h.Priority
+		items = append(items, &it.MailItem)
+	}
+	if len(items) == 0 {
+		total = 0 // nothing the newest markers name is there: no mail to speak of
+	}
+	return total, items, nil
+}
+
 // mailItems lists the committed messages waiting in agent's mailbox, in
 // receive's order, from the markers' names and the threads' headers: the
 // messages themselves are not read (load reads one).

@@ -145,13 +145,14 @@ type hookInput struct {
 // hookState is what the agent has open on the bus.
 type hookState struct {
 	held     []*inbox.Thread  // claimed, unfinished, lease live, held by the agent
-	mail     []*inbox.Message // uncollected
+	mail     []*inbox.Message // the newest uncollected, newest first
+	mailN    int              // how many are uncollected
 	owed     []*inbox.Message // acknowledgments it owes
 	blocked  []*inbox.Thread  // threads it created that are blocked on it
 	question map[string]*inbox.Message
 }
 
-func (st *hookState) empty() bool { return len(st.held)+len(st.mail)+len(st.owed) == 0 }
+func (st *hookState) empty() bool { return len(st.held)+st.mailN+len(st.owed) == 0 }
 
 // fingerprint identifies the state a stop was blocked for.
 func (st *hookState) fingerprint() string {
@@ -159,6 +160,7 @@ func (st *hookState) fingerprint() string {
 	for _, t := range st.held {
 		parts = append(parts, fmt.Sprintf("t:%s:%s:%d", t.ThreadID, t.Status, t.LastEventID))
 	}
+	parts = append(parts, fmt.Sprintf("n:%d", st.mailN))
 	for _, m := range st.mail {
 		parts = append(parts, "m:"+m.MessageID)
 	}
@@ -181,10 +183,17 @@ func (r *hookCmd) gather(s inbox.Bus, agent string, withContext bool) (*hookStat
 			st.held = append(st.held, t)
 		}
 	}
-	items, err := s.Mailbox(agent, "")
+	// Only the newest mail is read: the stop reason names the latest,
+	// and the context has room for about hookMailShown summaries.
+	shown := 1
+	if withContext {
+		shown = hookMailShown
+	}
+	n, items, err := s.MailPeek(agent, shown)
 	if err != nil {
 		return nil, err
 	}
+	st.mailN = n
 	for _, it := range items {
 		st.mail = append(st.mail, it.Message)
 	}
@@ -205,6 +214,9 @@ func (r *hookCmd) gather(s inbox.Bus, agent string, withContext bool) (*hookStat
 }
 
 const maxHookContext = 8 << 10
+
+// hookMailShown is how many of the newest messages a hook reads.
+const hookMailShown = 40
 
 func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(c.env.stdin, 4<<20))
@@ -273,8 +285,8 @@ func stopReason(agent string, st *hookState) string {
 		fmt.Fprintf(&b, "- you hold thread %s (%s) %s: finish it with `inbox done --agent %s --thread %s --summary \"...\"` (or `inbox fail`, or `inbox update --status blocked`); read it with `inbox show --thread %s`\n",
 			t.ThreadID, t.Status, quote(t.Subject), agent, t.ThreadID, t.ThreadID)
 	}
-	if n := len(st.mail); n > 0 {
-		last := st.mail[n-1]
+	if n := st.mailN; n > 0 {
+		last := st.mail[0]
 		fmt.Fprintf(&b, "- %d message(s) wait in your mailbox (latest from %s: %s): read them with `inbox receive --agent %s` (or `inbox check --agent %s`)\n",
 			n, last.FromAgent, quote(last.Summary), agent, agent)
 	}
@@ -295,14 +307,17 @@ func contextText(agent string, st *hookState) string {
 	}
 	var lines []string
 	lines = append(lines, fmt.Sprintf("inbox (you are %s):", agent))
-	if len(st.mail) > 0 {
-		lines = append(lines, fmt.Sprintf("Unread mail (%d; collect with `inbox receive --agent %s`):", len(st.mail), agent))
+	if st.mailN > 0 {
+		lines = append(lines, fmt.Sprintf("Unread mail (%d, newest first; collect with `inbox receive --agent %s`):", st.mailN, agent))
 		for _, m := range st.mail {
 			kind := m.Kind
 			if m.Type != "" {
 				kind = m.Type
 			}
 			lines = append(lines, fmt.Sprintf("- from %s [%s] in %s: %s", m.FromAgent, kind, m.ThreadID, inbox.Shorten(inbox.FirstLine(m.Summary), 200)))
+		}
+		if older := st.mailN - len(st.mail); older > 0 {
+			lines = append(lines, fmt.Sprintf("- and %d older: `inbox mailbox --agent %s`", older, agent))
 		}
 	}
 	if len(st.held) > 0 {
