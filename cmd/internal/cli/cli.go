@@ -37,6 +37,7 @@ type globals struct {
 	json     bool
 	agent    string
 	agentSet bool // --agent was given on the command line (not from env)
+	dbSet    bool // --db was given on the command line (not from env)
 }
 
 // command is one subcommand: its help and a constructor for its runner.
@@ -129,6 +130,9 @@ func run(args []string, e *env) int {
 	}
 	if cl.fs.Changed("agent") {
 		cl.g.agentSet = true
+	}
+	if cl.fs.Changed("db") {
+		cl.g.dbSet = true
 	}
 	cl.args = cl.fs.Args()
 	if cl.g.db == "" {
@@ -253,7 +257,7 @@ func parseLeading(args []string, g *globals) (rest []string, help bool, err erro
 				args = args[1:]
 			}
 			if name == "db" {
-				g.db = val
+				g.db, g.dbSet = val, true
 			} else {
 				g.agent, g.agentSet = val, true
 			}

@@ -69,7 +69,11 @@ on stderr.
 merge inbox's entries into the tool's settings (~/.claude/settings.json,
 ~/.codex/hooks.json, ~/.gemini/settings.json; with --project, the ones in
 the current directory), keeping everything else byte for byte, writing
-atomically with a .bak backup; --dry-run prints the change instead.`,
+atomically with a .bak backup; --dry-run prints the change instead.
+--agent and --db given to install are written into the hook's command
+line (--db made absolute for a user-level install; kept as given with
+--project, whose hooks run at the project's root); otherwise the hooks
+read INBOX_AGENT and INBOX_DB from the tool's environment.`,
 	examples: []string{
 		"inbox hook install claude --agent backend-dev",
 		"inbox hook install gemini --project --dry-run",
@@ -384,12 +388,29 @@ func settingsPath(tool string, project bool) (string, error) {
 }
 
 // hookCommandLine is the command an installed hook runs.
-func hookCommandLine(tool, event, agent string) string {
-	cmd := "inbox hook " + tool + " " + event
+func hookCommandLine(tool, event, flags string) string {
+	return "inbox hook " + tool + " " + event + flags
+}
+
+// hookFlags are the flags an installed hook passes: the agent and the
+// store, when install was given them.
+func hookFlags(agent, db string) string {
+	var f string
 	if agent != "" {
-		cmd += " --agent " + agent
+		f += " --agent " + agent
 	}
-	return cmd
+	if db != "" {
+		f += " --db " + shellQuote(db)
+	}
+	return f
+}
+
+// shellQuote quotes s for a POSIX shell, unless it needs none.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // ours reports whether a hook entry's command is one inbox installed for tool.
@@ -407,8 +428,8 @@ type hookGroupJSON struct {
 	Hooks []hookEntry `json:"hooks"`
 }
 
-func hookGroup(tool, event, agent string) any {
-	h := hookEntry{Type: "command", Command: hookCommandLine(tool, event, agent)}
+func hookGroup(tool, event, flags string) any {
+	h := hookEntry{Type: "command", Command: hookCommandLine(tool, event, flags)}
 	if tool == "gemini" {
 		h.Name = "inbox"
 	}
@@ -443,7 +464,7 @@ func groupHasOurs(s []byte, g *jnode, tool string) (*jnode, int) {
 
 // mergeHooks returns the settings text with inbox's entries added (or,
 // with remove, taken out), everything else as it was.
-func mergeHooks(s []byte, tool, agent string, remove bool) ([]byte, error) {
+func mergeHooks(s []byte, tool, flags string, remove bool) ([]byte, error) {
 	if len(bytes.TrimSpace(s)) == 0 {
 		s = []byte("{}\n")
 	}
@@ -508,7 +529,7 @@ func mergeHooks(s []byte, tool, agent string, remove bool) ([]byte, error) {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, "\n%s%q: %s", unit, e, indentText(marshalIndent([]any{hookGroup(tool, e, agent)}, unit), unit))
+			fmt.Fprintf(&b, "\n%s%q: %s", unit, e, indentText(marshalIndent([]any{hookGroup(tool, e, flags)}, unit), unit))
 		}
 		b.WriteString("\n}")
 		edits = append(edits, insertInto(s, root, `"hooks": `+b.String(), unit))
@@ -518,7 +539,7 @@ func mergeHooks(s []byte, tool, agent string, remove bool) ([]byte, error) {
 	for _, e := range events {
 		arr := hooks.member(e)
 		if arr == nil {
-			newMembers = append(newMembers, fmt.Sprintf("%q: %s", e, marshalIndent([]any{hookGroup(tool, e, agent)}, unit)))
+			newMembers = append(newMembers, fmt.Sprintf("%q: %s", e, marshalIndent([]any{hookGroup(tool, e, flags)}, unit)))
 			continue
 		}
 		if arr.kind != '[' {
@@ -531,7 +552,7 @@ func mergeHooks(s []byte, tool, agent string, remove bool) ([]byte, error) {
 			}
 		}
 		if !has {
-			edits = append(edits, insertInto(s, arr, marshalIndent(hookGroup(tool, e, agent), unit), unit))
+			edits = append(edits, insertInto(s, arr, marshalIndent(hookGroup(tool, e, flags), unit), unit))
 		}
 	}
 	if len(newMembers) > 0 {
@@ -561,11 +582,23 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 			return nil, err
 		}
 	}
+	db := ""
+	if c.g.dbSet && add {
+		// A user-level hook runs wherever the tool was started, so the
+		// store is named absolutely; a project's runs at the project's
+		// root, where a relative path keeps the settings file portable.
+		db = c.g.db
+		if !r.project {
+			if db, err = filepath.Abs(db); err != nil {
+				return nil, usagef("db", "%v", err)
+			}
+		}
+	}
 	old, err := os.ReadFile(p)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, inbox.Storage(err, "read %s", p)
 	}
-	updated, err := mergeHooks(old, tool, agent, !add)
+	updated, err := mergeHooks(old, tool, hookFlags(agent, db), !add)
 	if err != nil {
 		return nil, inbox.Invalid("settings", "%s: %v: fix it by hand, then try again", p, err)
 	}

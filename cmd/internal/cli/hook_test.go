@@ -43,11 +43,11 @@ func TestMergeHooksRoundTrip(t *testing.T) {
 	}
 	for _, tool := range hookTools {
 		for _, f := range files {
-			in, err := mergeHooks([]byte(f), tool, "dev", false)
+			in, err := mergeHooks([]byte(f), tool, " --agent dev", false)
 			if err != nil {
 				t.Fatalf("%s install into %q: %v", tool, f, err)
 			}
-			again, _ := mergeHooks(in, tool, "dev", false)
+			again, _ := mergeHooks(in, tool, " --agent dev", false)
 			if string(again) != string(in) {
 				t.Errorf("%s: a second install changed the file:\n%s\n%s", tool, in, again)
 			}
