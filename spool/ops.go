@@ -1,9 +1,8 @@
 package spool
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,157 +15,30 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// message validates c and builds an unsaved message. A body or payload
-// larger than MaxInline is staged as a blob. The blobs of the message
-// (staged here or given in c) are the caller's to discard (discardBlobs)
-// once the message is committed or refused.
+// message validates c and builds an unsaved message (inbox.NewMessage),
+// staging a body or payload larger than MaxInline as a blob of this store.
+// The blobs of the message are the caller's to discard (discardBlobs) once
+// the message is committed or refused.
 func (s *Store) message(now time.Time, from, to, kind string, c inbox.Content, defSummary string) (*draft, error) {
-	blobs := c.Blobs
-	fail := func(err error) (*draft, error) {
-		for _, b := range blobs {
-			discard(b)
-		}
+	m, blobs, err := inbox.NewMessage(now, from, to, kind, c, defSummary, blobStager{s})
+	if err != nil {
 		return nil, err
 	}
-	if err := inbox.ValidateText("summary", c.Summary, inbox.MaxSummaryLen); err != nil {
-		return fail(err)
-	}
-	body := c.Body
-	if len(body) > inbox.MaxInline {
-		if err := inbox.ValidateText("body", body, len(body)); err != nil {
-			return fail(err)
-		}
-		b, err := s.StageBlob("body", strings.NewReader(body))
-		if err != nil {
-			return fail(err)
-		}
-		blobs, body = append(slices.Clip(blobs), b), ""
-	} else if err := inbox.ValidateText("body", body, inbox.MaxInline); err != nil {
-		return fail(err)
-	}
-	payload, err := inbox.ValidJSON("payload_json", c.PayloadJSON, "{}", 0)
-	if err != nil {
-		return fail(err)
-	}
-	if len(payload) > inbox.MaxInline {
-		b, err := s.StageBlob("payload_json", bytes.NewReader(payload))
-		if err != nil {
-			return fail(err)
-		}
-		blobs, payload = append(slices.Clip(blobs), b), json.RawMessage("{}")
-	}
-	if err := inbox.ValidateIdemKey(c.IdempotencyKey); err != nil {
-		return fail(err)
-	}
-	summary := strings.TrimSpace(c.Summary)
-	if summary == "" {
-		summary = defSummary
-	}
-	if summary == "" && body == "" && c.Type != "" {
-		// A typed message says what it is about in its content.
-		if summary = inbox.ContentSummary(payload); summary == "" {
-			summary = c.Type
-		}
-	}
-	if summary == "" {
-		line, _, _ := strings.Cut(strings.TrimSpace(body), "\n")
-		summary = inbox.Shorten(strings.TrimSpace(line), 200)
-	}
-	if summary == "" && len(blobs) > 0 {
-		summary = fmt.Sprintf("%s: %d bytes, stored as %s", blobs[0].Field, blobs[0].Size, blobs[0].Ref())
-	}
-	mid := inbox.NewID("msg_", now)
-	m := &draft{Message: inbox.Message{MessageID: mid, FromAgent: from, ToAgent: to, Kind: kind, Summary: summary,
-		Body: body, PayloadJSON: payload, CreatedAt: inbox.FormatTime(now)}, blobs: blobs}
-	if err := typedFields(&m.Message, c, now); err != nil {
-		return fail(err)
-	}
-	arts := c.Artifacts
-	for _, b := range blobs {
-		arts = append(slices.Clip(arts), s.blobArtifact(b))
-	}
-	c.Artifacts = arts
-	if len(c.Artifacts) > inbox.MaxArtifacts {
-		return fail(inbox.Invalid("artifact", "is given %d times; the limit is %d", len(c.Artifacts), inbox.MaxArtifacts))
-	}
-	for i, a := range c.Artifacts {
-		if a.Path == "" {
-			return fail(inbox.Invalid("artifact", "#%d: the path is empty", i+1))
-		}
-		if err := inbox.ValidateText("artifact", a.Path, inbox.MaxPathLen); err != nil {
-			return fail(err)
-		}
-		kind := a.Kind
-		if kind == "" {
-			kind = "file"
-		}
-		if err := inbox.ValidateLabel("artifact_kind", kind); err != nil {
-			return fail(err)
-		}
-		meta, err := inbox.ValidJSON("artifact_metadata_json", a.MetadataJSON, "{}", inbox.MaxMetadataLen)
-		if err != nil {
-			return fail(err)
-		}
-		m.Artifacts = append(m.Artifacts, inbox.Artifact{ArtifactID: inbox.NewID("art_", now), MessageID: mid,
-			Path: a.Path, Kind: kind, MetadataJSON: meta, CreatedAt: m.CreatedAt})
-	}
-	return m, nil
+	return &draft{Message: *m, blobs: blobs}, nil
 }
 
-// typedFields sets the seed-002 fields of m (SPEC §10) from c.
-func typedFields(m *inbox.Message, c inbox.Content, now time.Time) error {
-	if c.Type != "" {
-		if err := inbox.ValidateType("type", c.Type); err != nil {
-			return err
-		}
-		if !bytes.HasPrefix(m.PayloadJSON, []byte("{")) {
-			return inbox.Invalid("content_json", "must be a JSON object (seed 002's content), not %s", inbox.Shorten(string(m.PayloadJSON), 40))
-		}
-	}
-	m.Type = c.Type
-	switch {
-	case c.RequestID != "":
-		if err := inbox.ValidateLabel("request_id", c.RequestID); err != nil {
-			return err
-		}
-		m.RequestID = c.RequestID
-	case c.Request:
-		m.RequestID = inbox.NewID("req_", now)
-	}
-	if c.AckID != "" {
-		if err := inbox.ValidateLabel("ack_id", c.AckID); err != nil {
-			return err
-		}
-		m.AckID = c.AckID
-	} else if c.AckRequired {
-		m.AckID = m.MessageID
-	}
-	if c.Timestamp != "" {
-		if err := inbox.ValidateLabel("timestamp", c.Timestamp); err != nil {
-			return err
-		}
-		if c.Timestamp != m.CreatedAt {
-			m.Timestamp = c.Timestamp
-		}
-	}
-	if len(c.Extra) > 0 {
-		extra, err := inbox.ValidJSON("extra", string(c.Extra), "", inbox.MaxMetadataLen)
-		if err != nil {
-			return err
-		}
-		if !bytes.HasPrefix(extra, []byte("{")) {
-			return inbox.Invalid("extra", "must be a JSON object")
-		}
-		if string(extra) != "{}" {
-			m.Extra = extra
-		}
-	}
-	return nil
+// blobStager is the store as inbox.NewMessage stages blobs in it.
+type blobStager struct{ s *Store }
+
+func (b blobStager) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
+	return b.s.StageBlob(field, r)
 }
+func (b blobStager) BlobArtifact(bl *inbox.Blob) inbox.ArtifactInput { return b.s.blobArtifact(bl) }
+func (b blobStager) DiscardBlob(bl *inbox.Blob)                      { discard(bl) }
 
 // Send creates a thread (ThreadID empty) or appends a message to one.
 func (s *Store) Send(in inbox.SendInput) (*inbox.Result, error) {
-	if err := validateSendBasics(&in); err != nil {
+	if err := inbox.PrepareSend(&in); err != nil {
 		return nil, err
 	}
 	if in.ThreadID != "" {
@@ -177,7 +49,7 @@ func (s *Store) Send(in inbox.SendInput) (*inbox.Result, error) {
 			in.Summary = strings.TrimSpace(in.Subject)
 		}
 		return s.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(h *header) error {
-			return sameAsThread(h, in)
+			return inbox.SameAsThread(&h.Thread, in)
 		})
 	}
 	r, err := s.sendNew(in)
@@ -243,7 +115,7 @@ func (s *Store) SendBatch(ins []inbox.SendInput) (results []*inbox.Result, errs 
 			errs[i] = inbox.Invalid("thread", "must be empty: SendBatch only creates threads")
 			continue
 		}
-		if err := validateSendBasics(&in); err != nil {
+		if err := inbox.PrepareSend(&in); err != nil {
 			errs[i] = err
 			continue
 		}
@@ -288,50 +160,6 @@ func (s *Store) lockIdem() (unlock func(), err error) {
 		return nil, inbox.Storage(err, "lock idempotency records")
 	}
 	return func() { lk.Unlock() }, nil
-}
-
-// validateSendBasics checks what every send needs and fills in defaults.
-//
-// The default kind says whether a new thread is work: a send with a
-// subject starts a task (it shows in the recipient's fetch); one without,
-// a note to an agent's mailbox ("Phase 1 complete"), is mail of kind
-// progress, which starts no work (SPEC 7).
-func validateSendBasics(in *inbox.SendInput) error {
-	if err := inbox.ValidateAgent("from", in.From); err != nil {
-		return err
-	}
-	if in.Kind == "" {
-		in.Kind = inbox.KindForType(in.Type)
-	}
-	if in.Kind == "" {
-		in.Kind = inbox.KindTask
-		if in.ThreadID == "" && strings.TrimSpace(in.Subject) == "" {
-			in.Kind = inbox.KindProgress
-		}
-	}
-	if err := inbox.ValidateKind("kind", in.Kind, inbox.Kinds); err != nil {
-		return err
-	}
-	if in.ThreadID != "" {
-		if err := inbox.ValidateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// sameAsThread checks the flags that describe a new thread against the
-// thread a send appends to: run, task and priority must be the thread's
-// own (they cannot be changed by a message); the subject becomes the
-// message's summary.
-func sameAsThread(h *header, in inbox.SendInput) error {
-	for _, f := range []struct{ name, given, has string }{{"run", in.RunID, h.RunID}, {"task", in.TaskID, h.TaskID}, {"priority", in.Priority, h.Priority}} {
-		if f.given != "" && f.given != f.has {
-			return inbox.Invalid(f.name, "%q differs from thread %s's %s %q: a message cannot change it (leave {%s} out, or start a new thread)",
-				f.given, h.ThreadID, f.name, orNone(f.has), f.name)
-		}
-	}
-	return nil
 }
 
 // prepareThread validates a thread-creating send and stages it: it
@@ -421,23 +249,6 @@ func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
 	return t, nil, nil
 }
 
-// otherParty is the default recipient of a message from `from` in a
-// thread: the creator for its assignee, else the assignee; while a thread
-// sent to several agents is assigned to none, the creator for any of them
-// and all of them for anyone else.
-func otherParty(h *header, from string) (to string, recipients []string) {
-	switch {
-	case h.AssignedTo != "" && from == h.AssignedTo:
-		return h.CreatedBy, nil
-	case h.AssignedTo == "" && len(h.Recipients) > 0:
-		if slices.Contains(h.Recipients, from) {
-			return h.CreatedBy, nil
-		}
-		return strings.Join(h.Recipients, ","), h.Recipients
-	}
-	return h.AssignedTo, nil
-}
-
 func (s *Store) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, check func(h *header) error) (*inbox.Result, error) {
 	o := appendOpts{}
 	if check != nil {
@@ -495,7 +306,7 @@ func (s *Store) appendMessageOpts(cmd, tid, from, to, kind string, c inbox.Conte
 		}
 		switch {
 		case m.ToAgent == "":
-			m.ToAgent, m.Recipients = otherParty(t.h, from)
+			m.ToAgent, m.Recipients = inbox.OtherParty(&t.h.Thread, from)
 		case !addr.Single():
 			m.Recipients = recipients
 		}
@@ -534,29 +345,11 @@ func (s *Store) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Resul
 	return s.appendMessage("reply", tid, from, to, kind, c, nil)
 }
 
-// checkLeaseArgs checks the arguments of a claim or renewal.
-func checkLeaseArgs(agent, tid string, secs int) error {
-	if err := checkAgentThread(agent, tid); err != nil {
-		return err
-	}
-	if secs <= 0 || secs > inbox.MaxLeaseSecs {
-		return inbox.Invalid("lease_seconds", "%d is out of range: give 1 to %d", secs, inbox.MaxLeaseSecs)
-	}
-	return nil
-}
-
-func checkAgentThread(agent, tid string) error {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
-		return err
-	}
-	return inbox.ValidateID("thread", tid)
-}
-
 // Claim grants agent the lease on a thread: status claimed, assigned_to
 // agent, a new lease token. It fails with inbox.ErrLeaseConflict while another
 // agent holds a live lease. The holder may claim again (a new token).
 func (s *Store) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error) {
-	if err := checkLeaseArgs(agent, tid, leaseSeconds); err != nil {
+	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
 	var res *inbox.Result
@@ -591,38 +384,9 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error
 	return res, err
 }
 
-// checkHolder enforces the lease for holder commands: agent must hold the
-// live lease and, when token is non-zero, it must be the current token.
-//
-// A lease that ran out counts as expired whether or not the daemon has
-// released it yet (a thread it released is pending again): its holder and
-// a stale token get 20 either way, never 30.
-func checkHolder(h *header, agent string, token int64, now time.Time) error {
-	l := h.Lease
-	if l == nil || l.AgentID == "" {
-		return inbox.InvalidState("thread %s is %s and nobody holds its lease; claim it first", h.ThreadID, h.Status)
-	}
-	live := l.Live(now)
-	switch {
-	case l.AgentID != agent && live:
-		return inbox.Errorf(inbox.ErrLeaseConflict, "lease_conflict", "",
-			"thread %s is claimed by %s until %s", h.ThreadID, l.AgentID, l.ExpiresAt)
-	case token != 0 && token != l.LeaseToken:
-		return inbox.Errorf(inbox.ErrStaleToken, "stale_lease_token", "lease_token",
-			"%d is stale: the current lease token on thread %s is %d", token, h.ThreadID, l.LeaseToken)
-	case l.AgentID != agent:
-		return inbox.Errorf(inbox.ErrNotLeaseHolder, "not_lease_holder", "",
-			"%s does not hold the lease on thread %s (last held by %s, expired %s); claim it first", agent, h.ThreadID, l.AgentID, l.ExpiresAt)
-	case !live:
-		return inbox.Errorf(inbox.ErrLeaseExpired, "lease_expired", "",
-			"the lease of %s on thread %s expired at %s; claim it again", agent, h.ThreadID, l.ExpiresAt)
-	}
-	return nil
-}
-
 // Renew extends the holder's lease to leaseSeconds from now.
 func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Result, error) {
-	if err := checkLeaseArgs(agent, tid, leaseSeconds); err != nil {
+	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
 	var res *inbox.Result
@@ -630,7 +394,7 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.
 		if inbox.IsTerminal(t.h.Status) {
 			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.h.Status)
 		}
-		if err := checkHolder(t.h, agent, token, t.now); err != nil {
+		if err := inbox.CheckHolder(&t.h.Thread, t.h.Lease, agent, token, t.now); err != nil {
 			return err
 		}
 		l := *t.h.Lease
@@ -650,7 +414,7 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.
 // Update lets the holder post progress (status in_progress) or a blocked
 // question (status blocked, summary required).
 func (s *Store) Update(agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := checkAgentThread(agent, tid); err != nil {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	kind := inbox.KindProgress
@@ -672,7 +436,7 @@ func (s *Store) Update(agent, tid, status string, token int64, c inbox.Content) 
 
 // Done completes the thread with its result; the lease is released.
 func (s *Store) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := checkAgentThread(agent, tid); err != nil {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(c.Summary) == "" {
@@ -683,7 +447,7 @@ func (s *Store) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Re
 
 // Fail marks the thread failed; the lease is released.
 func (s *Store) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := checkAgentThread(agent, tid); err != nil {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(c.Summary) == "" {
@@ -709,7 +473,7 @@ func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status,
 		if inbox.IsTerminal(t.h.Status) {
 			return inbox.InvalidState("thread %s is already %s; it cannot move to %s", tid, t.h.Status, status)
 		}
-		if err := checkHolder(t.h, agent, token, t.now); err != nil {
+		if err := inbox.CheckHolder(&t.h.Thread, t.h.Lease, agent, token, t.now); err != nil {
 			return err
 		}
 		m.ToAgent = t.h.CreatedBy
@@ -742,7 +506,7 @@ func (t *tx) transition(agent, status, evType string, m *draft, extra jsonrec.Fi
 // Cancel moves a live thread to cancelled; any agent (a leader) may cancel.
 // A lease, if any, is released.
 func (s *Store) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) {
-	if err := checkAgentThread(agent, tid); err != nil {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -778,7 +542,7 @@ func (s *Store) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error
 // MarkRead advances agent's read cursor in a thread to message seq (0:
 // the latest). The cursor never moves backwards.
 func (s *Store) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
-	if err := checkAgentThread(agent, tid); err != nil {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	if s.linkErr != nil {

@@ -11,13 +11,6 @@ import (
 	"github.com/inbox-dev/inbox/index"
 )
 
-func validateLimit(limit int) error {
-	if limit < 1 || limit > inbox.MaxLimit {
-		return inbox.Invalid("limit", "%d is out of range: give 1 to %d", limit, inbox.MaxLimit)
-	}
-	return nil
-}
-
 // Fetch lists candidate threads for agent without claiming them: threads
 // assigned to agent in one of statuses that no other agent holds a live
 // lease on, high priority first, then oldest. With unread, only threads
@@ -33,7 +26,7 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 	if err := inbox.ValidateStatuses("status", statuses); err != nil {
 		return nil, err
 	}
-	if err := validateLimit(limit); err != nil {
+	if err := inbox.ValidateLimit(limit); err != nil {
 		return nil, err
 	}
 	look := statuses
@@ -137,7 +130,7 @@ func (s *Store) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
 	if err := inbox.ValidateStatuses("status", statuses); err != nil {
 		return nil, err
 	}
-	if err := validateLimit(f.Limit); err != nil {
+	if err := inbox.ValidateLimit(f.Limit); err != nil {
 		return nil, err
 	}
 	out := []*inbox.Thread{}

@@ -96,7 +96,7 @@ func (s *Store) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 		payload, _ := json.Marshal(map[string]any{"task": spec})
 		in := inbox.SendInput{From: spec.Parent, To: spec.Name, Subject: inbox.Shorten(inbox.FirstLine(prompt), 80), Kind: inbox.KindTask,
 			Content: inbox.Content{Body: prompt, PayloadJSON: string(payload)}}
-		if err := validateSendBasics(&in); err != nil {
+		if err := inbox.PrepareSend(&in); err != nil {
 			return nil, err
 		}
 		t, _, err := s.prepareThread(in)
