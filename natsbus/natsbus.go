@@ -1,0 +1,359 @@
+// Package natsbus is the NATS JetStream backend of inbox.Bus: the same
+// operations as package spool, for agents on many machines, on a stream
+// whose sequence is the event id and whose per-subject compare-and-set is
+// every change's commit point. docs/JETSTREAM.md is the design.
+package natsbus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// IsURL reports whether db names a NATS store rather than a directory.
+func IsURL(db string) bool {
+	return strings.HasPrefix(db, "nats://") || strings.HasPrefix(db, "tls://")
+}
+
+// Options tune Open.
+type Options struct {
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+	// Source is what events record as their source ("cli", "daemon").
+	Source string
+	// Create makes the stream if the store does not exist yet (init);
+	// otherwise a missing store is inbox.ErrNotInitialized.
+	Create bool
+}
+
+// Bus is a store on a JetStream server.
+type Bus struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	name     string
+	prefix   string // "inbox.NAME.ev."
+	replicas int
+	now      func() time.Time
+	source   string
+}
+
+var _ inbox.Bus = (*Bus)(nil)
+
+var storeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// config is what a store URL says.
+type config struct {
+	server   string // the URL nats.Connect gets
+	name     string
+	replicas int
+	opts     []nats.Option
+}
+
+func parseURL(db string) (*config, error) {
+	u, err := url.Parse(db)
+	if err != nil || u.Host == "" {
+		return nil, inbox.Invalid("db", "%q is not a NATS store URL: write nats://HOST:PORT/NAME", db)
+	}
+	name := strings.Trim(u.Path, "/")
+	if !storeName.MatchString(name) {
+		return nil, inbox.Invalid("db", "%q names no store: write nats://HOST:PORT/NAME, NAME of letters, digits, _ and - (at most 64)", db)
+	}
+	c := &config{name: name, replicas: 1}
+	q := u.Query()
+	if r := q.Get("replicas"); r != "" {
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 1 || n > 5 {
+			return nil, inbox.Invalid("db", "replicas=%q must be 1 to 5", r)
+		}
+		c.replicas = n
+	}
+	creds := q.Get("creds")
+	if creds == "" {
+		creds = os.Getenv("NATS_CREDS")
+	}
+	if creds != "" {
+		c.opts = append(c.opts, nats.UserCredentials(creds))
+	}
+	nkey := q.Get("nkey")
+	if nkey == "" {
+		nkey = os.Getenv("NATS_NKEY")
+	}
+	if nkey != "" {
+		o, err := nats.NkeyOptionFromSeed(nkey)
+		if err != nil {
+			return nil, inbox.Invalid("db", "nkey %s: %v", nkey, err)
+		}
+		c.opts = append(c.opts, o)
+	}
+	srv := *u
+	srv.Path, srv.RawQuery = "", ""
+	c.server = srv.String()
+	return c, nil
+}
+
+// Open connects to the store db names (nats://HOST:PORT/NAME).
+func Open(db string, opts Options) (*Bus, error) {
+	c, err := parseURL(db)
+	if err != nil {
+		return nil, err
+	}
+	nopts := append([]nats.Option{nats.Name("inbox"), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1)}, c.opts...)
+	nc, err := nats.Connect(c.server, nopts...)
+	if err != nil {
+		return nil, inbox.Storage(err, "connect to %s", c.server)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, inbox.Storage(err, "use JetStream at %s", c.server)
+	}
+	b := &Bus{nc: nc, js: js, name: c.name, prefix: "inbox." + c.name + ".ev.", replicas: c.replicas,
+		now: opts.Now, source: opts.Source}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if b.source == "" {
+		b.source = "cli"
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	b.stream, err = js.Stream(ctx, b.streamName())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if !opts.Create {
+			nc.Close()
+			return nil, inbox.Errorf(inbox.ErrNotInitialized, "not_initialized", "db",
+				"there is no inbox store %q on %s: run inbox init --db %s", c.name, c.server, db)
+		}
+		b.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        b.streamName(),
+			Description: "inbox store " + c.name + ": the event log (docs/JETSTREAM.md)",
+			Subjects:    []string{b.prefix + ">"},
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.replicas,
+			AllowDirect: true,
+			DenyDelete:  true,
+			Discard:     jetstream.DiscardNew,
+		})
+	}
+	if err != nil {
+		nc.Close()
+		return nil, inbox.Storage(err, "open the store's stream %s", b.streamName())
+	}
+	return b, nil
+}
+
+// Close ends the connection.
+func (b *Bus) Close() error {
+	b.nc.Close()
+	return nil
+}
+
+func (b *Bus) streamName() string { return "INBOX_" + b.name }
+
+func (b *Bus) threadSubject(tid string) string { return b.prefix + "t." + tid }
+
+// ctx bounds one request to the server.
+func (b *Bus) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 10*time.Second)
+}
+
+// record is one message of the stream: an event, the message it adds
+// (if any) and the thread's whole state after it. The fields the stream
+// position determines (event ids) are filled in when it is read.
+type record struct {
+	Event   inbox.Event             `json:"event"`
+	Thread  inbox.Thread            `json:"thread"`
+	Lease   *inbox.Lease            `json:"lease,omitempty"`
+	Message *inbox.Message          `json:"message,omitempty"`
+	Origin  *inbox.Origin           `json:"origin,omitempty"`
+	From    map[string]int          `json:"last_from,omitempty"`
+	Cursors map[string]inbox.Cursor `json:"cursors,omitempty"`
+}
+
+// decode reads a stream message as a record at its sequence.
+func decode(data []byte, seq uint64) (*record, error) {
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, inbox.Corrupt(err, "event %d of the stream is not an inbox record", seq)
+	}
+	id := int64(seq)
+	r.Event.EventID = id
+	if r.Event.ThreadID != "" {
+		r.Thread.LastEventID = id
+	}
+	if r.Message != nil {
+		r.Message.EventID = id
+	}
+	return &r, nil
+}
+
+// view is the thread as a reader sees it at now (LeaseExpired worked out).
+func (r *record) view(now time.Time) *inbox.Thread {
+	t := r.Thread
+	l := r.Lease
+	t.LeaseExpired = l != nil && l.AgentID != "" && !l.Released() && !inbox.IsTerminal(t.Status) && !l.Live(now)
+	return &t
+}
+
+func (r *record) offeredTo(agent string) bool {
+	return r.Thread.AssignedTo == agent || r.Thread.AssignedTo == "" && contains(r.Thread.Recipients, agent)
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// state reads a thread's current record and its sequence.
+func (b *Bus) state(tid string) (*record, uint64, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	m, err := b.stream.GetLastMsgForSubject(ctx, b.threadSubject(tid))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, inbox.NotFound("thread %s not found", tid)
+	}
+	if err != nil {
+		return nil, 0, inbox.Storage(err, "read thread %s", tid)
+	}
+	r, err := decode(m.Data, m.Sequence)
+	return r, m.Sequence, err
+}
+
+// errRetry is a lost compare-and-set: the thread changed after it was read.
+var errRetry = errors.New("the thread changed; read it again")
+
+// publish appends r on the thread's subject if the subject's last
+// sequence is still last (0: the thread must not exist): the commit point.
+func (b *Bus) publish(r *record, last uint64) (uint64, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return 0, inbox.Internal(err)
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	ack, err := b.js.Publish(ctx, b.threadSubject(r.Thread.ThreadID), data, jetstream.WithExpectLastSequencePerSubject(last))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return 0, errRetry
+	}
+	if err != nil {
+		return 0, inbox.Storage(err, "append to thread %s", r.Thread.ThreadID)
+	}
+	return ack.Sequence, nil
+}
+
+// change is one decided change of a thread, ready to publish.
+type change struct {
+	b   *Bus
+	now time.Time
+	r   *record // the new state, edited in place
+}
+
+func (c *change) addMessage(m *inbox.Message) {
+	t := &c.r.Thread
+	t.MessageCount++
+	m.Seq = t.MessageCount
+	m.ThreadID = t.ThreadID
+	t.LatestMessageID = m.MessageID
+	if c.r.From == nil {
+		c.r.From = map[string]int{}
+	}
+	c.r.From[m.FromAgent] = m.Seq
+	c.r.Message = m
+	c.r.Event.MessageID, c.r.Event.Kind, c.r.Event.Type = m.MessageID, m.Kind, m.Type
+}
+
+// mutate applies decide to the current state of tid and publishes the
+// result, deciding again from the new state whenever another change got
+// in first. decide returns nil to publish nothing (a result it made).
+func (b *Bus) mutate(tid string, decide func(c *change) error) (*record, error) {
+	if err := inbox.ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		cur, seq, err := b.state(tid)
+		if err != nil {
+			return nil, err
+		}
+		next := *cur
+		next.Message = nil
+		next.Event = inbox.Event{}
+		if cur.Lease != nil {
+			l := *cur.Lease
+			next.Lease = &l
+		}
+		next.From = copyMap(cur.From)
+		next.Cursors = copyCursors(cur.Cursors)
+		c := &change{b: b, now: b.now(), r: &next}
+		if err := decide(c); err != nil {
+			return nil, err
+		}
+		got, err := b.commit(c, seq)
+		if errors.Is(err, errRetry) && attempt < 100 {
+			continue
+		}
+		return got, err
+	}
+}
+
+// commit fills in what every event carries and publishes the change.
+func (b *Bus) commit(c *change, last uint64) (*record, error) {
+	r := c.r
+	ts := inbox.FormatTime(c.now)
+	r.Thread.UpdatedAt = ts
+	r.Thread.LastEventID = 0
+	ev := &r.Event
+	ev.RunID, ev.TaskID, ev.ThreadID = r.Thread.RunID, r.Thread.TaskID, r.Thread.ThreadID
+	ev.Source, ev.CreatedAt, ev.Status = b.source, ts, r.Thread.Status
+	if len(ev.PayloadJSON) == 0 {
+		ev.PayloadJSON = json.RawMessage("{}")
+	}
+	seq, err := b.publish(r, last)
+	if err != nil {
+		return nil, err
+	}
+	id := int64(seq)
+	r.Event.EventID, r.Thread.LastEventID = id, id
+	if r.Message != nil {
+		r.Message.EventID = id
+	}
+	return r, nil
+}
+
+func copyMap(m map[string]int) map[string]int {
+	c := make(map[string]int, len(m)+1)
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func copyCursors(m map[string]inbox.Cursor) map[string]inbox.Cursor {
+	c := make(map[string]inbox.Cursor, len(m)+1)
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// unsupported is the answer of an operation this backend does not have yet.
+func unsupported(what string) error {
+	return inbox.Errorf(inbox.ErrInvalidInput, "unsupported", "db",
+		"%s is not available on a NATS store yet (docs/JETSTREAM.md, \"What works today\"); use a directory store", what)
+}

@@ -1,0 +1,444 @@
+package natsbus
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// noBlobs refuses content too large to keep inline: a NATS store has no
+// blob store yet.
+type noBlobs struct{}
+
+func (noBlobs) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
+	return nil, unsupported("content over 64 MiB (" + field + ", kept as a blob on a directory store)")
+}
+func (noBlobs) BlobArtifact(b *inbox.Blob) inbox.ArtifactInput { return inbox.ArtifactInput{} }
+func (noBlobs) DiscardBlob(b *inbox.Blob)                      {}
+
+// maxMessage bounds what one event may carry: the server's default
+// maximum payload is 1 MiB.
+const maxMessage = 1000 << 10
+
+func (b *Bus) message(now time.Time, from, to, kind string, c inbox.Content, def string) (*inbox.Message, error) {
+	if len(c.Blobs) > 0 {
+		return nil, unsupported("blobs")
+	}
+	if len(c.Body)+len(c.PayloadJSON) > maxMessage {
+		return nil, inbox.Invalid("body", "is %d bytes with its payload; a message on a NATS store holds at most %d", len(c.Body)+len(c.PayloadJSON), maxMessage)
+	}
+	m, _, err := inbox.NewMessage(now, from, to, kind, c, def, noBlobs{})
+	return m, err
+}
+
+// resolve lists the agents an address names: teams are not built yet.
+func (b *Bus) resolve(a inbox.Address) ([]string, error) {
+	if a.All || len(a.Teams) > 0 {
+		return nil, unsupported("sending to a team")
+	}
+	return a.Agents, nil
+}
+
+// Send creates a thread (ThreadID empty) or appends a message to one.
+func (b *Bus) Send(in inbox.SendInput) (*inbox.Result, error) {
+	if err := inbox.PrepareSend(&in); err != nil {
+		return nil, err
+	}
+	if in.IdempotencyKey != "" {
+		return nil, unsupported("--idempotency-key")
+	}
+	if in.ThreadID != "" {
+		if strings.TrimSpace(in.Summary) == "" {
+			in.Summary = strings.TrimSpace(in.Subject)
+		}
+		return b.appendMessage(in.ThreadID, in.From, in.To, in.Kind, in.Content, func(t *inbox.Thread) error {
+			return inbox.SameAsThread(t, in)
+		})
+	}
+	return b.sendNew(in)
+}
+
+func (b *Bus) sendNew(in inbox.SendInput) (*inbox.Result, error) {
+	if in.To == "" {
+		return nil, inbox.Invalid("to", "is required: name an agent, several (a,b) or a team (@team)")
+	}
+	addr, err := inbox.ParseAddress("to", in.To)
+	if err != nil {
+		return nil, err
+	}
+	recipients, err := b.resolve(addr)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(in.Subject) == "" && in.Type != "" && strings.TrimSpace(in.Summary+in.Body) == "" {
+		in.Subject = inbox.ContentSubject(in.PayloadJSON)
+		if in.Subject == "" {
+			in.Subject = inbox.Shorten(inbox.ContentSummary(json.RawMessage(in.PayloadJSON)), 80)
+		}
+		if in.Subject == "" {
+			in.Subject = in.Type
+		}
+	}
+	if strings.TrimSpace(in.Subject) == "" {
+		in.Subject = inbox.Shorten(inbox.FirstLine(in.Summary), 80)
+		if in.Subject == "" {
+			in.Subject = inbox.Shorten(inbox.FirstLine(in.Body), 80)
+		}
+		if in.Subject == "" {
+			return nil, inbox.Invalid("subject", "is required when send creates a thread (or give {summary} or {body}: its first line becomes the subject)")
+		}
+	}
+	if err := inbox.ValidateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
+		return nil, err
+	}
+	if in.Priority == "" {
+		in.Priority = "normal"
+	}
+	if err := inbox.ValidateKind("priority", in.Priority, inbox.Priorities); err != nil {
+		return nil, err
+	}
+	if err := inbox.ValidateLabel("run", in.RunID); err != nil {
+		return nil, err
+	}
+	if err := inbox.ValidateLabel("task", in.TaskID); err != nil {
+		return nil, err
+	}
+	now := b.now()
+	m, err := b.message(now, in.From, in.To, in.Kind, in.Content, strings.TrimSpace(in.Subject))
+	if err != nil {
+		return nil, err
+	}
+	m.ToAgent = addr.Given
+	assignee := ""
+	if len(recipients) == 1 && addr.Single() {
+		assignee = recipients[0]
+	} else {
+		m.Recipients = recipients
+	}
+	ts := inbox.FormatTime(now)
+	r := &record{Thread: inbox.Thread{ThreadID: inbox.NewID("thr_", now), RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
+		CreatedBy: in.From, AssignedTo: assignee, Status: inbox.StatusPending, Priority: in.Priority,
+		CreatedAt: ts, UpdatedAt: ts, Mail: in.Kind != inbox.KindTask}, Origin: in.Origin}
+	if assignee == "" {
+		r.Thread.Recipients = recipients
+	}
+	c := &change{b: b, now: now, r: r}
+	c.r.Event = inbox.Event{EventType: inbox.EventThreadCreated, Agent: in.From, Summary: m.Summary}
+	c.addMessage(m)
+	got, err := b.commit(c, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &inbox.Result{Thread: &got.Thread, Message: got.Message}, nil
+}
+
+func (b *Bus) appendMessage(tid, from, to, kind string, c inbox.Content, check func(t *inbox.Thread) error) (*inbox.Result, error) {
+	if err := inbox.ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	if c.IdempotencyKey != "" {
+		return nil, unsupported("--idempotency-key")
+	}
+	var addr inbox.Address
+	var recipients []string
+	if to != "" {
+		var err error
+		if addr, err = inbox.ParseAddress("to", to); err != nil {
+			return nil, err
+		}
+		if recipients, err = b.resolve(addr); err != nil {
+			return nil, err
+		}
+		to = addr.Given
+	}
+	m0, err := b.message(b.now(), from, to, kind, c, "")
+	if err != nil {
+		return nil, err
+	}
+	if m0.Summary == "" && len(m0.Artifacts) == 0 && string(m0.PayloadJSON) == "{}" {
+		return nil, inbox.Invalid("summary", "or {body} is required: a message must say something")
+	}
+	r, err := b.mutate(tid, func(ch *change) error {
+		if check != nil {
+			if err := check(&ch.r.Thread); err != nil {
+				return err
+			}
+		}
+		t := &ch.r.Thread
+		if inbox.IsTerminal(t.Status) {
+			return inbox.InvalidState("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.Status)
+		}
+		m := *m0
+		switch {
+		case m.ToAgent == "":
+			m.ToAgent, m.Recipients = inbox.OtherParty(t, from)
+		case !addr.Single():
+			m.Recipients = recipients
+		}
+		ch.r.Event = inbox.Event{EventType: inbox.EventMessageAdded, Agent: from, Summary: m.Summary}
+		ch.addMessage(&m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &inbox.Result{Thread: &r.Thread, Message: r.Message}, nil
+}
+
+// Reply appends a message inside a thread; anyone may reply.
+func (b *Bus) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
+	if err := inbox.ValidateAgent("from", from); err != nil {
+		return nil, err
+	}
+	if kind == "" && c.Type != "" {
+		kind = inbox.KindForType(c.Type)
+		if !contains(inbox.ReplyKinds, kind) {
+			kind = inbox.KindProgress
+		}
+	}
+	if kind == "" {
+		return nil, inbox.Invalid("kind", "is required: one of %s (or give {type})", strings.Join(inbox.ReplyKinds, "|"))
+	}
+	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
+		return nil, err
+	}
+	return b.appendMessage(tid, from, to, kind, c, nil)
+}
+
+// Claim grants agent the lease on a thread under a compare-and-set on the
+// thread's subject: of any number of concurrent claimers, one wins.
+func (b *Bus) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error) {
+	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
+		return nil, err
+	}
+	r, err := b.mutate(tid, func(c *change) error {
+		t := &c.r.Thread
+		if inbox.IsTerminal(t.Status) {
+			return inbox.InvalidState("thread %s is %s; terminal threads cannot be claimed", tid, t.Status)
+		}
+		if t.Mail {
+			return inbox.InvalidState("thread %s is mail, not work: there is nothing to claim (collect it with inbox receive, answer it with inbox reply)", tid)
+		}
+		cur := c.r.Lease
+		if cur.Live(c.now) && cur.AgentID != agent {
+			return inbox.Errorf(inbox.ErrLeaseConflict, "lease_conflict", "",
+				"thread %s is already claimed by %s until %s", tid, cur.AgentID, cur.ExpiresAt)
+		}
+		var token int64 = 1
+		if cur != nil {
+			token = cur.LeaseToken + 1
+		}
+		l := &inbox.Lease{ThreadID: tid, AgentID: agent, LeaseToken: token, ClaimedAt: inbox.FormatTime(c.now),
+			ExpiresAt: inbox.FormatTime(c.now.Add(time.Duration(leaseSeconds) * time.Second))}
+		c.r.Lease = l
+		t.Status, t.AssignedTo = inbox.StatusClaimed, agent
+		c.r.Event = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent,
+			PayloadJSON: leasePayload(l)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &inbox.Result{Thread: &r.Thread, Lease: r.Lease}, nil
+}
+
+func leasePayload(l *inbox.Lease) json.RawMessage {
+	data, _ := json.Marshal(struct {
+		Token   int64  `json:"lease_token"`
+		Expires string `json:"expires_at"`
+	}{l.LeaseToken, l.ExpiresAt})
+	return data
+}
+
+// Renew extends the holder's lease to leaseSeconds from now.
+func (b *Bus) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Result, error) {
+	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
+		return nil, err
+	}
+	r, err := b.mutate(tid, func(c *change) error {
+		t := &c.r.Thread
+		if inbox.IsTerminal(t.Status) {
+			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.Status)
+		}
+		if err := inbox.CheckHolder(t, c.r.Lease, agent, token, c.now); err != nil {
+			return err
+		}
+		c.r.Lease.ExpiresAt = inbox.FormatTime(c.now.Add(time.Duration(leaseSeconds) * time.Second))
+		c.r.Event = inbox.Event{EventType: inbox.EventLeaseRenewed, Agent: agent, Summary: "lease renewed by " + agent,
+			PayloadJSON: leasePayload(c.r.Lease)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &inbox.Result{Thread: &r.Thread, Lease: r.Lease}, nil
+}
+
+// Update lets the holder post progress or a blocked question.
+func (b *Bus) Update(agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	kind := inbox.KindProgress
+	switch status {
+	case inbox.StatusInProgress:
+	case inbox.StatusBlocked:
+		kind = inbox.KindQuestion
+		if strings.TrimSpace(c.Summary) == "" {
+			return nil, inbox.Invalid("summary", "is required with {status} blocked: say exactly what is missing")
+		}
+	case "":
+		return nil, inbox.Invalid("status", "is required: in_progress or blocked")
+	default:
+		return nil, inbox.Invalid("status", "%q is not one of in_progress|blocked", status)
+	}
+	def := map[string]string{inbox.StatusInProgress: "in progress"}[status]
+	return b.holderMessage(agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
+}
+
+// Done completes the thread with its result; the lease is released.
+func (b *Bus) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(c.Summary) == "" {
+		return nil, inbox.Invalid("summary", "is required: say what the result is")
+	}
+	return b.holderMessage(agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
+}
+
+// Fail marks the thread failed; the lease is released.
+func (b *Bus) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(c.Summary) == "" {
+		return nil, inbox.Invalid("summary", "is required: say why it failed")
+	}
+	return b.holderMessage(agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
+}
+
+func (b *Bus) holderMessage(agent, tid string, token int64, kind, status, evType string, c inbox.Content, def string) (*inbox.Result, error) {
+	if c.IdempotencyKey != "" {
+		return nil, unsupported("--idempotency-key")
+	}
+	m0, err := b.message(b.now(), agent, "", kind, c, def)
+	if err != nil {
+		return nil, err
+	}
+	m0.Status = status
+	r, err := b.mutate(tid, func(ch *change) error {
+		t := &ch.r.Thread
+		if inbox.IsTerminal(t.Status) {
+			return inbox.InvalidState("thread %s is already %s; it cannot move to %s", tid, t.Status, status)
+		}
+		if err := inbox.CheckHolder(t, ch.r.Lease, agent, token, ch.now); err != nil {
+			return err
+		}
+		m := *m0
+		m.ToAgent = t.CreatedBy
+		ch.transition(agent, status, evType, &m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &inbox.Result{Thread: &r.Thread, Message: r.Message, Lease: r.Lease}, nil
+}
+
+// transition moves the thread to status with message m, releasing a held
+// lease when the status is terminal.
+func (c *change) transition(agent, status, evType string, m *inbox.Message) {
+	t := &c.r.Thread
+	from := t.Status
+	t.Status = status
+	if inbox.IsTerminal(status) && c.r.Lease != nil && !c.r.Lease.Released() {
+		c.r.Lease.Release(inbox.FormatTime(c.now))
+	}
+	data, _ := json.Marshal(struct {
+		From string `json:"from"`
+		To   string `json:"to"`
+	}{from, status})
+	c.r.Event = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: data}
+	c.addMessage(m)
+}
+
+// Cancel moves a live thread to cancelled; any agent may cancel.
+func (b *Bus) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	if c.IdempotencyKey != "" {
+		return nil, unsupported("--idempotency-key")
+	}
+	m0, err := b.message(b.now(), agent, "", inbox.KindControl, c, "cancelled by "+agent)
+	if err != nil {
+		return nil, err
+	}
+	m0.Status = inbox.StatusCancelled
+	r, err := b.mutate(tid, func(ch *change) error {
+		t := &ch.r.Thread
+		if inbox.IsTerminal(t.Status) {
+			return inbox.InvalidState("thread %s is already %s; it cannot be cancelled", tid, t.Status)
+		}
+		m := *m0
+		m.ToAgent = t.AssignedTo
+		if m.ToAgent == "" && len(t.Recipients) > 0 {
+			m.ToAgent, m.Recipients = strings.Join(t.Recipients, ","), t.Recipients
+		}
+		ch.transition(agent, inbox.StatusCancelled, inbox.EventThreadCancelled, &m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &inbox.Result{Thread: &r.Thread, Message: r.Message, Lease: r.Lease}, nil
+}
+
+// MarkRead advances agent's read cursor in a thread to message seq (0:
+// the latest); it never moves backwards. The cursor is part of the
+// thread's state, moved by a thread_read event.
+func (b *Bus) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
+	if err := inbox.CheckAgentThread(agent, tid); err != nil {
+		return nil, err
+	}
+	var kept *inbox.Cursor
+	r, err := b.mutate(tid, func(c *change) error {
+		t := &c.r.Thread
+		want := seq
+		if want <= 0 || want > t.MessageCount {
+			want = t.MessageCount
+		}
+		if cur, ok := c.r.Cursors[agent]; ok && cur.LastReadSeq >= want {
+			kept = &cur
+			return errKeep
+		}
+		mid := t.LatestMessageID
+		if want != t.MessageCount {
+			m, err := b.messageAt(tid, want)
+			if err != nil {
+				return err
+			}
+			mid = m.MessageID
+		}
+		cur := inbox.Cursor{ThreadID: tid, AgentID: agent, LastReadMessageID: mid, LastReadSeq: want, ReadAt: inbox.FormatTime(c.now)}
+		c.r.Cursors[agent] = cur
+		data, _ := json.Marshal(struct {
+			ID  string `json:"last_read_message_id"`
+			Seq int    `json:"last_read_seq"`
+		}{mid, want})
+		c.r.Event = inbox.Event{EventType: inbox.EventThreadRead, MessageID: mid, Summary: "read by " + agent, PayloadJSON: data, Agent: agent}
+		return nil
+	})
+	if err == errKeep {
+		return kept, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cur := r.Cursors[agent]
+	return &cur, nil
+}

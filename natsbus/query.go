@@ -1,0 +1,625 @@
+package natsbus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// errKeep ends a mutate that has nothing to change.
+var errKeep = errors.New("nothing to change")
+
+// records calls fn with every record of the stream on subject (a
+// wildcard is allowed) from sequence from on, in order, until fn returns
+// false or the stream has no more. lastPerSubject delivers only the
+// newest record of each subject: every thread's current state.
+func (b *Bus) records(subject string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	switch {
+	case lastPerSubject:
+		cfg.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
+	case from > 1:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := b.stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return inbox.Storage(err, "read the event log")
+	}
+	info := cons.CachedInfo()
+	pending := uint64(0)
+	if info != nil {
+		pending = info.NumPending
+	}
+	for got := uint64(0); got < pending; {
+		batch, err := cons.Fetch(int(min(pending-got, 1000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return inbox.Storage(err, "read the event log")
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return inbox.Storage(err, "read the event log")
+			}
+			r, err := decode(m.Data(), md.Sequence.Stream)
+			if err != nil {
+				return err
+			}
+			if !fn(r, md.Sequence.Stream) {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return inbox.Storage(err, "read the event log")
+		}
+		if n == 0 {
+			break
+		}
+		got += uint64(n)
+	}
+	return nil
+}
+
+// threadRecords lists a thread's records in order.
+func (b *Bus) threadRecords(tid string) ([]*record, error) {
+	var out []*record
+	err := b.records(b.threadSubject(tid), 1, false, func(r *record, _ uint64) bool {
+		out = append(out, r)
+		return true
+	})
+	if err == nil && len(out) == 0 {
+		return nil, inbox.NotFound("thread %s not found", tid)
+	}
+	return out, err
+}
+
+func messagesOf(recs []*record) []*inbox.Message {
+	var out []*inbox.Message
+	for _, r := range recs {
+		if r.Message != nil {
+			out = append(out, r.Message)
+		}
+	}
+	return out
+}
+
+// messageAt returns message seq of a thread.
+func (b *Bus) messageAt(tid string, seq int) (*inbox.Message, error) {
+	recs, err := b.threadRecords(tid)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range messagesOf(recs) {
+		if m.Seq == seq {
+			return m, nil
+		}
+	}
+	return nil, inbox.NotFound("message %d of thread %s not found", seq, tid)
+}
+
+// threads calls fn with every thread's current state.
+func (b *Bus) threads(fn func(r *record) bool) error {
+	return b.records(b.prefix+"t.*", 1, true, func(r *record, _ uint64) bool { return fn(r) })
+}
+
+func priorityRank(p string) int {
+	switch p {
+	case "high":
+		return 0
+	case "low":
+		return 2
+	}
+	return 1
+}
+
+// Fetch lists the threads waiting for agent, high priority first, then
+// oldest; like the directory store, a claimed thread whose lease ran out
+// counts as pending.
+func (b *Bus) Fetch(agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if len(statuses) == 0 {
+		statuses = inbox.DefaultFetchStatuses
+	}
+	if err := inbox.ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	if err := inbox.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	now := b.now()
+	var out []*inbox.Thread
+	err := b.threads(func(r *record) bool {
+		if !r.offeredTo(agent) || r.Thread.Mail {
+			return true
+		}
+		if r.Lease.Live(now) && r.Lease.AgentID != agent {
+			return true
+		}
+		t := r.view(now)
+		pendingAgain := t.LeaseExpired && slices.Contains(statuses, inbox.StatusPending)
+		if !slices.Contains(statuses, t.Status) && !pendingAgain {
+			return true
+		}
+		if unread && !r.unread(agent) {
+			return true
+		}
+		out = append(out, t)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(x, y *inbox.Thread) int {
+		if c := priorityRank(x.Priority) - priorityRank(y.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.ThreadID, y.ThreadID)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	if out == nil {
+		out = []*inbox.Thread{}
+	}
+	return out, nil
+}
+
+// unread reports whether the thread has a message from someone other than
+// agent past agent's read cursor.
+func (r *record) unread(agent string) bool {
+	seen := r.Cursors[agent].LastReadSeq
+	for from, seq := range r.From {
+		if from != agent && seq > seen {
+			return true
+		}
+	}
+	return false
+}
+
+// List returns the threads f selects, newest first.
+func (b *Bus) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
+	for _, a := range []struct{ field, name string }{{"agent", f.Agent}, {"created-by", f.CreatedBy}, {"assigned-to", f.AssignedTo}} {
+		if a.name != "" {
+			if err := inbox.ValidateAgent(a.field, a.name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	statuses := f.Statuses
+	if len(statuses) == 0 {
+		statuses = inbox.Statuses
+	}
+	if err := inbox.ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	if err := inbox.ValidateLimit(f.Limit); err != nil {
+		return nil, err
+	}
+	now := b.now()
+	var out []*inbox.Thread
+	err := b.threads(func(r *record) bool {
+		t := &r.Thread
+		switch {
+		case !slices.Contains(statuses, t.Status),
+			f.AssignedTo != "" && t.AssignedTo != f.AssignedTo,
+			f.CreatedBy != "" && t.CreatedBy != f.CreatedBy,
+			f.Agent != "" && t.AssignedTo != f.Agent && t.CreatedBy != f.Agent:
+			return true
+		}
+		out = append(out, r.view(now))
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(x, y *inbox.Thread) int { return cmp.Compare(y.ThreadID, x.ThreadID) })
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	if out == nil {
+		out = []*inbox.Thread{}
+	}
+	return out, nil
+}
+
+// Show returns a thread with every message in order.
+func (b *Bus) Show(tid string) (*inbox.ThreadView, error) {
+	if err := inbox.ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	recs, err := b.threadRecords(tid)
+	if err != nil {
+		return nil, err
+	}
+	last := recs[len(recs)-1]
+	msgs := messagesOf(recs)
+	if msgs == nil {
+		msgs = []*inbox.Message{}
+	}
+	return &inbox.ThreadView{Thread: last.view(b.now()), Messages: msgs, Lease: last.Lease, Origin: last.Origin}, nil
+}
+
+// Thread returns one thread's current state.
+func (b *Bus) Thread(tid string) (*inbox.Thread, error) {
+	if err := inbox.ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	r, _, err := b.state(tid)
+	if err != nil {
+		return nil, err
+	}
+	return r.view(b.now()), nil
+}
+
+// LastMessage returns a thread and its newest message.
+func (b *Bus) LastMessage(tid string) (*inbox.Thread, *inbox.Message, error) {
+	v, err := b.Show(tid)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(v.Messages) == 0 {
+		return v.Thread, nil, inbox.NotFound("thread %s has no message", tid)
+	}
+	return v.Thread, v.Messages[len(v.Messages)-1], nil
+}
+
+// Events calls fn for each event after the id, in order.
+func (b *Bus) Events(after int64, fn func(ev *inbox.Event) bool) error {
+	if after < 0 {
+		return inbox.Invalid("after_event", "must be 0 or more")
+	}
+	return b.records(b.prefix+">", uint64(after)+1, false, func(r *record, _ uint64) bool { return fn(&r.Event) })
+}
+
+// LastEventID is the id of the newest event: the stream holds events only.
+func (b *Bus) LastEventID() (int64, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	info, err := b.stream.Info(ctx)
+	if err != nil {
+		return 0, inbox.Storage(err, "read the event log")
+	}
+	return int64(info.State.LastSeq), nil
+}
+
+// follower delivers the records of a subject from a sequence on, as the
+// server stores them: an ordered consumer, never a poll.
+type follower struct {
+	it     jetstream.MessagesContext
+	cancel context.CancelFunc
+}
+
+func (b *Bus) follow(subject string, from uint64) (*follower, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	cons, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1)})
+	if err != nil {
+		return nil, inbox.Storage(err, "follow the event log")
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, inbox.Storage(err, "follow the event log")
+	}
+	return &follower{it: it}, nil
+}
+
+// next waits for the next record until ctx ends or the deadline passes
+// (ok false then).
+func (f *follower) next(ctx context.Context, deadline time.Time) (r *record, seq uint64, ok bool, err error) {
+	type got struct {
+		m   jetstream.Msg
+		err error
+	}
+	ch := make(chan got, 1)
+	go func() {
+		m, err := f.it.Next()
+		ch <- got{m, err}
+	}()
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case g := <-ch:
+		if g.err != nil {
+			return nil, 0, false, inbox.Storage(g.err, "follow the event log")
+		}
+		md, err := g.m.Metadata()
+		if err != nil {
+			return nil, 0, false, inbox.Storage(err, "follow the event log")
+		}
+		r, err := decode(g.m.Data(), md.Sequence.Stream)
+		return r, md.Sequence.Stream, err == nil, err
+	case <-ctx.Done():
+	case <-timeout:
+	}
+	f.it.Stop()
+	<-ch
+	return nil, 0, false, nil
+}
+
+func (f *follower) close() { f.it.Stop() }
+
+// Follow is Events that goes on waiting for new events (of thread tid
+// only, when given) until ctx ends or fn returns false.
+func (b *Bus) Follow(ctx context.Context, after int64, tid string, opt inbox.WaitOptions, fn func(ev *inbox.Event) bool) error {
+	if after < 0 {
+		return inbox.Invalid("after_event", "must be 0 or more")
+	}
+	subject := b.prefix + ">"
+	if tid != "" {
+		if err := inbox.ValidateID("thread", tid); err != nil {
+			return err
+		}
+		subject = b.threadSubject(tid)
+	}
+	f, err := b.follow(subject, uint64(after)+1)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	for {
+		r, _, ok, err := f.next(ctx, time.Time{})
+		if err != nil || !ok {
+			return err
+		}
+		if !fn(&r.Event) {
+			return nil
+		}
+	}
+}
+
+// WaitReply blocks until the thread has a message f matches after the
+// cursor (the rules of the directory store: spool's WaitReply).
+func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, f inbox.ReplyFilter, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
+	if err := inbox.ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	kinds := f.Kinds
+	if len(kinds) == 0 {
+		kinds = inbox.DefaultWaitKinds
+		if len(f.Types) > 0 || f.RequestID != "" {
+			kinds = inbox.Kinds
+		}
+	}
+	for _, k := range kinds {
+		if err := inbox.ValidateKind("kinds", k, inbox.Kinds); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range f.Types {
+		if err := inbox.ValidateType("types", t); err != nil {
+			return nil, err
+		}
+	}
+	if f.RequestID != "" {
+		if err := inbox.ValidateLabel("request_id", f.RequestID); err != nil {
+			return nil, err
+		}
+	}
+	if cur.AfterMessage != "" {
+		if err := inbox.ValidateID("after_message", cur.AfterMessage); err != nil {
+			return nil, err
+		}
+		if cur.HasEvent {
+			return nil, inbox.Invalid("after_message", "and {after_event} cannot both be given: give one, not both")
+		}
+	}
+	if cur.HasEvent && cur.AfterEvent < 0 {
+		return nil, inbox.Invalid("after_event", "must be 0 or more")
+	}
+	byCursor := cur.Agent != "" && cur.AfterMessage == "" && !cur.HasEvent && f.RequestID == ""
+	if byCursor {
+		if err := inbox.ValidateAgent("agent", cur.Agent); err != nil {
+			return nil, err
+		}
+	}
+	deadline := time.Now().Add(opt.Timeout)
+	recs, err := b.threadRecords(tid)
+	if err != nil {
+		return nil, err
+	}
+	last := recs[len(recs)-1]
+	msgs := messagesOf(recs)
+	afterSeq, afterEvent := -1, int64(-1)
+	switch {
+	case cur.AfterMessage != "":
+		i := slices.IndexFunc(msgs, func(m *inbox.Message) bool { return m.MessageID == cur.AfterMessage })
+		if i < 0 {
+			return nil, inbox.NotFound("message %s not found in thread %s", cur.AfterMessage, tid)
+		}
+		afterSeq, afterEvent = msgs[i].Seq, msgs[i].EventID
+	case cur.HasEvent:
+		afterEvent = cur.AfterEvent
+	case byCursor:
+		afterSeq = last.Cursors[cur.Agent].LastReadSeq
+	case f.RequestID != "":
+		afterSeq = 0
+	default:
+		afterSeq = last.Thread.MessageCount
+	}
+	requestSeq := 0
+	if f.RequestID != "" {
+		for _, m := range msgs {
+			if m.RequestID == f.RequestID {
+				requestSeq = m.Seq
+				break
+			}
+		}
+		if requestSeq == 0 {
+			return nil, inbox.NotFound("no message of thread %s carries request id %q: send the request first (send or reply with --request-id)", tid, f.RequestID)
+		}
+	}
+	after := func(m *inbox.Message) bool {
+		if afterSeq >= 0 {
+			return m.Seq > afterSeq
+		}
+		return m.EventID > afterEvent
+	}
+	matches := func(m *inbox.Message) bool {
+		return after(m) && slices.Contains(kinds, m.Kind) && (len(f.Types) == 0 || slices.Contains(f.Types, m.Type)) &&
+			(f.RequestID == "" || m.RequestID == f.RequestID && m.Seq > requestSeq)
+	}
+	found := func(m *inbox.Message) (*inbox.WaitResult, error) {
+		if byCursor {
+			if _, err := b.MarkRead(cur.Agent, tid, m.Seq); err != nil {
+				return nil, err
+			}
+		}
+		return &inbox.WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
+	}
+	// terminal answers a wait on a thread that has ended: nothing more
+	// will come, so the message that ended it is the answer.
+	terminal := func(msgs []*inbox.Message, status string) *inbox.Message {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Status == status {
+				return msgs[i]
+			}
+		}
+		if len(msgs) > 0 {
+			return msgs[len(msgs)-1]
+		}
+		return nil
+	}
+	if inbox.IsTerminal(last.Thread.Status) {
+		if m := terminal(msgs, last.Thread.Status); m != nil {
+			return found(m)
+		}
+	}
+	for _, m := range msgs {
+		if matches(m) {
+			return found(m)
+		}
+	}
+	verified := max(afterEvent, last.Thread.LastEventID)
+	if opt.Timeout <= 0 {
+		return &inbox.WaitResult{NextEventID: verified}, nil
+	}
+	fl, err := b.follow(b.threadSubject(tid), uint64(last.Thread.LastEventID)+1)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.close()
+	release := b.Waiting(opt.Agent)
+	defer release()
+	for {
+		r, seq, ok, err := fl.next(ctx, deadline)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return &inbox.WaitResult{NextEventID: verified}, nil
+		}
+		verified = max(verified, int64(seq))
+		if r.Message != nil {
+			msgs = append(msgs, r.Message)
+			if matches(r.Message) {
+				return found(r.Message)
+			}
+		}
+		if inbox.IsTerminal(r.Thread.Status) {
+			if m := terminal(msgs, r.Thread.Status); m != nil {
+				return found(m)
+			}
+		}
+	}
+}
+
+// statusEvents are the event types that set a thread's status.
+var statusEvents = []string{inbox.EventThreadCreated, inbox.EventThreadClaimed, inbox.EventThreadUpdated, inbox.EventThreadDone,
+	inbox.EventThreadFailed, inbox.EventThreadCancelled, inbox.EventLeaseExpired}
+
+// Watch blocks until a new thread is offered to agent, or a thread it is
+// assigned to or created changes to one of statuses (any when empty),
+// after the cursor (after, or now when nil).
+func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after *int64, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if err := inbox.ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	if after != nil && *after < 0 {
+		return nil, inbox.Invalid("after_event", "must be 0 or more")
+	}
+	deadline := time.Now().Add(opt.Timeout)
+	var cursor int64
+	if after != nil {
+		cursor = *after
+	} else {
+		var err error
+		if cursor, err = b.LastEventID(); err != nil {
+			return nil, err
+		}
+	}
+	match := func(r *record) bool {
+		ev := &r.Event
+		if r.Thread.Mail || !slices.Contains(statusEvents, ev.EventType) {
+			return false
+		}
+		if len(statuses) > 0 && !slices.Contains(statuses, ev.Status) {
+			return false
+		}
+		if ev.EventType == inbox.EventThreadCreated {
+			return r.offeredTo(agent)
+		}
+		return r.offeredTo(agent) || r.Thread.CreatedBy == agent
+	}
+	result := func(r *record) *inbox.WaitResult {
+		th := r.Thread
+		return &inbox.WaitResult{Woke: true, NextEventID: r.Event.EventID, Event: &r.Event, Thread: &th}
+	}
+	scanned := cursor
+	var hit *record
+	err := b.records(b.prefix+"t.*", uint64(cursor)+1, false, func(r *record, seq uint64) bool {
+		scanned = int64(seq)
+		if match(r) {
+			hit = r
+			return false
+		}
+		return true
+	})
+	if err != nil || hit != nil {
+		if hit != nil {
+			return result(hit), nil
+		}
+		return nil, err
+	}
+	if opt.Timeout <= 0 {
+		return &inbox.WaitResult{NextEventID: scanned}, nil
+	}
+	fl, err := b.follow(b.prefix+"t.*", uint64(scanned)+1)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.close()
+	release := b.Waiting(agent)
+	defer release()
+	for {
+		r, seq, ok, err := fl.next(ctx, deadline)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return &inbox.WaitResult{NextEventID: scanned}, nil
+		}
+		scanned = int64(seq)
+		if match(r) {
+			return result(r), nil
+		}
+	}
+}
