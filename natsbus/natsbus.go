@@ -6,8 +6,10 @@ package natsbus
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -42,6 +44,7 @@ type Bus struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
+	kv       jetstream.KeyValue
 	name     string
 	prefix   string // "inbox.NAME.ev."
 	replicas int
@@ -151,6 +154,19 @@ func Open(db string, opts Options) (*Bus, error) {
 		nc.Close()
 		return nil, inbox.Storage(err, "open the store's stream %s", b.streamName())
 	}
+	b.kv, err = js.KeyValue(ctx, b.streamName())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		b.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      b.streamName(),
+			Description: "inbox store " + c.name + ": what is not an event (docs/JETSTREAM.md)",
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.replicas,
+		})
+	}
+	if err != nil {
+		nc.Close()
+		return nil, inbox.Storage(err, "open the store's bucket %s", b.streamName())
+	}
 	return b, nil
 }
 
@@ -162,7 +178,56 @@ func (b *Bus) Close() error {
 
 func (b *Bus) streamName() string { return "INBOX_" + b.name }
 
-func (b *Bus) threadSubject(tid string) string { return b.prefix + "t." + tid }
+// A thread's events are published on inbox.NAME.ev.t.<thread>.<to>.<by>:
+// <to> is the agent whose mailbox the event's message goes to ("_m" for
+// several, "_" for none) and <by> the agent who caused it ("_" for none),
+// so that a mailbox and an agent's activity are subject filters. The
+// thread's compare-and-set is on inbox.NAME.ev.t.<thread>.*.*.
+
+func (b *Bus) threadFilter(tid string) string { return b.prefix + "t." + tid + ".*.*" }
+
+func (b *Bus) eventSubject(r *record) string {
+	return b.prefix + "t." + r.Thread.ThreadID + "." + mailToken(r) + "." + token(r.Event.Agent)
+}
+
+// mailToken is the <to> token of a record's subject.
+func mailToken(r *record) string {
+	m := r.Message
+	if m == nil || r.Prompt {
+		return "_"
+	}
+	to := recipientsOf(m)
+	switch {
+	case len(to) == 0:
+		return "_"
+	case len(to) == 1 && len(m.Recipients) == 0:
+		return token(to[0])
+	}
+	return "_m"
+}
+
+// recipientsOf lists the agents a message is delivered to.
+func recipientsOf(m *inbox.Message) []string {
+	if len(m.Recipients) > 0 {
+		return m.Recipients
+	}
+	if inbox.ValidateAgent("to", m.ToAgent) != nil {
+		return nil
+	}
+	return []string{m.ToAgent}
+}
+
+// token is an agent or team name as a subject token: "." is the only
+// character of a name a token cannot hold (names have no "%").
+func token(name string) string {
+	if name == "" {
+		return "_"
+	}
+	return strings.ReplaceAll(name, ".", "%2E")
+}
+
+// key is a name as a KV key token (letters, digits, "-", "_", "=").
+func key(name string) string { return hex.EncodeToString([]byte(name)) }
 
 // ctx bounds one request to the server.
 func (b *Bus) ctx() (context.Context, context.CancelFunc) {
@@ -180,6 +245,25 @@ type record struct {
 	Origin  *inbox.Origin           `json:"origin,omitempty"`
 	From    map[string]int          `json:"last_from,omitempty"`
 	Cursors map[string]inbox.Cursor `json:"cursors,omitempty"`
+	// Prompt marks a task's first message: it reaches the task on stdin,
+	// not in its mailbox.
+	Prompt bool `json:"prompt,omitempty"`
+	// Idem maps the hash of each idempotency key used in the thread to
+	// the call it recorded.
+	Idem map[string]idemRecord `json:"idem,omitempty"`
+	// Owed lists, per agent, the messages of the thread that asked it
+	// for an acknowledgment it has not given.
+	Owed map[string][]owedAck `json:"owed,omitempty"`
+	// Team is the whole team, on a team event.
+	Team *inbox.Team `json:"team,omitempty"`
+}
+
+// idemRecord is a call made with an idempotency key.
+type idemRecord struct {
+	Key       string `json:"key"`
+	Command   string `json:"command"`
+	MessageID string `json:"message_id"`
+	Seq       int    `json:"seq"`
 }
 
 // decode reads a stream message as a record at its sequence.
@@ -224,7 +308,7 @@ func contains(s []string, v string) bool {
 func (b *Bus) state(tid string) (*record, uint64, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	m, err := b.stream.GetLastMsgForSubject(ctx, b.threadSubject(tid))
+	m, err := b.stream.GetLastMsgForSubject(ctx, b.threadFilter(tid))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, 0, inbox.NotFound("thread %s not found", tid)
 	}
@@ -247,7 +331,7 @@ func (b *Bus) publish(r *record, last uint64) (uint64, error) {
 	}
 	ctx, cancel := b.ctx()
 	defer cancel()
-	ack, err := b.js.Publish(ctx, b.threadSubject(r.Thread.ThreadID), data, jetstream.WithExpectLastSequencePerSubject(last))
+	ack, err := b.js.Publish(ctx, b.eventSubject(r), data, jetstream.WithExpectLastSequenceForSubject(last, b.threadFilter(r.Thread.ThreadID)))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return 0, errRetry
@@ -263,6 +347,8 @@ type change struct {
 	b   *Bus
 	now time.Time
 	r   *record // the new state, edited in place
+	// idem, when set, is recorded with the message the change adds.
+	idem *idemRecord
 }
 
 func (c *change) addMessage(m *inbox.Message) {
@@ -277,6 +363,14 @@ func (c *change) addMessage(m *inbox.Message) {
 	c.r.From[m.FromAgent] = m.Seq
 	c.r.Message = m
 	c.r.Event.MessageID, c.r.Event.Kind, c.r.Event.Type = m.MessageID, m.Kind, m.Type
+	c.settleAcks(m)
+	if c.idem != nil {
+		c.idem.MessageID, c.idem.Seq = m.MessageID, m.Seq
+		if c.r.Idem == nil {
+			c.r.Idem = map[string]idemRecord{}
+		}
+		c.r.Idem[idemHash(c.idem.Key)] = *c.idem
+	}
 }
 
 // mutate applies decide to the current state of tid and publishes the
@@ -300,6 +394,9 @@ func (b *Bus) mutate(tid string, decide func(c *change) error) (*record, error) 
 		}
 		next.From = copyMap(cur.From)
 		next.Cursors = copyCursors(cur.Cursors)
+		next.Idem = maps.Clone(cur.Idem)
+		next.Owed = maps.Clone(cur.Owed)
+		next.Prompt = false
 		c := &change{b: b, now: b.now(), r: &next}
 		if err := decide(c); err != nil {
 			return nil, err
@@ -357,3 +454,5 @@ func unsupported(what string) error {
 	return inbox.Errorf(inbox.ErrInvalidInput, "unsupported", "db",
 		"%s is not available on a NATS store yet (docs/JETSTREAM.md, \"What works today\"); use a directory store", what)
 }
+
+func jsonDecode(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -2,6 +2,7 @@ package natsbus
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"time"
@@ -34,34 +35,29 @@ func (b *Bus) message(now time.Time, from, to, kind string, c inbox.Content, def
 	return m, err
 }
 
-// resolve lists the agents an address names: teams are not built yet.
-func (b *Bus) resolve(a inbox.Address) ([]string, error) {
-	if a.All || len(a.Teams) > 0 {
-		return nil, unsupported("sending to a team")
-	}
-	return a.Agents, nil
-}
-
 // Send creates a thread (ThreadID empty) or appends a message to one.
 func (b *Bus) Send(in inbox.SendInput) (*inbox.Result, error) {
 	if err := inbox.PrepareSend(&in); err != nil {
 		return nil, err
 	}
-	if in.IdempotencyKey != "" {
-		return nil, unsupported("--idempotency-key")
-	}
 	if in.ThreadID != "" {
 		if strings.TrimSpace(in.Summary) == "" {
 			in.Summary = strings.TrimSpace(in.Subject)
 		}
-		return b.appendMessage(in.ThreadID, in.From, in.To, in.Kind, in.Content, func(t *inbox.Thread) error {
-			return inbox.SameAsThread(t, in)
-		})
+		return b.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content, appendOpts{check: func(r *record) error {
+			return inbox.SameAsThread(&r.Thread, in)
+		}})
 	}
-	return b.sendNew(in)
+	r, err := b.sendNew(in, "")
+	if err == nil && !r.Replayed {
+		r.Warnings = b.unknownRecipients(r.Message)
+	}
+	return r, err
 }
 
-func (b *Bus) sendNew(in inbox.SendInput) (*inbox.Result, error) {
+// sendNew creates a thread; taskName, when set, makes it that task's
+// thread (its first message is the prompt, not mail).
+func (b *Bus) sendNew(in inbox.SendInput, taskName string) (*inbox.Result, error) {
 	if in.To == "" {
 		return nil, inbox.Invalid("to", "is required: name an agent, several (a,b) or a team (@team)")
 	}
@@ -69,7 +65,7 @@ func (b *Bus) sendNew(in inbox.SendInput) (*inbox.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	recipients, err := b.resolve(addr)
+	recipients, err := b.resolve(in.From, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +114,25 @@ func (b *Bus) sendNew(in inbox.SendInput) (*inbox.Result, error) {
 	} else {
 		m.Recipients = recipients
 	}
+	tid := inbox.NewID("thr_", now)
+	if in.IdempotencyKey != "" {
+		if err := inbox.ValidateIdemKey(in.IdempotencyKey); err != nil {
+			return nil, err
+		}
+		if tid, err = b.claimKey(in.IdempotencyKey, tid); err != nil {
+			return nil, err
+		}
+		if res, err := b.createdBefore(tid); res != nil || err != nil {
+			return res, err
+		}
+	}
+	if taskName != "" {
+		if err := b.registerTask(taskName, tid); err != nil {
+			return nil, err
+		}
+	}
 	ts := inbox.FormatTime(now)
-	r := &record{Thread: inbox.Thread{ThreadID: inbox.NewID("thr_", now), RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
+	r := &record{Prompt: taskName != "", Thread: inbox.Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
 		CreatedBy: in.From, AssignedTo: assignee, Status: inbox.StatusPending, Priority: in.Priority,
 		CreatedAt: ts, UpdatedAt: ts, Mail: in.Kind != inbox.KindTask}, Origin: in.Origin}
 	if assignee == "" {
@@ -129,18 +142,41 @@ func (b *Bus) sendNew(in inbox.SendInput) (*inbox.Result, error) {
 	c.r.Event = inbox.Event{EventType: inbox.EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	c.addMessage(m)
 	got, err := b.commit(c, 0)
+	if errors.Is(err, errRetry) && in.IdempotencyKey != "" {
+		return b.createdBefore(tid) // the same key's other attempt got there first
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &inbox.Result{Thread: &got.Thread, Message: got.Message}, nil
 }
 
-func (b *Bus) appendMessage(tid, from, to, kind string, c inbox.Content, check func(t *inbox.Thread) error) (*inbox.Result, error) {
-	if err := inbox.ValidateID("thread", tid); err != nil {
+// createdBefore replays the creation of thread tid when it exists.
+func (b *Bus) createdBefore(tid string) (*inbox.Result, error) {
+	v, err := b.Show(tid)
+	if errors.Is(err, inbox.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	if c.IdempotencyKey != "" {
-		return nil, unsupported("--idempotency-key")
+	if len(v.Messages) == 0 {
+		return nil, inbox.Corrupt(nil, "thread %s has no first message", tid)
+	}
+	return &inbox.Result{Thread: v.Thread, Message: v.Messages[0], Lease: v.Lease, Replayed: true}, nil
+}
+
+// appendOpts tune appendMessage: check runs on the current state before
+// anything is decided; allowTerminal lets the message into a thread that
+// has ended (an acknowledgment changes no status).
+type appendOpts struct {
+	check         func(r *record) error
+	allowTerminal bool
+}
+
+func (b *Bus) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
+	if err := inbox.ValidateID("thread", tid); err != nil {
+		return nil, err
 	}
 	var addr inbox.Address
 	var recipients []string
@@ -149,7 +185,7 @@ func (b *Bus) appendMessage(tid, from, to, kind string, c inbox.Content, check f
 		if addr, err = inbox.ParseAddress("to", to); err != nil {
 			return nil, err
 		}
-		if recipients, err = b.resolve(addr); err != nil {
+		if recipients, err = b.resolve(from, addr); err != nil {
 			return nil, err
 		}
 		to = addr.Given
@@ -162,13 +198,16 @@ func (b *Bus) appendMessage(tid, from, to, kind string, c inbox.Content, check f
 		return nil, inbox.Invalid("summary", "or {body} is required: a message must say something")
 	}
 	r, err := b.mutate(tid, func(ch *change) error {
-		if check != nil {
-			if err := check(&ch.r.Thread); err != nil {
+		if err := ch.idempotent(cmd, c.IdempotencyKey); err != nil {
+			return err
+		}
+		if o.check != nil {
+			if err := o.check(ch.r); err != nil {
 				return err
 			}
 		}
 		t := &ch.r.Thread
-		if inbox.IsTerminal(t.Status) {
+		if inbox.IsTerminal(t.Status) && !o.allowTerminal {
 			return inbox.InvalidState("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.Status)
 		}
 		m := *m0
@@ -182,10 +221,18 @@ func (b *Bus) appendMessage(tid, from, to, kind string, c inbox.Content, check f
 		ch.addMessage(&m)
 		return nil
 	})
+	var rp *replay
+	if errors.As(err, &rp) {
+		return rp.res, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &inbox.Result{Thread: &r.Thread, Message: r.Message}, nil
+	res := &inbox.Result{Thread: &r.Thread, Message: r.Message}
+	if to != "" {
+		res.Warnings = b.unknownRecipients(res.Message)
+	}
+	return res, nil
 }
 
 // Reply appends a message inside a thread; anyone may reply.
@@ -205,7 +252,7 @@ func (b *Bus) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Result,
 	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
 		return nil, err
 	}
-	return b.appendMessage(tid, from, to, kind, c, nil)
+	return b.appendMessage("reply", tid, from, to, kind, c, appendOpts{})
 }
 
 // Claim grants agent the lease on a thread under a compare-and-set on the
@@ -296,7 +343,7 @@ func (b *Bus) Update(agent, tid, status string, token int64, c inbox.Content) (*
 		return nil, inbox.Invalid("status", "%q is not one of in_progress|blocked", status)
 	}
 	def := map[string]string{inbox.StatusInProgress: "in progress"}[status]
-	return b.holderMessage(agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
+	return b.holderMessage("update", agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
 }
 
 // Done completes the thread with its result; the lease is released.
@@ -307,7 +354,7 @@ func (b *Bus) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Resu
 	if strings.TrimSpace(c.Summary) == "" {
 		return nil, inbox.Invalid("summary", "is required: say what the result is")
 	}
-	return b.holderMessage(agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
+	return b.holderMessage("done", agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
 }
 
 // Fail marks the thread failed; the lease is released.
@@ -318,19 +365,19 @@ func (b *Bus) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Resu
 	if strings.TrimSpace(c.Summary) == "" {
 		return nil, inbox.Invalid("summary", "is required: say why it failed")
 	}
-	return b.holderMessage(agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
+	return b.holderMessage("fail", agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
 }
 
-func (b *Bus) holderMessage(agent, tid string, token int64, kind, status, evType string, c inbox.Content, def string) (*inbox.Result, error) {
-	if c.IdempotencyKey != "" {
-		return nil, unsupported("--idempotency-key")
-	}
+func (b *Bus) holderMessage(cmd, agent, tid string, token int64, kind, status, evType string, c inbox.Content, def string) (*inbox.Result, error) {
 	m0, err := b.message(b.now(), agent, "", kind, c, def)
 	if err != nil {
 		return nil, err
 	}
 	m0.Status = status
 	r, err := b.mutate(tid, func(ch *change) error {
+		if err := ch.idempotent(cmd, c.IdempotencyKey); err != nil {
+			return err
+		}
 		t := &ch.r.Thread
 		if inbox.IsTerminal(t.Status) {
 			return inbox.InvalidState("thread %s is already %s; it cannot move to %s", tid, t.Status, status)
@@ -343,6 +390,10 @@ func (b *Bus) holderMessage(agent, tid string, token int64, kind, status, evType
 		ch.transition(agent, status, evType, &m)
 		return nil
 	})
+	var rp *replay
+	if errors.As(err, &rp) {
+		return rp.res, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -371,15 +422,15 @@ func (b *Bus) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) 
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	if c.IdempotencyKey != "" {
-		return nil, unsupported("--idempotency-key")
-	}
 	m0, err := b.message(b.now(), agent, "", inbox.KindControl, c, "cancelled by "+agent)
 	if err != nil {
 		return nil, err
 	}
 	m0.Status = inbox.StatusCancelled
 	r, err := b.mutate(tid, func(ch *change) error {
+		if err := ch.idempotent("cancel", c.IdempotencyKey); err != nil {
+			return err
+		}
 		t := &ch.r.Thread
 		if inbox.IsTerminal(t.Status) {
 			return inbox.InvalidState("thread %s is already %s; it cannot be cancelled", tid, t.Status)
@@ -392,6 +443,10 @@ func (b *Bus) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) 
 		ch.transition(agent, inbox.StatusCancelled, inbox.EventThreadCancelled, &m)
 		return nil
 	})
+	var rp *replay
+	if errors.As(err, &rp) {
+		return rp.res, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -20,9 +20,14 @@ var errKeep = errors.New("nothing to change")
 // false or the stream has no more. lastPerSubject delivers only the
 // newest record of each subject: every thread's current state.
 func (b *Bus) records(subject string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
+	return b.recordsOf([]string{subject}, from, lastPerSubject, fn)
+}
+
+// recordsOf is records on several subjects at once.
+func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
 	case lastPerSubject:
 		cfg.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
@@ -72,7 +77,7 @@ func (b *Bus) records(subject string, from uint64, lastPerSubject bool, fn func(
 // threadRecords lists a thread's records in order.
 func (b *Bus) threadRecords(tid string) ([]*record, error) {
 	var out []*record
-	err := b.records(b.threadSubject(tid), 1, false, func(r *record, _ uint64) bool {
+	err := b.records(b.threadFilter(tid), 1, false, func(r *record, _ uint64) bool {
 		out = append(out, r)
 		return true
 	})
@@ -107,8 +112,25 @@ func (b *Bus) messageAt(tid string, seq int) (*inbox.Message, error) {
 }
 
 // threads calls fn with every thread's current state.
+// (Each thread has one subject per recipient and actor, each with its own
+// last record: the newest of them is the thread's state.)
 func (b *Bus) threads(fn func(r *record) bool) error {
-	return b.records(b.prefix+"t.*", 1, true, func(r *record, _ uint64) bool { return fn(r) })
+	newest := map[string]*record{}
+	err := b.records(b.prefix+"t.>", 1, true, func(r *record, _ uint64) bool {
+		if o := newest[r.Thread.ThreadID]; o == nil || o.Event.EventID < r.Event.EventID {
+			newest[r.Thread.ThreadID] = r
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range newest {
+		if !fn(r) {
+			break
+		}
+	}
+	return nil
 }
 
 func priorityRank(p string) int {
@@ -301,9 +323,13 @@ type follower struct {
 }
 
 func (b *Bus) follow(subject string, from uint64) (*follower, error) {
+	return b.followAll([]string{subject}, from)
+}
+
+func (b *Bus) followAll(subjects []string, from uint64) (*follower, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	cons, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject},
+	cons, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: subjects,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1)})
 	if err != nil {
 		return nil, inbox.Storage(err, "follow the event log")
@@ -365,7 +391,7 @@ func (b *Bus) Follow(ctx context.Context, after int64, tid string, opt inbox.Wai
 		if err := inbox.ValidateID("thread", tid); err != nil {
 			return err
 		}
-		subject = b.threadSubject(tid)
+		subject = b.threadFilter(tid)
 	}
 	f, err := b.follow(subject, uint64(after)+1)
 	if err != nil {
@@ -509,7 +535,7 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 	if opt.Timeout <= 0 {
 		return &inbox.WaitResult{NextEventID: verified}, nil
 	}
-	fl, err := b.follow(b.threadSubject(tid), uint64(last.Thread.LastEventID)+1)
+	fl, err := b.follow(b.threadFilter(tid), uint64(last.Thread.LastEventID)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -585,7 +611,7 @@ func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after 
 	}
 	scanned := cursor
 	var hit *record
-	err := b.records(b.prefix+"t.*", uint64(cursor)+1, false, func(r *record, seq uint64) bool {
+	err := b.records(b.prefix+"t.>", uint64(cursor)+1, false, func(r *record, seq uint64) bool {
 		scanned = int64(seq)
 		if match(r) {
 			hit = r
@@ -602,7 +628,7 @@ func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after 
 	if opt.Timeout <= 0 {
 		return &inbox.WaitResult{NextEventID: scanned}, nil
 	}
-	fl, err := b.follow(b.prefix+"t.*", uint64(scanned)+1)
+	fl, err := b.follow(b.prefix+"t.>", uint64(scanned)+1)
 	if err != nil {
 		return nil, err
 	}

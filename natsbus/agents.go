@@ -1,0 +1,383 @@
+package natsbus
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Agents and presence. What an agent did is in the subjects of the events
+// it caused (<by>) and was sent (<to>); a process blocked for an agent
+// answers requests on inbox.NAME.presence.<agent> for as long as its
+// connection lives, so a killed waiter stops counting at once.
+
+func (b *Bus) presenceSubject(agent string) string {
+	return "inbox." + b.name + ".presence." + key(agent)
+}
+
+// Waiting marks agent as waiting until release is called: a responder on
+// the agent's presence subject, and the key wait.<agent>.<id> that says an
+// agent waited (left behind by a waiter that was killed, which makes the
+// agent "gone" until it acts again).
+func (b *Bus) Waiting(agent string) (release func()) {
+	if agent == "" || inbox.ValidateAgent("agent", agent) != nil {
+		return func() {}
+	}
+	sub, err := b.nc.Subscribe(b.presenceSubject(agent), func(m *nats.Msg) { m.Respond([]byte("waiting")) })
+	if err != nil {
+		return func() {}
+	}
+	b.nc.Flush()
+	k := "wait." + key(agent) + "." + nuid.Next()
+	ctx, cancel := b.ctx()
+	b.kv.Put(ctx, k, []byte(inbox.FormatTime(b.now())))
+	cancel()
+	return func() {
+		ctx, cancel := b.ctx()
+		b.kv.Delete(ctx, k)
+		cancel()
+		sub.Unsubscribe()
+		b.nc.Flush()
+	}
+}
+
+// waits returns the agents that have waited, and when the newest wait
+// of each began.
+func (b *Bus) waits() map[string]time.Time {
+	out := map[string]time.Time{}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	l, err := b.kv.ListKeysFiltered(ctx, "wait.>")
+	if err != nil {
+		return out
+	}
+	for k := range l.Keys() {
+		parts := strings.Split(k, ".")
+		if len(parts) != 3 {
+			continue
+		}
+		name, err := hex.DecodeString(parts[1])
+		if err != nil {
+			continue
+		}
+		var at time.Time
+		if e, err := b.kv.Get(ctx, k); err == nil {
+			at, _ = inbox.ParseTime(string(e.Value()))
+		}
+		if at.After(out[string(name)]) || out[string(name)].IsZero() {
+			out[string(name)] = at
+		}
+	}
+	return out
+}
+
+func (b *Bus) isWaiting(agent string) bool {
+	_, err := b.nc.Request(b.presenceSubject(agent), nil, 500*time.Millisecond)
+	return err == nil
+}
+
+// hasSubject reports whether the stream holds a message on subject.
+func (b *Bus) hasSubject(subject string) bool {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	_, err := b.stream.GetLastMsgForSubject(ctx, subject)
+	return err == nil
+}
+
+// known reports whether the store has seen agent: it acted, collected
+// mail, waited, is in a team or is a task's name.
+func (b *Bus) known(agent string) bool {
+	t := token(agent)
+	if b.hasSubject(b.prefix + "t.*.*." + t) {
+		return true
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	for _, f := range []string{"col." + key(agent) + ".*", "wait." + key(agent) + ".*"} {
+		if l, err := b.kv.ListKeysFiltered(ctx, f); err == nil {
+			for range l.Keys() {
+				l.Stop()
+				return true
+			}
+		}
+	}
+	if teams, err := b.teamsOf(agent); err == nil && len(teams) > 0 {
+		return true
+	}
+	_, err := b.TaskByName(agent)
+	return err == nil
+}
+
+func (b *Bus) unknownRecipients(m *inbox.Message) []string {
+	if m == nil {
+		return nil
+	}
+	addr, err := inbox.ParseAddress("to", m.ToAgent)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, a := range addr.Agents {
+		out = append(out, b.UnknownAgentWarnings("to", a)...)
+	}
+	return out
+}
+
+// UnknownAgentWarnings warns about an agent the store has never seen.
+func (b *Bus) UnknownAgentWarnings(role, name string) []string {
+	if name == "" || inbox.ValidateAgent(role, name) != nil || b.known(name) {
+		return nil
+	}
+	var msg string
+	switch role {
+	case "parent":
+		msg = "agent " + name + " has never been seen in this store; the task's result will wait in its mailbox"
+	case "from":
+		msg = "agent " + name + " has never been seen in this store; nothing from it may ever arrive"
+	default:
+		msg = "agent " + name + " has never been seen in this store; the message waits for it"
+	}
+	if close := b.similarAgents(name); len(close) > 0 {
+		msg += " (did you mean " + strings.Join(close, ", ") + "?)"
+	}
+	return []string{msg}
+}
+
+func (b *Bus) similarAgents(name string) []string {
+	agents, err := b.Agents()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	low := strings.ToLower(name)
+	for _, a := range agents {
+		ln := strings.ToLower(a.Agent)
+		if ln == low || inbox.EditDistance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
+			out = append(out, a.Agent)
+		}
+	}
+	return out[:min(len(out), 5)]
+}
+
+// Agents reports every agent the store has seen, from one pass over the
+// event log: an operator's command, not a hot path.
+func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
+	byName := map[string]*inbox.AgentInfo{}
+	seen := map[string]time.Time{}
+	activity := map[string]time.Time{}
+	get := func(n string) *inbox.AgentInfo {
+		if inbox.ValidateAgent("agent", n) != nil {
+			return nil
+		}
+		if byName[n] == nil {
+			byName[n] = &inbox.AgentInfo{Agent: n, LiveLeases: []string{}, Teams: []string{}, Unacknowledged: []string{}}
+		}
+		return byName[n]
+	}
+	see := func(n string, t time.Time) {
+		if get(n) != nil && t.After(seen[n]) {
+			seen[n] = t
+		}
+	}
+	threads := map[string]*record{}
+	delivered := map[string][]int64{} // agent → event ids of its mail
+	err := b.records(b.prefix+">", 1, false, func(r *record, seq uint64) bool {
+		at, _ := inbox.ParseTime(r.Event.CreatedAt)
+		if a := r.Event.Agent; a != "" && r.Event.EventType != inbox.EventLeaseExpired {
+			see(a, at)
+			if at.After(activity[a]) {
+				activity[a] = at
+			}
+		}
+		if r.Team != nil {
+			for _, m := range r.Team.Members {
+				get(m)
+			}
+		}
+		if r.Thread.ThreadID != "" {
+			threads[r.Thread.ThreadID] = r
+			if r.Message != nil && !r.Prompt {
+				for _, to := range recipientsOf(r.Message) {
+					see(to, at)
+					delivered[to] = append(delivered[to], int64(seq))
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	teams, err := b.Teams()
+	if err != nil {
+		return nil, err
+	}
+	waited := b.waits()
+	for n := range waited {
+		get(n)
+	}
+	now := b.now()
+	lapsed := map[string]time.Time{}
+	for _, r := range threads {
+		t := &r.Thread
+		if a := get(t.AssignedTo); a != nil && !inbox.IsTerminal(t.Status) {
+			a.Assigned++
+		}
+		if l := r.Lease; l != nil && !l.Released() && !inbox.IsTerminal(t.Status) {
+			if a := get(l.AgentID); a != nil {
+				if l.Live(now) {
+					a.LiveLeases = append(a.LiveLeases, t.ThreadID)
+				} else if exp, err := inbox.ParseTime(l.ExpiresAt); err == nil && exp.After(lapsed[a.Agent]) {
+					lapsed[a.Agent] = exp
+				}
+			}
+		}
+		for agent, owed := range r.Owed {
+			if a := get(agent); a != nil {
+				for _, o := range owed {
+					a.Unacknowledged = append(a.Unacknowledged, o.MessageID)
+				}
+			}
+		}
+	}
+	out := make([]*inbox.AgentInfo, 0, len(byName))
+	for _, a := range byName {
+		slices.Sort(a.LiveLeases)
+		if ids := delivered[a.Agent]; len(ids) > 0 {
+			done, err := b.collected(a.Agent)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range ids {
+				if !done[id] {
+					a.MailboxDepth++
+				}
+			}
+		}
+		for _, t := range teams {
+			if slices.Contains(t.Members, a.Agent) {
+				a.Teams = append(a.Teams, t.Name)
+			}
+		}
+		waiting := false
+		if _, ok := waited[a.Agent]; ok {
+			waiting = b.isWaiting(a.Agent)
+			if !waiting && waited[a.Agent].After(seen[a.Agent]) {
+				seen[a.Agent] = waited[a.Agent]
+			}
+		}
+		if waiting {
+			seen[a.Agent] = now
+		}
+		if t, ok := activity[a.Agent]; ok {
+			s := inbox.FormatTime(t)
+			a.LastActivity = &s
+		}
+		switch {
+		case len(a.LiveLeases) > 0:
+			a.State = inbox.StateWorking
+		case waiting:
+			a.State = inbox.StateWaiting
+		case lapsed[a.Agent].After(activity[a.Agent]) || waited[a.Agent].After(activity[a.Agent]):
+			a.State = inbox.StateGone
+		default:
+			a.State = inbox.StateIdle
+		}
+		if t := seen[a.Agent]; !t.IsZero() {
+			a.LastSeen = inbox.FormatTime(t)
+		}
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(x, y *inbox.AgentInfo) int { return strings.Compare(x.Agent, y.Agent) })
+	return out, nil
+}
+
+// Session marks (the agent hooks' per-session cursor): the key
+// session.<sha256 of agent and session> of the store's bucket.
+
+func sessionKey(agent, session string) string {
+	sum := sha256.Sum256([]byte(agent + "\x00" + session))
+	return "session." + hex.EncodeToString(sum[:16])
+}
+
+func checkSession(agent, session string) error {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return err
+	}
+	return inbox.ValidateText("session", session, inbox.MaxIdemKeyLen)
+}
+
+// SessionMark returns the mark last recorded for agent's session.
+func (b *Bus) SessionMark(agent, session string) (string, error) {
+	if err := checkSession(agent, session); err != nil {
+		return "", err
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	e, err := b.kv.Get(ctx, sessionKey(agent, session))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", inbox.Storage(err, "read the session mark of %s", agent)
+	}
+	return string(e.Value()), nil
+}
+
+// SetSessionMark records mark for agent's session.
+func (b *Bus) SetSessionMark(agent, session, mark string) error {
+	if err := checkSession(agent, session); err != nil {
+		return err
+	}
+	if err := inbox.ValidateText("mark", mark, 4096); err != nil {
+		return err
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	_, err := b.kv.Put(ctx, sessionKey(agent, session), []byte(mark))
+	return inbox.Storage(err, "record the session mark of %s", agent)
+}
+
+// LockDaemon: one daemon per store on each machine (each serves its own
+// intake directory; leases are expired by compare-and-set, so daemons on
+// several machines never conflict). The lock is a file lock in the user's
+// cache directory.
+func (b *Bus) LockDaemon(holder string) (func(), error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	sum := sha256.Sum256([]byte(b.nc.ConnectedUrlRedacted() + "/" + b.name))
+	p := filepath.Join(dir, "inbox", "nats-"+hex.EncodeToString(sum[:8])+".daemon.lock")
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, inbox.Storage(err, "create %s", filepath.Dir(p))
+	}
+	lk := flock.New(p)
+	ok, err := lk.TryLock()
+	if err != nil {
+		return nil, inbox.Storage(err, "lock %s", p)
+	}
+	if !ok {
+		other, _ := os.ReadFile(p)
+		msg := "another inbox daemon is running on this store on this machine"
+		if h := strings.TrimSpace(string(other)); h != "" {
+			msg += " (" + h + ")"
+		}
+		return nil, &inbox.Error{Code: "daemon_running", Err: inbox.ErrLeaseConflict,
+			Rule: msg + "; stop it first, or give this one another {db}"}
+	}
+	os.WriteFile(p, []byte(holder+"\n"), 0o600)
+	return func() { lk.Unlock() }, nil
+}

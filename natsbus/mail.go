@@ -1,0 +1,366 @@
+package natsbus
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Mailboxes (SPEC §7). A message to one agent is published on a subject
+// whose <to> token is that agent, a message to several on "_m": an
+// agent's mail is what those subjects hold for it. Collecting a message is
+// creating the key col.<agent>.<event id> in the store's bucket, which
+// succeeds for exactly one of any number of collectors.
+
+func (b *Bus) mailSubjects(agent string) []string {
+	return []string{b.prefix + "t.*." + token(agent) + ".*", b.prefix + "t.*._m.*"}
+}
+
+func collectedKey(agent string, id int64) string {
+	return "col." + key(agent) + "." + strconv.FormatInt(id, 10)
+}
+
+// delivered reports whether r carries a message delivered to agent.
+func delivered(r *record, agent string) bool {
+	return r.Message != nil && !r.Prompt && contains(recipientsOf(r.Message), agent)
+}
+
+// mailEntry is one message delivered to an agent.
+type mailEntry struct {
+	inbox.MailItem
+	id int64
+}
+
+// mail lists every message ever delivered to agent (from sender, when
+// set), oldest first.
+func (b *Bus) mail(agent, from string) ([]*mailEntry, error) {
+	var out []*mailEntry
+	err := b.recordsOf(b.mailSubjects(agent), 1, false, func(r *record, seq uint64) bool {
+		if delivered(r, agent) && (from == "" || r.Message.FromAgent == from) {
+			out = append(out, &mailEntry{MailItem: inbox.MailItem{Message: r.Message, DeliveredAt: r.Message.CreatedAt,
+				Priority: r.Thread.Priority}, id: int64(seq)})
+		}
+		return true
+	})
+	return out, err
+}
+
+// collected is the set of agent's collected event ids.
+func (b *Bus) collected(agent string) (map[int64]bool, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	prefix := "col." + key(agent) + "."
+	l, err := b.kv.ListKeysFiltered(ctx, prefix+"*")
+	if err != nil {
+		return nil, inbox.Storage(err, "read the mailbox of %s", agent)
+	}
+	out := map[int64]bool{}
+	for k := range l.Keys() {
+		if id, err := strconv.ParseInt(strings.TrimPrefix(k, prefix), 10, 64); err == nil {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// waiting lists agent's uncollected mail in receive's order: high
+// priority first, then oldest (newest with lifo).
+func (b *Bus) waiting(agent, from string, lifo bool) ([]*mailEntry, error) {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if from != "" {
+		if err := inbox.ValidateAgent("from", from); err != nil {
+			return nil, err
+		}
+	}
+	all, err := b.mail(agent, from)
+	if err != nil {
+		return nil, err
+	}
+	done, err := b.collected(agent)
+	if err != nil {
+		return nil, err
+	}
+	items := slices.DeleteFunc(all, func(e *mailEntry) bool { return done[e.id] })
+	slices.SortStableFunc(items, func(x, y *mailEntry) int {
+		if c := priorityRank(x.Priority) - priorityRank(y.Priority); c != 0 {
+			return c
+		}
+		if lifo {
+			return cmp.Compare(y.id, x.id)
+		}
+		return cmp.Compare(x.id, y.id)
+	})
+	return items, nil
+}
+
+// Mailbox lists agent's uncollected mail, collecting nothing.
+func (b *Bus) Mailbox(agent, from string) ([]*inbox.MailItem, error) {
+	items, err := b.waiting(agent, from, false)
+	if err != nil {
+		return nil, err
+	}
+	out := []*inbox.MailItem{}
+	for _, it := range items {
+		out = append(out, &it.MailItem)
+	}
+	return out, nil
+}
+
+// MailPeek counts agent's uncollected mail and returns the newest.
+func (b *Bus) MailPeek(agent string, newest int) (int, []*inbox.MailItem, error) {
+	items, err := b.waiting(agent, "", false)
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.SortFunc(items, func(x, y *mailEntry) int { return cmp.Compare(y.id, x.id) })
+	out := []*inbox.MailItem{}
+	for _, it := range items[:min(len(items), max(newest, 1))] {
+		out = append(out, &it.MailItem)
+	}
+	return len(items), out, nil
+}
+
+// Collect collects up to max (all, when max <= 0) of agent's messages:
+// each goes to exactly one collector.
+func (b *Bus) Collect(agent, from string, lifo bool, max int) ([]*inbox.Message, error) {
+	items, err := b.waiting(agent, from, lifo)
+	if err != nil {
+		return nil, err
+	}
+	out := []*inbox.Message{}
+	for _, it := range items {
+		ctx, cancel := b.ctx()
+		_, err := b.kv.Create(ctx, collectedKey(agent, it.id), []byte(inbox.FormatTime(b.now())))
+		cancel()
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // another collector took it first
+		}
+		if err != nil {
+			return out, inbox.Storage(err, "collect from the mailbox of %s", agent)
+		}
+		out = append(out, it.Message)
+		if max > 0 && len(out) == max {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Receive waits until agent's mailbox holds a message (from sender, when
+// set), collects it and returns it; nil when the wait timed out. It
+// follows the agent's mail subjects from before its first look, so a
+// message that lands in between wakes it.
+func (b *Bus) Receive(ctx context.Context, agent, from string, lifo bool, opt inbox.WaitOptions) (*inbox.Message, error) {
+	deadline := time.Now().Add(opt.Timeout)
+	last, err := b.LastEventID()
+	if err != nil {
+		return nil, err
+	}
+	var fl *follower
+	defer func() {
+		if fl != nil {
+			fl.close()
+		}
+	}()
+	for {
+		got, err := b.Collect(agent, from, lifo, 1)
+		if err != nil || len(got) == 1 {
+			if len(got) == 1 {
+				return got[0], err
+			}
+			return nil, err
+		}
+		if opt.Timeout <= 0 {
+			return nil, nil
+		}
+		if fl == nil {
+			if fl, err = b.followAll(b.mailSubjects(agent), uint64(last)+1); err != nil {
+				return nil, err
+			}
+			release := b.Waiting(agent)
+			defer release()
+		}
+		for {
+			r, _, ok, err := fl.next(ctx, deadline)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, nil
+			}
+			if delivered(r, agent) && (from == "" || r.Message.FromAgent == from) {
+				break
+			}
+		}
+	}
+}
+
+// Acknowledgments (SPEC §10). A message sent with ack_required records,
+// in its thread's state, that each recipient owes an acknowledgment
+// (Owed); the recipient's acknowledgment, a message in the same thread,
+// removes it in the same commit.
+
+// owedAck is one acknowledgment an agent owes: the message and its ack id.
+type owedAck struct {
+	MessageID string `json:"message_id"`
+	AckID     string `json:"ack_id"`
+}
+
+func wantsAck(m *inbox.Message) bool { return m.AckID != "" && m.Type != inbox.TypeAcknowledgment }
+
+func ackedID(m *inbox.Message) string {
+	if m.Type != inbox.TypeAcknowledgment {
+		return ""
+	}
+	var c struct {
+		AckID string `json:"ackId"`
+	}
+	json.Unmarshal(m.PayloadJSON, &c)
+	return c.AckID
+}
+
+// settleAcks records what message m, just added, asks and settles.
+func (c *change) settleAcks(m *inbox.Message) {
+	if wantsAck(m) {
+		if c.r.Owed == nil {
+			c.r.Owed = map[string][]owedAck{}
+		}
+		for _, to := range recipientsOf(m) {
+			c.r.Owed[to] = append(slices.Clone(c.r.Owed[to]), owedAck{m.MessageID, m.AckID})
+		}
+	}
+	if id := ackedID(m); id != "" && len(c.r.Owed[m.FromAgent]) > 0 {
+		left := slices.DeleteFunc(slices.Clone(c.r.Owed[m.FromAgent]), func(o owedAck) bool { return o.AckID == id })
+		if len(left) == 0 {
+			delete(c.r.Owed, m.FromAgent)
+		} else {
+			c.r.Owed[m.FromAgent] = left
+		}
+	}
+}
+
+func (r *record) owes(agent, messageID string) bool {
+	return slices.ContainsFunc(r.Owed[agent], func(o owedAck) bool { return o.MessageID == messageID })
+}
+
+// Unacknowledged lists the messages that asked agent for an
+// acknowledgment it has not given, oldest first.
+func (b *Bus) Unacknowledged(agent string) ([]*inbox.Message, error) {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	all, err := b.mail(agent, "")
+	if err != nil {
+		return nil, err
+	}
+	states := map[string]*record{}
+	out := []*inbox.Message{}
+	for _, e := range all {
+		m := e.Message
+		if !wantsAck(m) {
+			continue
+		}
+		st, ok := states[m.ThreadID]
+		if !ok {
+			if st, _, err = b.state(m.ThreadID); err != nil {
+				return nil, err
+			}
+			states[m.ThreadID] = st
+		}
+		if st.owes(agent, m.MessageID) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Ack acknowledges, as agent, message messageID (SPEC §10): an
+// acknowledgment message in its thread, to its sender. A second
+// acknowledgment returns the first (Replayed).
+func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result, error) {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if err := inbox.ValidateID("message", messageID); err != nil {
+		return nil, err
+	}
+	var m *inbox.Message
+	if tid == "" {
+		owed, err := b.Unacknowledged(agent)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range owed {
+			if o.MessageID == messageID {
+				m, tid = o, o.ThreadID
+			}
+		}
+		if m == nil {
+			return nil, inbox.NotFound("%s owes no acknowledgment of message %s (acknowledged already, or never asked of %s: give {thread} to look in one thread)", agent, messageID, agent)
+		}
+	} else {
+		if err := inbox.ValidateID("thread", tid); err != nil {
+			return nil, err
+		}
+		recs, err := b.threadRecords(tid)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range messagesOf(recs) {
+			if x.MessageID == messageID {
+				m = x
+			}
+		}
+		if m == nil {
+			return nil, inbox.NotFound("message %s not found in thread %s", messageID, tid)
+		}
+	}
+	if !wantsAck(m) {
+		return nil, inbox.InvalidState("message %s asks for no acknowledgment (send it with ack_required to ask for one)", messageID)
+	}
+	if !contains(recipientsOf(m), agent) {
+		return nil, inbox.InvalidState("message %s asks %s for acknowledgment, not %s", messageID, strings.Join(recipientsOf(m), ", "), agent)
+	}
+	c.Type = inbox.TypeAcknowledgment
+	data, _ := json.Marshal(map[string]string{"ackId": m.AckID})
+	c.PayloadJSON = string(data)
+	c.AckRequired, c.AckID, c.RequestID, c.Request = false, "", "", false
+	if strings.TrimSpace(c.Summary) == "" {
+		c.Summary = inbox.Shorten("acknowledged: "+m.Summary, 200)
+	}
+	res, err := b.appendMessage("ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
+		allowTerminal: true,
+		check: func(r *record) error {
+			if !r.owes(agent, m.MessageID) {
+				return errAcked
+			}
+			return nil
+		},
+	})
+	if errors.Is(err, errAcked) {
+		recs, err := b.threadRecords(tid)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range messagesOf(recs) {
+			if x.FromAgent == agent && ackedID(x) == m.AckID {
+				return &inbox.Result{Thread: recs[len(recs)-1].view(b.now()), Message: x, Replayed: true}, nil
+			}
+		}
+		return nil, inbox.InvalidState("%s owes no acknowledgment of message %s", agent, messageID)
+	}
+	return res, err
+}
+
+var errAcked = errors.New("acknowledged already")

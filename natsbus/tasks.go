@@ -1,0 +1,296 @@
+package natsbus
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Tasks (SPEC §7). A task is a thread whose first message, kind task,
+// carries the prompt and (in its payload, under "task") its definition.
+// Its name is the key task.<name> of the store's bucket, naming the
+// thread: created (once) before the thread is, which keeps names unique.
+// The runner of a running task is the key runner.<name>.
+
+type taskKey struct {
+	ThreadID string `json:"thread_id"`
+}
+
+var taskAlphabet = "abcdefghjkmnpqrstvwxyz23456789"
+
+// Push queues a task in spec.Owner's queue (default "main").
+func (b *Bus) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
+	if spec.Owner == "" {
+		spec.Owner = "main"
+	}
+	if err := inbox.ValidateAgent("agent", spec.Owner); err != nil {
+		return nil, err
+	}
+	if spec.Parent == "" {
+		spec.Parent = spec.Owner
+	}
+	if err := inbox.ValidateAgent("parent", spec.Parent); err != nil {
+		return nil, err
+	}
+	if spec.Name != "" {
+		if err := inbox.ValidateAgent("name", spec.Name); err != nil {
+			return nil, err
+		}
+	}
+	if err := inbox.ValidateLabel("model", spec.Model); err != nil {
+		return nil, err
+	}
+	if spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > inbox.MaxLeaseSecs {
+		return nil, inbox.Invalid("timeout_seconds", "%d is out of range: give 0 (no limit) to %d", spec.TimeoutSeconds, inbox.MaxLeaseSecs)
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return nil, inbox.Invalid("prompt", "is required: a task needs a prompt to run on")
+	}
+	if err := inbox.ValidateText("prompt", prompt, len(prompt)); err != nil {
+		return nil, err
+	}
+	generated := spec.Name == ""
+	for attempt := 0; ; attempt++ {
+		if generated {
+			c := make([]byte, 6)
+			for i := range c {
+				c[i] = taskAlphabet[rand.IntN(len(taskAlphabet))]
+			}
+			spec.Name = "task-" + string(c)
+		}
+		payload, _ := json.Marshal(map[string]any{"task": spec})
+		in := inbox.SendInput{From: spec.Parent, To: spec.Name, Subject: inbox.Shorten(inbox.FirstLine(prompt), 80), Kind: inbox.KindTask,
+			Content: inbox.Content{Body: prompt, PayloadJSON: string(payload)}}
+		if err := inbox.PrepareSend(&in); err != nil {
+			return nil, err
+		}
+		res, err := b.sendNew(in, spec.Name)
+		var e *inbox.Error
+		if generated && errors.As(err, &e) && e.Code == "task_name_taken" && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &inbox.Task{TaskSpec: spec, Prompt: prompt, ThreadID: res.Thread.ThreadID, Status: res.Thread.Status,
+			CreatedAt: res.Thread.CreatedAt, UpdatedAt: res.Thread.UpdatedAt}, nil
+	}
+}
+
+// registerTask takes name for thread tid, before the thread is created.
+func (b *Bus) registerTask(name, tid string) error {
+	k := "task." + key(name)
+	data, _ := json.Marshal(taskKey{ThreadID: tid})
+	ctx, cancel := b.ctx()
+	defer cancel()
+	_, err := b.kv.Create(ctx, k, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		e, gerr := b.kv.Get(ctx, k)
+		if gerr != nil {
+			return inbox.Storage(gerr, "register task %s", name)
+		}
+		var old taskKey
+		json.Unmarshal(e.Value(), &old)
+		if _, _, serr := b.state(old.ThreadID); errors.Is(serr, inbox.ErrNotFound) {
+			// A name left by a push that never committed: take its place.
+			_, err = b.kv.Update(ctx, k, data, e.Revision())
+		} else {
+			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name", "%q is taken by another task; choose another", name)
+		}
+	}
+	return inbox.Storage(err, "register task %s", name)
+}
+
+// TaskByName returns a task.
+func (b *Bus) TaskByName(name string) (*inbox.Task, error) {
+	if err := inbox.ValidateAgent("name", name); err != nil {
+		return nil, err
+	}
+	ctx, cancel := b.ctx()
+	e, err := b.kv.Get(ctx, "task."+key(name))
+	cancel()
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, inbox.NotFound("task %s not found", name)
+	}
+	if err != nil {
+		return nil, inbox.Storage(err, "read task %s", name)
+	}
+	var k taskKey
+	if json.Unmarshal(e.Value(), &k) != nil || k.ThreadID == "" {
+		return nil, inbox.NotFound("task %s not found", name)
+	}
+	v, err := b.Show(k.ThreadID)
+	if errors.Is(err, inbox.ErrNotFound) {
+		return nil, inbox.NotFound("task %s not found", name) // the push never committed
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(v.Messages) == 0 {
+		return nil, inbox.NotFound("task %s not found", name)
+	}
+	first := v.Messages[0]
+	var p struct {
+		Task inbox.TaskSpec `json:"task"`
+	}
+	if err := json.Unmarshal(first.PayloadJSON, &p); err != nil || p.Task.Name != name {
+		return nil, inbox.NotFound("task %s not found", name)
+	}
+	t := &inbox.Task{TaskSpec: p.Task, Prompt: first.Body, ThreadID: v.Thread.ThreadID, Status: v.Thread.Status,
+		CreatedAt: v.Thread.CreatedAt, UpdatedAt: v.Thread.UpdatedAt}
+	if t.Owner == "" {
+		t.Owner = t.Parent
+	}
+	if v.Lease != nil {
+		t.StartedAt, t.LeaseToken = v.Lease.ClaimedAt, v.Lease.LeaseToken
+	}
+	t.Runner = b.taskRunner(name)
+	return t, nil
+}
+
+// Tasks lists the tasks f selects, oldest first.
+func (b *Bus) Tasks(f inbox.TaskFilter) ([]*inbox.Task, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	l, err := b.kv.ListKeysFiltered(ctx, "task.*")
+	if err != nil {
+		return nil, inbox.Storage(err, "list tasks")
+	}
+	var names []string
+	for k := range l.Keys() {
+		if raw, err := hex.DecodeString(strings.TrimPrefix(k, "task.")); err == nil {
+			names = append(names, string(raw))
+		}
+	}
+	out := []*inbox.Task{}
+	for _, n := range names {
+		t, err := b.TaskByName(n)
+		if errors.Is(err, inbox.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if (f.Owner == "" || t.Owner == f.Owner) && (f.Parent == "" || t.Parent == f.Parent) {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(x, y *inbox.Task) int { return strings.Compare(x.ThreadID, y.ThreadID) })
+	return out, nil
+}
+
+// TaskByThread returns the task whose thread tid is.
+func (b *Bus) TaskByThread(tid string) (*inbox.Task, error) {
+	if err := inbox.ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	v, err := b.Show(tid)
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		Task inbox.TaskSpec `json:"task"`
+	}
+	if len(v.Messages) == 0 || v.Messages[0].Kind != inbox.KindTask || json.Unmarshal(v.Messages[0].PayloadJSON, &p) != nil || p.Task.Name == "" {
+		return nil, inbox.NotFound("thread %s is not a task", tid)
+	}
+	t, err := b.TaskByName(p.Task.Name)
+	if err != nil || t.ThreadID != tid {
+		return nil, inbox.NotFound("thread %s is not a task", tid)
+	}
+	return t, nil
+}
+
+// CancelTask cancels a task that has not finished.
+func (b *Bus) CancelTask(agent string, t *inbox.Task, c inbox.Content) (*inbox.Result, error) {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	m0, err := b.message(b.now(), t.Name, t.Parent, inbox.KindResult, c, "task "+t.Name+" cancelled by "+agent)
+	if err != nil {
+		return nil, err
+	}
+	m0.Status = inbox.StatusCancelled
+	r, err := b.mutate(t.ThreadID, func(ch *change) error {
+		if err := ch.idempotent("cancel", c.IdempotencyKey); err != nil {
+			return err
+		}
+		if inbox.IsTerminal(ch.r.Thread.Status) {
+			return inbox.InvalidState("task %s already finished (%s); there is nothing to cancel", t.Name, ch.r.Thread.Status)
+		}
+		m := *m0
+		ch.transition(agent, inbox.StatusCancelled, inbox.EventThreadCancelled, &m)
+		var p map[string]any
+		json.Unmarshal(ch.r.Event.PayloadJSON, &p)
+		p["cancelled_by"] = agent
+		ch.r.Event.PayloadJSON, _ = json.Marshal(p)
+		return nil
+	})
+	var rp *replay
+	if errors.As(err, &rp) {
+		return rp.res, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &inbox.Result{Thread: &r.Thread, Message: r.Message, Lease: r.Lease}, nil
+}
+
+// SetTaskRunner records (nil: forgets) the process running a task.
+func (b *Bus) SetTaskRunner(name string, r *inbox.TaskRunner) error {
+	if err := inbox.ValidateAgent("name", name); err != nil {
+		return err
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	if r == nil {
+		err := b.kv.Delete(ctx, "runner."+key(name))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			err = nil
+		}
+		return inbox.Storage(err, "forget the runner of task %s", name)
+	}
+	data, _ := json.Marshal(r)
+	_, err := b.kv.Put(ctx, "runner."+key(name), data)
+	return inbox.Storage(err, "record the runner of task %s", name)
+}
+
+func (b *Bus) taskRunner(name string) *inbox.TaskRunner {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	e, err := b.kv.Get(ctx, "runner."+key(name))
+	if err != nil {
+		return nil
+	}
+	var r inbox.TaskRunner
+	if json.Unmarshal(e.Value(), &r) != nil {
+		return nil
+	}
+	return &r
+}
+
+// TaskOutputPath is where a task's output is captured: on the machine
+// that runs it, in the user's cache directory.
+func (b *Bus) TaskOutputPath(name string) (string, error) {
+	if err := inbox.ValidateAgent("name", name); err != nil {
+		return "", err
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	d := filepath.Join(dir, "inbox", "nats-"+b.name, "tasks")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", inbox.Storage(err, "create %s", d)
+	}
+	return filepath.Join(d, name+".out"), nil
+}
