@@ -164,6 +164,9 @@ func (b *Bus) similarAgents(name string) []string {
 	low := strings.ToLower(name)
 	for _, a := range agents {
 		ln := strings.ToLower(a.Agent)
+		if a.Agent == name {
+			continue
+		}
 		if ln == low || inbox.EditDistance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
 			out = append(out, a.Agent)
 		}

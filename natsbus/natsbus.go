@@ -50,6 +50,7 @@ type Bus struct {
 	replicas int
 	now      func() time.Time
 	source   string
+	created  bool
 }
 
 var _ inbox.Bus = (*Bus)(nil)
@@ -149,6 +150,7 @@ func Open(db string, opts Options) (*Bus, error) {
 			DenyDelete:  true,
 			Discard:     jetstream.DiscardNew,
 		})
+		b.created = err == nil
 	}
 	if err != nil {
 		nc.Close()
@@ -169,6 +171,9 @@ func Open(db string, opts Options) (*Bus, error) {
 	}
 	return b, nil
 }
+
+// Created reports whether Open created the store.
+func (b *Bus) Created() bool { return b.created }
 
 // Close ends the connection.
 func (b *Bus) Close() error {

@@ -138,6 +138,9 @@ func run(args []string, e *env) int {
 	if cl.g.db == "" {
 		cl.g.db = defaultDB
 	}
+	if isNATS(cl.g.db) && OpenNATS == nil && e.bus == nil && !storeless[c.name] {
+		return fail(e, cl.g, c.name, handOver(cl))
+	}
 	res, err := r.run(cl)
 	if err != nil {
 		return fail(e, cl.g, c.name, err)
@@ -323,6 +326,10 @@ func absDB(db string) (string, error) {
 func (c *call) open() (inbox.Bus, error) {
 	if c.env.bus != nil {
 		return c.env.bus, nil
+	}
+	if isNATS(c.g.db) {
+		b, _, err := OpenNATS(c.g.db, false, "cli")
+		return b, err
 	}
 	return spool.Open(c.g.db, spool.Options{})
 }

@@ -33,11 +33,18 @@ func (r *initCmd) run(c *call) (*result, error) {
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
-	created, err := spool.Init(c.g.db, r.shared)
+	var created bool
+	var err error
+	abs := c.g.db
+	if isNATS(c.g.db) {
+		_, created, err = OpenNATS(c.g.db, true, "cli")
+	} else {
+		created, err = spool.Init(c.g.db, r.shared)
+		abs, _ = filepath.Abs(c.g.db)
+	}
 	if err != nil {
 		return nil, err
 	}
-	abs, _ := filepath.Abs(c.g.db)
 	res := &result{}
 	res.set("db", abs).set("created", created).set("format_version", spool.FormatVersion)
 	res.human = func(w io.Writer) {

@@ -1,0 +1,26 @@
+// Command inbox-nats is the inbox command line with the NATS JetStream
+// backend linked in (package natsbus), and the MCP server: the inbox
+// binary hands it every command on a nats:// or tls:// store, so that its
+// own start stays lean. Given a directory store it does as inbox would.
+package main
+
+import (
+	"os"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/cmd/internal/cli"
+	"github.com/inbox-dev/inbox/cmd/internal/mcpserver"
+	"github.com/inbox-dev/inbox/natsbus"
+)
+
+func main() {
+	cli.ServeMCP = mcpserver.Serve
+	cli.OpenNATS = func(db string, create bool, source string) (inbox.Bus, bool, error) {
+		b, err := natsbus.Open(db, natsbus.Options{Create: create, Source: source})
+		if err != nil {
+			return nil, false, err
+		}
+		return b, b.Created(), nil
+	}
+	os.Exit(cli.Main())
+}
