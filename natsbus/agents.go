@@ -3,6 +3,7 @@ package natsbus
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -195,13 +196,18 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 		}
 	}
 	threads := map[string]*record{}
-	delivered := map[string][]int64{} // agent → event ids of its mail
+	delivered := map[string][]int64{}   // agent → event ids of its mail
+	idle := map[string]*inbox.Message{} // agent → its idle notification, while it is its newest act
 	err := b.records(b.prefix+">", 1, false, func(r *record, seq uint64) bool {
 		at, _ := inbox.ParseTime(r.Event.CreatedAt)
-		if a := r.Event.Agent; a != "" && r.Event.EventType != inbox.EventLeaseExpired {
+		if a := actor(r); a != "" {
 			see(a, at)
 			if at.After(activity[a]) {
 				activity[a] = at
+			}
+			idle[a] = nil
+			if m := r.Message; m != nil && m.Type == inbox.TypeIdleNotification && m.FromAgent == a {
+				idle[a] = m
 			}
 		}
 		if r.Team != nil {
@@ -301,6 +307,13 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 		if t := seen[a.Agent]; !t.IsZero() {
 			a.LastSeen = inbox.FormatTime(t)
 		}
+		if m := idle[a.Agent]; m != nil && a.State == inbox.StateIdle {
+			var c struct {
+				Reason string `json:"reason"`
+			}
+			json.Unmarshal(m.PayloadJSON, &c)
+			a.IdleSince, a.IdleReason = m.CreatedAt, c.Reason
+		}
 		out = append(out, a)
 	}
 	slices.SortFunc(out, func(x, y *inbox.AgentInfo) int { return strings.Compare(x.Agent, y.Agent) })
@@ -383,4 +396,17 @@ func (b *Bus) LockDaemon(holder string) (func(), error) {
 	}
 	os.WriteFile(p, []byte(holder+"\n"), 0o600)
 	return func() { lk.Unlock() }, nil
+}
+
+// actor is the agent an event shows acting ("" for none): who caused it,
+// except a lease's expiry and a task's creation, which its owner did
+// (record.By).
+func actor(r *record) string {
+	if r.By != "" {
+		return r.By
+	}
+	if r.Event.EventType == inbox.EventLeaseExpired {
+		return ""
+	}
+	return r.Event.Agent
 }

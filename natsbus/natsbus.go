@@ -192,7 +192,11 @@ func (b *Bus) streamName() string { return "INBOX_" + b.name }
 func (b *Bus) threadFilter(tid string) string { return b.prefix + "t." + tid + ".*.*" }
 
 func (b *Bus) eventSubject(r *record) string {
-	return b.prefix + "t." + r.Thread.ThreadID + "." + mailToken(r) + "." + token(r.Event.Agent)
+	by := actor(r)
+	if r.Event.EventType == inbox.EventLeaseExpired {
+		by = ""
+	}
+	return b.prefix + "t." + r.Thread.ThreadID + "." + mailToken(r) + "." + token(by)
 }
 
 // mailToken is the <to> token of a record's subject.
@@ -261,6 +265,9 @@ type record struct {
 	Owed map[string][]owedAck `json:"owed,omitempty"`
 	// Team is the whole team, on a team event.
 	Team *inbox.Team `json:"team,omitempty"`
+	// By, when set, is the agent the event shows acting, when that is not
+	// Event.Agent (a task pushed by its owner for its parent).
+	By string `json:"by,omitempty"`
 }
 
 // idemRecord is a call made with an idempotency key.
@@ -401,7 +408,7 @@ func (b *Bus) mutate(tid string, decide func(c *change) error) (*record, error) 
 		next.Cursors = copyCursors(cur.Cursors)
 		next.Idem = maps.Clone(cur.Idem)
 		next.Owed = maps.Clone(cur.Owed)
-		next.Prompt = false
+		next.Prompt, next.By = false, ""
 		c := &change{b: b, now: b.now(), r: &next}
 		if err := decide(c); err != nil {
 			return nil, err

@@ -48,7 +48,7 @@ func (b *Bus) Send(in inbox.SendInput) (*inbox.Result, error) {
 			return inbox.SameAsThread(&r.Thread, in)
 		}})
 	}
-	r, err := b.sendNew(in, "")
+	r, err := b.sendNew(in, "", "")
 	if err == nil && !r.Replayed {
 		r.Warnings = b.unknownRecipients(r.Message)
 	}
@@ -57,7 +57,7 @@ func (b *Bus) Send(in inbox.SendInput) (*inbox.Result, error) {
 
 // sendNew creates a thread; taskName, when set, makes it that task's
 // thread (its first message is the prompt, not mail).
-func (b *Bus) sendNew(in inbox.SendInput, taskName string) (*inbox.Result, error) {
+func (b *Bus) sendNew(in inbox.SendInput, taskName, owner string) (*inbox.Result, error) {
 	if in.To == "" {
 		return nil, inbox.Invalid("to", "is required: name an agent, several (a,b) or a team (@team)")
 	}
@@ -132,7 +132,7 @@ func (b *Bus) sendNew(in inbox.SendInput, taskName string) (*inbox.Result, error
 		}
 	}
 	ts := inbox.FormatTime(now)
-	r := &record{Prompt: taskName != "", Thread: inbox.Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
+	r := &record{Prompt: taskName != "", By: owner, Thread: inbox.Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
 		CreatedBy: in.From, AssignedTo: assignee, Status: inbox.StatusPending, Priority: in.Priority,
 		CreatedAt: ts, UpdatedAt: ts, Mail: in.Kind != inbox.KindTask}, Origin: in.Origin}
 	if assignee == "" {

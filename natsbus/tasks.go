@@ -73,7 +73,7 @@ func (b *Bus) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 		if err := inbox.PrepareSend(&in); err != nil {
 			return nil, err
 		}
-		res, err := b.sendNew(in, spec.Name)
+		res, err := b.sendNew(in, spec.Name, spec.Owner)
 		var e *inbox.Error
 		if generated && errors.As(err, &e) && e.Code == "task_name_taken" && attempt < 5 {
 			continue

@@ -16,7 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"inbox": func() { os.Exit(Main()) }, "inbox-test-helper": helperMain})
+	testscript.Main(m, map[string]func(){"inbox": func() { natsForTests(); os.Exit(Main()) }, "inbox-test-helper": helperMain})
 }
 
 // TestScripts runs the CLI scripts in testdata/script against the real

@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/natstest"
+	"github.com/inbox-dev/inbox/natsbus"
+)
+
+// The CLI scripts on the NATS backend. With INBOX_TEST_NATS set to a
+// server's URL, the "inbox" a script runs is inbox-nats, and every
+// directory store it names (--db DIR, INBOX_DB=DIR) is a NATS store of
+// that server, one per directory: the same script, the other backend.
+
+// natsForTests switches this process to the NATS backend when a script
+// asks for it (see above).
+func natsForTests() {
+	server := os.Getenv("INBOX_TEST_NATS")
+	if server == "" {
+		return
+	}
+	OpenNATS = func(db string, create bool, source string) (inbox.Bus, bool, error) {
+		b, err := natsbus.Open(db, natsbus.Options{Create: create, Source: source})
+		if err != nil {
+			return nil, false, err
+		}
+		return b, b.Created(), nil
+	}
+	mapped := func(dir string) string {
+		if dir == "" || strings.Contains(dir, "://") {
+			return dir
+		}
+		abs, _ := filepath.Abs(dir)
+		sum := sha256.Sum256([]byte(abs))
+		return server + "/s" + hex.EncodeToString(sum[:8])
+	}
+	if db := os.Getenv("INBOX_DB"); db != "" {
+		os.Setenv("INBOX_DB", mapped(db))
+	}
+	for i := 1; i < len(os.Args); i++ {
+		switch a := os.Args[i]; {
+		case a == "--db" && i+1 < len(os.Args):
+			os.Args[i+1] = mapped(os.Args[i+1])
+			i++
+		case strings.HasPrefix(a, "--db="):
+			os.Args[i] = "--db=" + mapped(strings.TrimPrefix(a, "--db="))
+		}
+	}
+}
+
+// natsScripts are the scripts of testdata/script that run on both
+// backends (INBOX_NATS_SCRIPTS=all runs every one, to see which could
+// join). The others look at the directory itself: its files, fsck's
+// findings about them, damage and repair, the daemon's default intake
+// <db>/intake and team-file directories inside it, archive, blobs over
+// 1 MB, file times as activity, the store path in output or in a task's
+// environment.
+var natsScripts = []string{
+	"agents_unknown_recipient.txtar",
+	"cancel_idempotency.txtar",
+	"cancel_thread.txtar",
+	"claim_concurrent.txtar",
+	"claim_conflict.txtar",
+	"claim_lease.txtar",
+	"daemon_errors.txtar",
+	"done_idempotency.txtar",
+	"done_result.txtar",
+	"events_concurrent.txtar",
+	"events_errors.txtar",
+	"events_filters.txtar",
+	"events_follow.txtar",
+	"events_log.txtar",
+	"fail_idempotency.txtar",
+	"fail_result.txtar",
+	"fetch_ordering.txtar",
+	"fetch_unread.txtar",
+	"fsck_clean.txtar",
+	"help_usage.txtar",
+	"hook_context_cap.txtar",
+	"hook_events.txtar",
+	"lease_expired.txtar",
+	"lease_expired_fetch.txtar",
+	"lease_token_stale.txtar",
+	"list_filters.txtar",
+	"mail_not_work.txtar",
+	"mailbox_async_check.txtar",
+	"mailbox_collected_in_thread.txtar",
+	"mailbox_concurrent_receive.txtar",
+	"mailbox_from_order.txtar",
+	"mailbox_lifo.txtar",
+	"mailbox_parallel.txtar",
+	"mailbox_peek_check.txtar",
+	"mailbox_priority.txtar",
+	"mailbox_progress.txtar",
+	"mailbox_sequential.txtar",
+	"mailbox_siblings.txtar",
+	"mcp_command.txtar",
+	"queue_batched.txtar",
+	"queue_cancel.txtar",
+	"queue_failure.txtar",
+	"queue_ownership.txtar",
+	"queue_prompt_not_mail.txtar",
+	"queue_push_errors.txtar",
+	"queue_run_errors.txtar",
+	"queue_run_timeout.txtar",
+	"queue_states.txtar",
+	"queue_subagent_push.txtar",
+	"queue_timeout.txtar",
+	"renew_lease.txtar",
+	"reply_idempotency.txtar",
+	"reply_thread.txtar",
+	"send_artifacts.txtar",
+	"send_concurrent.txtar",
+	"send_errors.txtar",
+	"send_idempotency.txtar",
+	"send_idempotency_race.txtar",
+	"send_thread.txtar",
+	"send_thread_flags.txtar",
+	"show_transcript.txtar",
+	"skill_print.txtar",
+	"team_ack.txtar",
+	"team_commands.txtar",
+	"team_idle.txtar",
+	"team_request.txtar",
+	"team_typed.txtar",
+	"terminal_transitions.txtar",
+	"testscript_exits.txtar",
+	"update_idempotency.txtar",
+	"update_status.txtar",
+	"wait-reply_agent_cursor.txtar",
+	"wait-reply_blocking.txtar",
+	"wait-reply_cancel.txtar",
+	"wait-reply_cursor.txtar",
+	"wait-reply_done.txtar",
+	"wait-reply_errors.txtar",
+	"wait-reply_existing.txtar",
+	"wait-reply_human.txtar",
+	"wait-reply_kinds.txtar",
+	"wait-reply_no_lost_wakeup.txtar",
+	"wait-reply_now.txtar",
+	"wait-reply_terminal.txtar",
+	"wait-reply_timeout.txtar",
+	"watch_after_event.txtar",
+	"watch_errors.txtar",
+	"watch_new_thread.txtar",
+	"watch_status.txtar",
+	"watch_timeout.txtar",
+	"worker_loop.txtar",
+}
+
+func TestScriptsNATS(t *testing.T) {
+	srv := natstest.Start(t)
+	p := scriptParams(filepath.Join("..", "..", "..", "testdata", "script"))
+	if os.Getenv("INBOX_NATS_SCRIPTS") != "all" { // all: every script, to see which could join the list
+		p.Dir = ""
+		for _, f := range natsScripts {
+			p.Files = append(p.Files, filepath.Join("..", "..", "..", "testdata", "script", f))
+		}
+	}
+	setup := p.Setup
+	p.Setup = func(e *testscript.Env) error {
+		if err := setup(e); err != nil {
+			return err
+		}
+		e.Setenv("INBOX_TEST_NATS", srv.ClientURL())
+		return nil
+	}
+	testscript.Run(t, p)
+}
