@@ -41,6 +41,7 @@ func (b *Bus) Waiting(agent string) (release func()) {
 		return func() {}
 	}
 	b.nc.Flush()
+	b.seen(agent)
 	k := "wait." + key(agent) + "." + nuid.Next()
 	ctx, cancel := b.ctx()
 	b.kv.Put(ctx, k, []byte(inbox.FormatTime(b.now())))
@@ -97,8 +98,8 @@ func (b *Bus) hasSubject(subject string) bool {
 	return err == nil
 }
 
-// known reports whether the store has seen agent: it acted, collected
-// mail, waited, is in a team or is a task's name.
+// known reports whether the store has seen agent: it acted, looked at
+// its mailbox, waited, is in a team or is a task's name.
 func (b *Bus) known(agent string) bool {
 	t := token(agent)
 	if b.hasSubject(b.prefix + "t.*.*." + t) {
@@ -106,13 +107,8 @@ func (b *Bus) known(agent string) bool {
 	}
 	ctx, cancel := b.ctx()
 	defer cancel()
-	for _, f := range []string{"col." + key(agent) + ".*", "wait." + key(agent) + ".*"} {
-		if l, err := b.kv.ListKeysFiltered(ctx, f); err == nil {
-			for range l.Keys() {
-				l.Stop()
-				return true
-			}
-		}
+	if _, err := b.kv.Get(ctx, "seen."+key(agent)); err == nil {
+		return true
 	}
 	if teams, err := b.teamsOf(agent); err == nil && len(teams) > 0 {
 		return true
@@ -156,22 +152,38 @@ func (b *Bus) UnknownAgentWarnings(role, name string) []string {
 	return []string{msg}
 }
 
+// similarAgents names agents close to name among those of the newest
+// 1,000 events: a bounded look, made only for a name the store has
+// never seen.
 func (b *Bus) similarAgents(name string) []string {
-	agents, err := b.Agents()
+	last, err := b.LastEventID()
 	if err != nil {
 		return nil
 	}
+	names := map[string]bool{}
+	b.records(b.prefix+">", uint64(max(last-1000, 0))+1, false, func(r *record, _ uint64) bool {
+		if a := actor(r); a != "" {
+			names[a] = true
+		}
+		if r.Message != nil {
+			for _, to := range recipientsOf(r.Message) {
+				names[to] = true
+			}
+		}
+		return true
+	})
 	var out []string
 	low := strings.ToLower(name)
-	for _, a := range agents {
-		ln := strings.ToLower(a.Agent)
-		if a.Agent == name {
+	for n := range names {
+		ln := strings.ToLower(n)
+		if n == name {
 			continue
 		}
 		if ln == low || inbox.EditDistance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
-			out = append(out, a.Agent)
+			out = append(out, n)
 		}
 	}
+	slices.Sort(out)
 	return out[:min(len(out), 5)]
 }
 
@@ -409,4 +421,12 @@ func actor(r *record) string {
 		return ""
 	}
 	return r.Event.Agent
+}
+
+// seen records that agent looked at the store (collected mail, waited),
+// which events do not show: the key seen.<agent>.
+func (b *Bus) seen(agent string) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	b.kv.Put(ctx, "seen."+key(agent), []byte(inbox.FormatTime(b.now())))
 }

@@ -138,6 +138,7 @@ func (b *Bus) Collect(agent, from string, lifo bool, max int) ([]*inbox.Message,
 	if err != nil {
 		return nil, err
 	}
+	b.seen(agent)
 	out := []*inbox.Message{}
 	for _, it := range items {
 		ctx, cancel := b.ctx()

@@ -13,12 +13,14 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/inbox-dev/inbox"
 )
@@ -101,9 +103,15 @@ func parseURL(db string) (*config, error) {
 		}
 		c.opts = append(c.opts, o)
 	}
-	srv := *u
-	srv.Path, srv.RawQuery = "", ""
-	c.server = srv.String()
+	// Several servers (nats://h1:4222,h2:4222/NAME) are tried in turn,
+	// and the connection moves between them when one fails.
+	var servers []string
+	for _, h := range strings.Split(u.Host, ",") {
+		srv := *u
+		srv.Host, srv.Path, srv.RawQuery = h, "", ""
+		servers = append(servers, srv.String())
+	}
+	c.server = strings.Join(servers, ",")
 	return c, nil
 }
 
@@ -131,40 +139,49 @@ func Open(db string, opts Options) (*Bus, error) {
 	if b.source == "" {
 		b.source = "cli"
 	}
-	ctx, cancel := b.ctx()
-	defer cancel()
-	b.stream, err = js.Stream(ctx, b.streamName())
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if !opts.Create {
-			nc.Close()
-			return nil, inbox.Errorf(inbox.ErrNotInitialized, "not_initialized", "db",
-				"there is no inbox store %q on %s: run inbox init --db %s", c.name, c.server, db)
+	notFound := false
+	err = b.retry(func(ctx context.Context) (err error) {
+		b.stream, err = js.Stream(ctx, b.streamName())
+		if errors.Is(err, jetstream.ErrStreamNotFound) && opts.Create {
+			b.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+				Name:        b.streamName(),
+				Description: "inbox store " + c.name + ": the event log (docs/JETSTREAM.md)",
+				Subjects:    []string{b.prefix + ">"},
+				Storage:     jetstream.FileStorage,
+				Replicas:    c.replicas,
+				AllowDirect: true,
+				DenyDelete:  true,
+				Discard:     jetstream.DiscardNew,
+			})
+			b.created = err == nil
 		}
-		b.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        b.streamName(),
-			Description: "inbox store " + c.name + ": the event log (docs/JETSTREAM.md)",
-			Subjects:    []string{b.prefix + ">"},
-			Storage:     jetstream.FileStorage,
-			Replicas:    c.replicas,
-			AllowDirect: true,
-			DenyDelete:  true,
-			Discard:     jetstream.DiscardNew,
-		})
-		b.created = err == nil
+		notFound = errors.Is(err, jetstream.ErrStreamNotFound)
+		return err
+	})
+	if notFound {
+		nc.Close()
+		return nil, inbox.Errorf(inbox.ErrNotInitialized, "not_initialized", "db",
+			"there is no inbox store %q on %s: run inbox init --db %s", c.name, c.server, db)
 	}
 	if err != nil {
 		nc.Close()
 		return nil, inbox.Storage(err, "open the store's stream %s", b.streamName())
 	}
-	b.kv, err = js.KeyValue(ctx, b.streamName())
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		b.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      b.streamName(),
-			Description: "inbox store " + c.name + ": what is not an event (docs/JETSTREAM.md)",
-			Storage:     jetstream.FileStorage,
-			Replicas:    c.replicas,
-		})
-	}
+	err = b.retry(func(ctx context.Context) (err error) {
+		b.kv, err = js.KeyValue(ctx, b.streamName())
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			b.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket:      b.streamName(),
+				Description: "inbox store " + c.name + ": what is not an event (docs/JETSTREAM.md)",
+				Storage:     jetstream.FileStorage,
+				Replicas:    c.replicas,
+				// Removed keys leave no marker for long: the fetch index
+				// would otherwise grow with every thread an agent finished.
+				LimitMarkerTTL: time.Minute,
+			})
+		}
+		return err
+	})
 	if err != nil {
 		nc.Close()
 		return nil, inbox.Storage(err, "open the store's bucket %s", b.streamName())
@@ -268,6 +285,8 @@ type record struct {
 	// By, when set, is the agent the event shows acting, when that is not
 	// Event.Agent (a task pushed by its owner for its parent).
 	By string `json:"by,omitempty"`
+	// Change identifies the change across retries of its publish.
+	Change string `json:"change,omitempty"`
 }
 
 // idemRecord is a call made with an idempotency key.
@@ -318,9 +337,11 @@ func contains(s []string, v string) bool {
 
 // state reads a thread's current record and its sequence.
 func (b *Bus) state(tid string) (*record, uint64, error) {
-	ctx, cancel := b.ctx()
-	defer cancel()
-	m, err := b.stream.GetLastMsgForSubject(ctx, b.threadFilter(tid))
+	var m *jetstream.RawStreamMsg
+	err := b.retry(func(ctx context.Context) (err error) {
+		m, err = b.stream.GetLastMsgForSubject(ctx, b.threadFilter(tid))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, 0, inbox.NotFound("thread %s not found", tid)
 	}
@@ -337,21 +358,51 @@ var errRetry = errors.New("the thread changed; read it again")
 // publish appends r on the thread's subject if the subject's last
 // sequence is still last (0: the thread must not exist): the commit point.
 func (b *Bus) publish(r *record, last uint64) (uint64, error) {
+	r.Change = nuid.Next()
 	data, err := json.Marshal(r)
 	if err != nil {
 		return 0, inbox.Internal(err)
 	}
-	ctx, cancel := b.ctx()
-	defer cancel()
-	ack, err := b.js.Publish(ctx, b.eventSubject(r), data, jetstream.WithExpectLastSequenceForSubject(last, b.threadFilter(r.Thread.ThreadID)))
+	tid := r.Thread.ThreadID
+	maybe := false // an earlier attempt may have been stored
+	var ack *jetstream.PubAck
+	err = b.retry(func(ctx context.Context) (err error) {
+		ack, err = b.js.Publish(ctx, b.eventSubject(r), data, jetstream.WithMsgID(r.Change),
+			jetstream.WithExpectLastSequenceForSubject(last, b.threadFilter(tid)))
+		if transient(err) {
+			maybe = true
+		}
+		return err
+	})
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if maybe {
+			// The attempt whose answer was lost may be what moved the
+			// thread on: then it is done, and must not be done again.
+			if seq := b.findChange(tid, r.Change, last); seq > 0 {
+				return seq, nil
+			}
+		}
 		return 0, errRetry
 	}
 	if err != nil {
-		return 0, inbox.Storage(err, "append to thread %s", r.Thread.ThreadID)
+		return 0, inbox.Storage(err, "append to thread %s", tid)
 	}
 	return ack.Sequence, nil
+}
+
+// findChange returns the sequence of the record of thread tid after
+// sequence after that carries change id, 0 if there is none.
+func (b *Bus) findChange(tid, id string, after uint64) uint64 {
+	var found uint64
+	b.records(b.threadFilter(tid), after+1, false, func(r *record, seq uint64) bool {
+		if r.Change == id {
+			found = seq
+			return false
+		}
+		return true
+	})
+	return found
 }
 
 // change is one decided change of a thread, ready to publish.
@@ -361,6 +412,8 @@ type change struct {
 	r   *record // the new state, edited in place
 	// idem, when set, is recorded with the message the change adds.
 	idem *idemRecord
+	// old is the state the change was decided from (nil: a new thread).
+	old *inbox.Thread
 }
 
 func (c *change) addMessage(m *inbox.Message) {
@@ -409,7 +462,7 @@ func (b *Bus) mutate(tid string, decide func(c *change) error) (*record, error) 
 		next.Idem = maps.Clone(cur.Idem)
 		next.Owed = maps.Clone(cur.Owed)
 		next.Prompt, next.By = false, ""
-		c := &change{b: b, now: b.now(), r: &next}
+		c := &change{b: b, now: b.now(), r: &next, old: &cur.Thread}
 		if err := decide(c); err != nil {
 			return nil, err
 		}
@@ -433,9 +486,29 @@ func (b *Bus) commit(c *change, last uint64) (*record, error) {
 	if len(ev.PayloadJSON) == 0 {
 		ev.PayloadJSON = json.RawMessage("{}")
 	}
+	var before []string
+	if c.old != nil {
+		before = owners(c.old)
+	}
+	after := owners(&r.Thread)
+	// The fetch index is a superset of the truth: an entry is added
+	// before the commit and removed after it, and readers check each one
+	// against the thread.
+	for _, o := range after {
+		if !slices.Contains(before, o) {
+			if err := b.index(o, r.Thread.ThreadID, true); err != nil {
+				return nil, err
+			}
+		}
+	}
 	seq, err := b.publish(r, last)
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range before {
+		if !slices.Contains(after, o) {
+			b.index(o, r.Thread.ThreadID, false) // a leftover only costs a reader a look
+		}
 	}
 	id := int64(seq)
 	r.Event.EventID, r.Thread.LastEventID = id, id
@@ -468,3 +541,58 @@ func unsupported(what string) error {
 }
 
 func jsonDecode(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// The fetch index: the key idx.<agent>.<thread> of the store's bucket for
+// every unfinished thread the agent's fetch could show (owners). Fetch
+// lists the agent's keys and reads those threads, instead of every
+// thread of the store.
+
+// owners are the agents whose fetch a thread can show in: its assignee,
+// or while it is offered to several and assigned to none, all of them;
+// none once it has finished, or for mail.
+func owners(t *inbox.Thread) []string {
+	if inbox.IsTerminal(t.Status) || t.Mail {
+		return nil
+	}
+	if t.AssignedTo != "" {
+		return []string{t.AssignedTo}
+	}
+	return t.Recipients
+}
+
+func indexKey(agent, tid string) string { return "idx." + key(agent) + "." + tid }
+
+// index adds (or removes) agent's entry for thread tid. A removal leaves
+// no marker behind for long (the bucket's marker TTL).
+func (b *Bus) index(agent, tid string, add bool) error {
+	err := b.retry(func(ctx context.Context) (err error) {
+		if add {
+			_, err = b.kv.Put(ctx, indexKey(agent, tid), nil)
+			return err
+		}
+		err = b.kv.Purge(ctx, indexKey(agent, tid), jetstream.PurgeTTL(time.Minute))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			err = nil
+		}
+		return err
+	})
+	return inbox.Storage(err, "update the fetch index of %s", agent)
+}
+
+// indexed lists the threads of agent's fetch index.
+func (b *Bus) indexed(agent string) ([]string, error) {
+	prefix := "idx." + key(agent) + "."
+	var out []string
+	err := b.retry(func(ctx context.Context) error {
+		out = nil
+		l, err := b.kv.ListKeysFiltered(ctx, prefix+"*")
+		if err != nil {
+			return err
+		}
+		for k := range l.Keys() {
+			out = append(out, strings.TrimPrefix(k, prefix))
+		}
+		return nil
+	})
+	return out, inbox.Storage(err, "read the fetch index of %s", agent)
+}

@@ -7,10 +7,15 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inbox-dev/inbox"
 )
+
+// inactive is how long the server keeps a consumer its reader has gone
+// quiet on (a process killed mid-read, say).
+const inactive = 5 * time.Second
 
 // errKeep ends a mutate that has nothing to change.
 var errKeep = errors.New("nothing to change")
@@ -25,6 +30,28 @@ func (b *Bus) records(subject string, from uint64, lastPerSubject bool, fn func(
 
 // recordsOf is records on several subjects at once.
 func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
+	var next uint64 // after a fail-over, go on from here
+	err := b.retry(func(context.Context) error {
+		start := from
+		if next > 0 && !lastPerSubject {
+			start = next
+		}
+		return b.readRecords(subjects, start, lastPerSubject, func(r *record, seq uint64) bool {
+			if seq < next {
+				return true // delivered before the fail-over
+			}
+			next = seq + 1
+			return fn(r, seq)
+		})
+	})
+	if err != nil {
+		return inbox.Storage(err, "read the event log")
+	}
+	return nil
+}
+
+// readRecords is one attempt of recordsOf.
+func (b *Bus) readRecords(subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
@@ -34,10 +61,17 @@ func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn 
 	case from > 1:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
+	cfg.InactiveThreshold = inactive
 	cons, err := b.stream.OrderedConsumer(ctx, cfg)
 	if err != nil {
-		return inbox.Storage(err, "read the event log")
+		return err
 	}
+	defer func() {
+		// Done with it: the server need not keep it until it times out.
+		if info := cons.CachedInfo(); info != nil {
+			b.stream.DeleteConsumer(ctx, info.Name)
+		}
+	}()
 	info := cons.CachedInfo()
 	pending := uint64(0)
 	if info != nil {
@@ -46,14 +80,14 @@ func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn 
 	for got := uint64(0); got < pending; {
 		batch, err := cons.Fetch(int(min(pending-got, 1000)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return inbox.Storage(err, "read the event log")
+			return err
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
 			if err != nil {
-				return inbox.Storage(err, "read the event log")
+				return err
 			}
 			r, err := decode(m.Data(), md.Sequence.Stream)
 			if err != nil {
@@ -64,10 +98,10 @@ func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn 
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return inbox.Storage(err, "read the event log")
+			return err
 		}
 		if n == 0 {
-			break
+			return nats.ErrTimeout // the server owes messages it counted: try again
 		}
 		got += uint64(n)
 	}
@@ -161,26 +195,33 @@ func (b *Bus) Fetch(agent string, statuses []string, limit int, unread bool) ([]
 	}
 	now := b.now()
 	var out []*inbox.Thread
-	err := b.threads(func(r *record) bool {
+	tids, err := b.indexed(agent)
+	if err != nil {
+		return nil, err
+	}
+	for _, tid := range tids {
+		r, _, err := b.state(tid)
+		if errors.Is(err, inbox.ErrNotFound) {
+			continue // an entry whose thread never committed
+		}
+		if err != nil {
+			return nil, err
+		}
 		if !r.offeredTo(agent) || r.Thread.Mail {
-			return true
+			continue
 		}
 		if r.Lease.Live(now) && r.Lease.AgentID != agent {
-			return true
+			continue
 		}
 		t := r.view(now)
 		pendingAgain := t.LeaseExpired && slices.Contains(statuses, inbox.StatusPending)
 		if !slices.Contains(statuses, t.Status) && !pendingAgain {
-			return true
+			continue
 		}
 		if unread && !r.unread(agent) {
-			return true
+			continue
 		}
 		out = append(out, t)
-		return true
-	})
-	if err != nil {
-		return nil, err
 	}
 	slices.SortStableFunc(out, func(x, y *inbox.Thread) int {
 		if c := priorityRank(x.Priority) - priorityRank(y.Priority); c != 0 {
@@ -306,20 +347,25 @@ func (b *Bus) Events(after int64, fn func(ev *inbox.Event) bool) error {
 
 // LastEventID is the id of the newest event: the stream holds events only.
 func (b *Bus) LastEventID() (int64, error) {
-	ctx, cancel := b.ctx()
-	defer cancel()
-	info, err := b.stream.Info(ctx)
+	var info *jetstream.StreamInfo
+	err := b.retry(func(ctx context.Context) (err error) {
+		info, err = b.stream.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return 0, inbox.Storage(err, "read the event log")
 	}
 	return int64(info.State.LastSeq), nil
 }
 
-// follower delivers the records of a subject from a sequence on, as the
-// server stores them: an ordered consumer, never a poll.
+// follower delivers the records of subjects from a sequence on, as the
+// server stores them: an ordered consumer, never a poll. Through a
+// fail-over it makes a new consumer from the record it expects next.
 type follower struct {
-	it     jetstream.MessagesContext
-	cancel context.CancelFunc
+	b        *Bus
+	subjects []string
+	from     uint64 // the sequence it expects next
+	it       jetstream.MessagesContext
 }
 
 func (b *Bus) follow(subject string, from uint64) (*follower, error) {
@@ -327,18 +373,36 @@ func (b *Bus) follow(subject string, from uint64) (*follower, error) {
 }
 
 func (b *Bus) followAll(subjects []string, from uint64) (*follower, error) {
-	ctx, cancel := b.ctx()
+	f := &follower{b: b, subjects: subjects, from: max(from, 1)}
+	if err := b.retry(func(context.Context) error { return f.start() }); err != nil {
+		return nil, inbox.Storage(err, "follow the event log")
+	}
+	return f, nil
+}
+
+func (f *follower) start() error {
+	ctx, cancel := f.b.ctx()
 	defer cancel()
-	cons, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: subjects,
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1)})
+	cons, err := f.b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: f.subjects,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.from, InactiveThreshold: inactive})
 	if err != nil {
-		return nil, inbox.Storage(err, "follow the event log")
+		return err
 	}
-	it, err := cons.Messages()
+	// Ask the consumer's own server for it before pulling: in a cluster
+	// the create is answered before the stream's leader has made it, and
+	// a pull sent in between is lost.
+	if _, err := cons.Info(ctx); err != nil {
+		return err
+	}
+	// Short pulls with a heartbeat: a consumer that stops delivering (one
+	// made while a cluster's leader was busy, or on a server that went
+	// away) is noticed within seconds and made again, never waited on.
+	it, err := cons.Messages(jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(time.Second))
 	if err != nil {
-		return nil, inbox.Storage(err, "follow the event log")
+		return err
 	}
-	return &follower{it: it}, nil
+	f.it = it
+	return nil
 }
 
 // next waits for the next record until ctx ends or the deadline passes
@@ -348,34 +412,56 @@ func (f *follower) next(ctx context.Context, deadline time.Time) (r *record, seq
 		m   jetstream.Msg
 		err error
 	}
-	ch := make(chan got, 1)
-	go func() {
-		m, err := f.it.Next()
-		ch <- got{m, err}
-	}()
 	var timeout <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case g := <-ch:
-		if g.err != nil {
-			return nil, 0, false, inbox.Storage(g.err, "follow the event log")
+	failing := time.Time{}
+	for {
+		ch := make(chan got, 1)
+		it := f.it
+		go func() {
+			m, err := it.Next()
+			ch <- got{m, err}
+		}()
+		select {
+		case g := <-ch:
+			if g.err == nil {
+				md, err := g.m.Metadata()
+				if err != nil {
+					return nil, 0, false, inbox.Storage(err, "follow the event log")
+				}
+				r, err := decode(g.m.Data(), md.Sequence.Stream)
+				if err == nil {
+					f.from = md.Sequence.Stream + 1
+				}
+				return r, md.Sequence.Stream, err == nil, err
+			}
+			// The consumer failed (a server went away): make a new one
+			// from where this one got to.
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) > retryFor {
+				return nil, 0, false, inbox.Storage(g.err, "follow the event log")
+			}
+			it.Stop()
+			time.Sleep(100 * time.Millisecond)
+			if err := f.start(); err != nil && !transient(err) {
+				return nil, 0, false, inbox.Storage(err, "follow the event log")
+			} else if err != nil {
+				continue
+			}
+			continue
+		case <-ctx.Done():
+		case <-timeout:
 		}
-		md, err := g.m.Metadata()
-		if err != nil {
-			return nil, 0, false, inbox.Storage(err, "follow the event log")
-		}
-		r, err := decode(g.m.Data(), md.Sequence.Stream)
-		return r, md.Sequence.Stream, err == nil, err
-	case <-ctx.Done():
-	case <-timeout:
+		it.Stop()
+		<-ch
+		return nil, 0, false, nil
 	}
-	f.it.Stop()
-	<-ch
-	return nil, 0, false, nil
 }
 
 func (f *follower) close() { f.it.Stop() }
