@@ -149,7 +149,10 @@ func Open(db string, opts Options) (*Bus, error) {
 				Subjects:    []string{b.prefix + ">"},
 				Storage:     jetstream.FileStorage,
 				Replicas:    c.replicas,
-				AllowDirect: true,
+				// Direct gets may be answered by a replica that has not
+				// applied the newest change: a holder would be refused on
+				// the state before its own claim. Reads go to the leader.
+				AllowDirect: false,
 				DenyDelete:  true,
 				Discard:     jetstream.DiscardNew,
 			})

@@ -52,7 +52,7 @@ func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn 
 
 // readRecords is one attempt of recordsOf.
 func (b *Bus) readRecords(subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := b.ctx() // for the requests; each fetch has its own wait
 	defer cancel()
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
