@@ -118,3 +118,32 @@ type LeaseExpiry struct {
 	ThreadID  string
 	ExpiresAt time.Time
 }
+
+// HistoryEntry is one event of a store's log with everything it carried:
+// what a backend exports and another imports to copy a store with its
+// history (inbox migrate).
+type HistoryEntry struct {
+	Event Event
+	// Thread is the thread after the event (nil when the event is not a
+	// thread's, or its line carried no state: the thread is unchanged).
+	Thread   *Thread
+	Lease    *Lease
+	LastFrom map[string]int
+	Origin   *Origin
+	Message  *Message
+	// NewThreadKey is the idempotency key of the send that created the
+	// thread, on its first message.
+	NewThreadKey string
+	// Key is an idempotency key a change of the thread used.
+	Key *IdempotencyUse
+	// Task is the task's name, on the event that queued it.
+	Task string
+	// Team is the whole team, on a team's event.
+	Team *Team
+}
+
+// IdempotencyUse is a call made with an idempotency key.
+type IdempotencyUse struct {
+	Key, Command, MessageID string
+	Seq                     int
+}

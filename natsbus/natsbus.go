@@ -39,6 +39,9 @@ type Options struct {
 	// Create makes the stream if the store does not exist yet (init);
 	// otherwise a missing store is inbox.ErrNotInitialized.
 	Create bool
+	// FirstSeq, with Create, is the first event id of a new store (a
+	// migrated log's first).
+	FirstSeq uint64
 }
 
 // Bus is a store on a JetStream server.
@@ -155,6 +158,7 @@ func Open(db string, opts Options) (*Bus, error) {
 				AllowDirect: false,
 				DenyDelete:  true,
 				Discard:     jetstream.DiscardNew,
+				FirstSeq:    opts.FirstSeq,
 			})
 			b.created = err == nil
 		}

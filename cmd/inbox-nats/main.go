@@ -10,11 +10,13 @@ import (
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
 	"github.com/inbox-dev/inbox/cmd/internal/mcpserver"
+	"github.com/inbox-dev/inbox/internal/migrate"
 	"github.com/inbox-dev/inbox/natsbus"
 )
 
 func main() {
 	cli.ServeMCP = mcpserver.Serve
+	cli.MigrateToNATS = migrate.ToNATS
 	cli.OpenNATS = func(db string, create bool, source string) (inbox.Bus, bool, error) {
 		b, err := natsbus.Open(db, natsbus.Options{Create: create, Source: source})
 		if err != nil {

@@ -41,6 +41,7 @@ var commands = []*command{
 	fsckCommand,
 	reindexCommand,
 	archiveCommand,
+	migrateCommand,
 	statsCommand,
 	skillCommand,
 	completionCommand,

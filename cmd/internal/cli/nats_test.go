@@ -11,6 +11,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/migrate"
 	"github.com/inbox-dev/inbox/internal/natstest"
 	"github.com/inbox-dev/inbox/natsbus"
 )
@@ -27,6 +28,7 @@ func natsForTests() {
 	if server == "" {
 		return
 	}
+	MigrateToNATS = migrate.ToNATS
 	OpenNATS = func(db string, create bool, source string) (inbox.Bus, bool, error) {
 		b, err := natsbus.Open(db, natsbus.Options{Create: create, Source: source})
 		if err != nil {
@@ -35,7 +37,7 @@ func natsForTests() {
 		return b, b.Created(), nil
 	}
 	mapped := func(dir string) string {
-		if dir == "" || strings.Contains(dir, "://") {
+		if dir == "" || strings.Contains(dir, "://") || os.Getenv("INBOX_TEST_DIRS") != "" {
 			return dir
 		}
 		abs, _ := filepath.Abs(dir)
@@ -164,6 +166,10 @@ func TestScriptsNATS(t *testing.T) {
 		for _, f := range natsScripts {
 			p.Files = append(p.Files, filepath.Join("..", "..", "..", "testdata", "script", f))
 		}
+		// And the scripts about NATS stores only (INBOX_TEST_DIRS=1 in a
+		// script keeps its directory stores directories).
+		more, _ := filepath.Glob(filepath.Join("..", "..", "..", "testdata", "nats", "*.txtar"))
+		p.Files = append(p.Files, more...)
 	}
 	setup := p.Setup
 	p.Setup = func(e *testscript.Env) error {

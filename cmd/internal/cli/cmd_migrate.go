@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/spool"
+)
+
+var migrateCommand = &command{
+	name: "migrate", short: "copy a directory store, with its history, to a new NATS store",
+	long: `Copy the store --from (a directory) into --to (nats://HOST:PORT/NAME, a
+store that must not exist yet), with its history: every event under its own
+event id, every thread with its messages, leases, read cursors and
+idempotency keys, the teams, the tasks, and which mail each agent has
+collected. Agents then point INBOX_DB at --to and carry on where they were.
+
+Stop writers first (the daemon, running agents): events written during the
+copy are not in it. Archived threads stay in the directory. Copying a NATS
+store back into a directory is not built yet.`,
+	examples: []string{"inbox migrate --from .agents/inbox --to nats://nats.example:4222/myteam?replicas=3"},
+	new:      func() runner { return &migrateCmd{} },
+}
+
+// MigrateToNATS copies a directory store's history into a new NATS store,
+// when this binary links the NATS backend.
+var MigrateToNATS func(history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64, to string) (map[string]any, error)
+
+type migrateCmd struct{ from, to string }
+
+func (r *migrateCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringVar(&r.from, "from", "", "the directory store to copy (required)")
+	fs.StringVar(&r.to, "to", "", "the new NATS store: nats://HOST:PORT/NAME (required)")
+}
+
+func (r *migrateCmd) run(c *call) (*result, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.from == "":
+		return nil, usagef("from", "--from is required: the directory store to copy")
+	case r.to == "":
+		return nil, usagef("to", "--to is required: the NATS store to copy into (nats://HOST:PORT/NAME)")
+	case isNATS(r.from):
+		return nil, inbox.Errorf(inbox.ErrInvalidInput, "unsupported", "from", "copying a NATS store into a directory is not built yet; --from must be a directory store")
+	case !isNATS(r.to):
+		return nil, usagef("to", "--to %q is not a NATS store: give nats://HOST:PORT/NAME", r.to)
+	}
+	if MigrateToNATS == nil {
+		return nil, handOver(c)
+	}
+	src, err := spool.Open(r.from, spool.Options{})
+	if err != nil {
+		return nil, err
+	}
+	collected, err := src.Collected()
+	if err != nil {
+		return nil, err
+	}
+	got, err := MigrateToNATS(src.History, collected, r.to)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{}
+	res.set("from", r.from).set("to", r.to)
+	for _, k := range []string{"events", "first_event_id", "last_event_id", "threads", "teams", "tasks", "idempotency_keys", "collected"} {
+		res.set(k, got[k])
+	}
+	res.set("archived_left_behind", src.Archived())
+	res.human = func(w io.Writer) {
+		fmt.Fprintf(w, "copied %v events (%v to %v): %v threads, %v teams, %v tasks, %v idempotency keys, %v collected messages\n",
+			got["events"], got["first_event_id"], got["last_event_id"], got["threads"], got["teams"], got["tasks"], got["idempotency_keys"], got["collected"])
+		if src.Archived() {
+			fmt.Fprintf(w, "archived threads stay in %s\n", r.from)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,18 @@
+// Package migrate copies a store from one backend to another: the glue
+// between spool's history and natsbus's import, kept out of both.
+package migrate
+
+import (
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/natsbus"
+)
+
+// ToNATS copies history (a directory store's) into the new NATS store to.
+func ToNATS(history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64, to string) (map[string]any, error) {
+	r, err := natsbus.Import(to, history, collected)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"events": r.Events, "first_event_id": r.FirstEventID, "last_event_id": r.LastEventID,
+		"threads": r.Threads, "teams": r.Teams, "tasks": r.Tasks, "idempotency_keys": r.Keys, "collected": r.Collected}, nil
+}

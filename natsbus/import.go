@@ -1,0 +1,186 @@
+package natsbus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// ImportResult says what Import copied.
+type ImportResult struct {
+	Events, Threads, Teams, Tasks, Keys, Collected int
+	FirstEventID, LastEventID                      int64
+}
+
+// Import copies a store's history into db, a NATS store that must not
+// exist yet: every event under its own event id (the stream starts at the
+// first one), each thread's state as the events left it, and the bucket's
+// records (store-wide idempotency keys, task names, collection marks, the
+// fetch index). history calls its function with each event in order;
+// collected lists, per agent, the event ids of the mail it collected.
+func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64) (*ImportResult, error) {
+	res := &ImportResult{}
+	var b *Bus
+	states := map[string]*record{}
+	teams := map[string]bool{}
+	keys := map[string]string{}  // new-thread key → thread
+	tasks := map[string]string{} // task → thread
+	next := int64(0)
+	err := history(func(e *inbox.HistoryEntry) error {
+		if b == nil {
+			var err error
+			if b, err = Open(db, Options{Create: true, FirstSeq: uint64(e.Event.EventID)}); err != nil {
+				return err
+			}
+			if !b.created {
+				return inbox.Errorf(inbox.ErrInvalidInput, "store_exists", "to", "%s holds a store already: migrate copies into a new one (name another)", db)
+			}
+			res.FirstEventID, next = e.Event.EventID, e.Event.EventID
+		}
+		if e.Event.EventID != next {
+			return inbox.Corrupt(nil, "the log jumps from event %d to %d: migrate copies a log without gaps (run inbox fsck)", next-1, e.Event.EventID)
+		}
+		r := &record{Event: e.Event}
+		r.Event.EventID = 0
+		subject := b.prefix + "x"
+		switch {
+		case e.Team != nil:
+			r.Team = e.Team
+			subject = b.teamSubject(e.Team.Name)
+			teams[e.Team.Name] = true
+		case e.Event.ThreadID != "":
+			tid := e.Event.ThreadID
+			prev := states[tid]
+			if prev != nil {
+				*r = *prev
+				r.Event, r.Message, r.Prompt, r.Change, r.By = e.Event, nil, false, "", ""
+				r.Event.EventID = 0
+				r.Cursors = copyCursors(prev.Cursors)
+			}
+			if e.Thread != nil {
+				r.Thread, r.Lease, r.From, r.Origin = *e.Thread, e.Lease, e.LastFrom, e.Origin
+			} else if prev == nil {
+				return inbox.Corrupt(nil, "event %d is the first of thread %s and carries no state", e.Event.EventID, tid)
+			}
+			r.Thread.LastEventID = 0
+			if e.Event.EventType == inbox.EventThreadRead {
+				var p struct {
+					ID  string `json:"last_read_message_id"`
+					Seq int    `json:"last_read_seq"`
+				}
+				json.Unmarshal(e.Event.PayloadJSON, &p)
+				if r.Cursors == nil {
+					r.Cursors = map[string]inbox.Cursor{}
+				}
+				r.Cursors[e.Event.Agent] = inbox.Cursor{ThreadID: tid, AgentID: e.Event.Agent, LastReadMessageID: p.ID, LastReadSeq: p.Seq, ReadAt: e.Event.CreatedAt}
+			}
+			if prev != nil {
+				r.Owed = maps.Clone(prev.Owed)
+			}
+			c := &change{b: b, r: r}
+			if m := e.Message; m != nil {
+				msg := *m
+				msg.EventID = 0
+				r.Message = &msg
+				c.settleAcks(&msg)
+			}
+			if k := e.Key; k != nil {
+				if r.Idem == nil {
+					r.Idem = map[string]idemRecord{}
+				} else if prev != nil {
+					r.Idem = cloneIdem(prev.Idem)
+				}
+				r.Idem[idemHash(k.Key)] = idemRecord{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq}
+			}
+			if e.Task != "" {
+				r.Prompt = true
+				tasks[e.Task] = tid
+			}
+			if e.NewThreadKey != "" {
+				keys[e.NewThreadKey] = tid
+			}
+			subject = b.eventSubject(r)
+			rec := *r
+			states[tid] = &rec
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			return inbox.Internal(err)
+		}
+		var ack *jetstream.PubAck
+		err = b.retry(func(ctx context.Context) (err error) {
+			ack, err = b.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequence(uint64(next-1)))
+			return err
+		})
+		if err != nil {
+			return inbox.Storage(err, "copy event %d", e.Event.EventID)
+		}
+		if int64(ack.Sequence) != e.Event.EventID {
+			return inbox.Internal(fmt.Errorf("event %d was stored as %d", e.Event.EventID, ack.Sequence))
+		}
+		res.Events++
+		next++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		if b, err = Open(db, Options{Create: true}); err != nil {
+			return nil, err
+		}
+	}
+	defer b.Close()
+	res.LastEventID = next - 1
+	res.Threads, res.Teams = len(states), len(teams)
+	put := func(k string, v []byte) error {
+		return b.retry(func(ctx context.Context) error {
+			_, err := b.kv.Put(ctx, k, v)
+			return err
+		})
+	}
+	for k, tid := range keys {
+		data, _ := json.Marshal(newThreadKey{Key: k, Command: "send", ThreadID: tid})
+		if err := put("idem."+idemHash(k), data); err != nil {
+			return nil, inbox.Storage(err, "copy idempotency keys")
+		}
+		res.Keys++
+	}
+	for name, tid := range tasks {
+		data, _ := json.Marshal(taskKey{ThreadID: tid})
+		if err := put("task."+key(name), data); err != nil {
+			return nil, inbox.Storage(err, "copy task names")
+		}
+		res.Tasks++
+	}
+	for agent, ids := range collected {
+		for _, id := range ids {
+			if err := put("col."+key(agent)+"."+strconv.FormatInt(id, 10), []byte("migrated")); err != nil {
+				return nil, inbox.Storage(err, "copy collected mail")
+			}
+			res.Collected++
+		}
+	}
+	for tid, r := range states {
+		for _, o := range owners(&r.Thread) {
+			if err := b.index(o, tid, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
+
+func cloneIdem(m map[string]idemRecord) map[string]idemRecord {
+	c := make(map[string]idemRecord, len(m)+1)
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
