@@ -375,7 +375,10 @@ func checkRecovery(t *testing.T, db string, l *ledger, round int) (lost int) {
 		t.Fatalf("round %d: events: %v", round, err)
 	}
 	l.dispatched = checkIntake(t, s, db, miss)
-	if r, err := s.Fsck(false); err != nil || !r.Clean() {
+	// (The negative control loses flushed-over writes on purpose: what
+	// fsck then finds, a marker of a message that never committed, is
+	// that loss, not a fault of recovery.)
+	if r, err := s.Fsck(false); err != nil || (!r.Clean() && !skipLogFlush) {
 		t.Errorf("round %d: fsck after recovery: %v %+v", round, err, r)
 	}
 	return lost
