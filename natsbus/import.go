@@ -2,10 +2,12 @@ package natsbus
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -183,4 +185,84 @@ func cloneIdem(m map[string]idemRecord) map[string]idemRecord {
 		c[k] = v
 	}
 	return c
+}
+
+// History calls fn with every event of the store, in order, with what it
+// carried: the store's history, for copying it elsewhere (inbox migrate).
+func (b *Bus) History(fn func(e *inbox.HistoryEntry) error) error {
+	keys := map[string]string{} // thread → the key of the send that made it
+	err := b.retry(func(ctx context.Context) error {
+		l, err := b.kv.ListKeysFiltered(ctx, "idem.*")
+		if err != nil {
+			return err
+		}
+		for k := range l.Keys() {
+			if e, err := b.kv.Get(ctx, k); err == nil {
+				var rec newThreadKey
+				if json.Unmarshal(e.Value(), &rec) == nil {
+					keys[rec.ThreadID] = rec.Key
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return inbox.Storage(err, "read idempotency keys")
+	}
+	prevIdem := map[string]map[string]idemRecord{}
+	var ferr error
+	err = b.records(b.prefix+">", 1, false, func(r *record, seq uint64) bool {
+		e := &inbox.HistoryEntry{Event: r.Event, Team: r.Team}
+		if tid := r.Thread.ThreadID; tid != "" {
+			t := r.Thread
+			e.Thread, e.Lease, e.LastFrom, e.Origin, e.Message = &t, r.Lease, r.From, r.Origin, r.Message
+			if m := r.Message; m != nil && m.Seq == 1 {
+				e.NewThreadKey = keys[tid]
+				if r.Prompt {
+					var p struct {
+						Task inbox.TaskSpec `json:"task"`
+					}
+					if json.Unmarshal(m.PayloadJSON, &p) == nil {
+						e.Task = p.Task.Name
+					}
+				}
+			}
+			for h, k := range r.Idem {
+				if _, had := prevIdem[tid][h]; !had {
+					e.Key = &inbox.IdempotencyUse{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq}
+				}
+			}
+			prevIdem[tid] = r.Idem
+		}
+		ferr = fn(e)
+		return ferr == nil
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// Collected lists, per agent, the event ids of the mail it has collected.
+func (b *Bus) Collected() (map[string][]int64, error) {
+	out := map[string][]int64{}
+	err := b.retry(func(ctx context.Context) error {
+		l, err := b.kv.ListKeysFiltered(ctx, "col.>")
+		if err != nil {
+			return err
+		}
+		for k := range l.Keys() {
+			parts := strings.Split(k, ".")
+			if len(parts) != 3 {
+				continue
+			}
+			name, err1 := hex.DecodeString(parts[1])
+			id, err2 := strconv.ParseInt(parts[2], 10, 64)
+			if err1 == nil && err2 == nil {
+				out[string(name)] = append(out[string(name)], id)
+			}
+		}
+		return nil
+	})
+	return out, inbox.Storage(err, "read collected mail")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -199,13 +200,13 @@ func (b *Bus) Fetch(agent string, statuses []string, limit int, unread bool) ([]
 	if err != nil {
 		return nil, err
 	}
-	for _, tid := range tids {
-		r, _, err := b.state(tid)
-		if errors.Is(err, inbox.ErrNotFound) {
+	states, err := b.states(tids)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range states {
+		if r == nil {
 			continue // an entry whose thread never committed
-		}
-		if err != nil {
-			return nil, err
 		}
 		if !r.offeredTo(agent) || r.Thread.Mail {
 			continue
@@ -734,4 +735,27 @@ func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after 
 			return result(r), nil
 		}
 	}
+}
+
+// states reads the threads' current states, several requests in flight at
+// once (a request's time is mostly the round trip); nil for a thread that
+// does not exist.
+func (b *Bus) states(tids []string) ([]*record, error) {
+	out := make([]*record, len(tids))
+	errs := make([]error, len(tids))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, tid := range tids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r, _, err := b.state(tid)
+			if !errors.Is(err, inbox.ErrNotFound) {
+				out[i], errs[i] = r, err
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 func main() {
 	cli.ServeMCP = mcpserver.Serve
 	cli.MigrateToNATS = migrate.ToNATS
+	cli.MigrateFromNATS = migrate.ToDir
 	cli.OpenNATS = func(db string, create bool, source string) (inbox.Bus, bool, error) {
 		b, err := natsbus.Open(db, natsbus.Options{Create: create, Source: source})
 		if err != nil {

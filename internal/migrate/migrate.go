@@ -5,6 +5,7 @@ package migrate
 import (
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/natsbus"
+	"github.com/inbox-dev/inbox/spool"
 )
 
 // ToNATS copies history (a directory store's) into the new NATS store to.
@@ -15,4 +16,27 @@ func ToNATS(history func(fn func(*inbox.HistoryEntry) error) error, collected ma
 	}
 	return map[string]any{"events": r.Events, "first_event_id": r.FirstEventID, "last_event_id": r.LastEventID,
 		"threads": r.Threads, "teams": r.Teams, "tasks": r.Tasks, "idempotency_keys": r.Keys, "collected": r.Collected}, nil
+}
+
+// ToDir copies the NATS store from, with its history, into the new
+// directory store to.
+func ToDir(from, to string) (map[string]any, error) {
+	b, err := natsbus.Open(from, natsbus.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	collected, err := b.Collected()
+	if err != nil {
+		return nil, err
+	}
+	n, err := spool.Import(to, b.History, collected)
+	if err != nil {
+		return nil, err
+	}
+	c := 0
+	for _, ids := range collected {
+		c += len(ids)
+	}
+	return map[string]any{"events": n, "collected": c}, nil
 }

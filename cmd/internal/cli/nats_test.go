@@ -29,6 +29,7 @@ func natsForTests() {
 		return
 	}
 	MigrateToNATS = migrate.ToNATS
+	MigrateFromNATS = migrate.ToDir
 	OpenNATS = func(db string, create bool, source string) (inbox.Bus, bool, error) {
 		b, err := natsbus.Open(db, natsbus.Options{Create: create, Source: source})
 		if err != nil {
