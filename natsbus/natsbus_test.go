@@ -1,7 +1,11 @@
 package natsbus_test
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -22,4 +26,43 @@ func TestConformance(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 		return b
 	})
+}
+
+// A body over the inline limit goes to the blob store and reads back
+// whole through the artifact the message carries.
+func TestLargeBodyIsABlob(t *testing.T) {
+	srv := natstest.Start(t)
+	b, err := natsbus.Open(natstest.Store(srv, "blobs"), natsbus.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	body := strings.Repeat("0123456789abcdef", 200<<10) // 3.2 MB
+	r, err := b.Send(inbox.SendInput{From: "a", To: "b", Subject: "big", Content: inbox.Content{Body: body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Message
+	if m.Body != "" || len(m.Artifacts) != 1 || m.Artifacts[0].Kind != "blob" {
+		t.Fatalf("message: body %d bytes, artifacts %+v", len(m.Body), m.Artifacts)
+	}
+	var meta struct {
+		Blob  string `json:"blob"`
+		Bytes int64  `json:"bytes"`
+	}
+	if err := json.Unmarshal(m.Artifacts[0].MetadataJSON, &meta); err != nil || meta.Bytes != int64(len(body)) {
+		t.Fatalf("artifact metadata %s: %v", m.Artifacts[0].MetadataJSON, err)
+	}
+	rc, err := b.OpenBlob(meta.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(got) != body {
+		t.Fatalf("blob read back: %d bytes, %v", len(got), err)
+	}
+	if _, err := b.OpenBlob("blobs/" + strings.Repeat("0", 64)); !errors.Is(err, inbox.ErrNotFound) {
+		t.Errorf("a blob that is not there: %v", err)
+	}
 }

@@ -3,36 +3,51 @@ package natsbus
 import (
 	"encoding/json"
 	"errors"
-	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/inbox-dev/inbox"
 )
 
-// noBlobs refuses content too large to keep inline: a NATS store has no
-// blob store yet.
-type noBlobs struct{}
-
-func (noBlobs) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
-	return nil, unsupported("content over 64 MiB (" + field + ", kept as a blob on a directory store)")
-}
-func (noBlobs) BlobArtifact(b *inbox.Blob) inbox.ArtifactInput { return inbox.ArtifactInput{} }
-func (noBlobs) DiscardBlob(b *inbox.Blob)                      {}
-
-// maxMessage bounds what one event may carry: the server's default
-// maximum payload is 1 MiB.
-const maxMessage = 1000 << 10
-
+// message validates c and builds an unsaved message: a body or payload
+// over inlineMax, or one that is not text, goes to the blob store first.
 func (b *Bus) message(now time.Time, from, to, kind string, c inbox.Content, def string) (*inbox.Message, error) {
-	if len(c.Blobs) > 0 {
-		return nil, unsupported("blobs")
+	st := blobStager{b}
+	c.Blobs = slices.Clone(c.Blobs)
+	if len(c.Body) > inlineMax {
+		bl, err := b.StageBlob("body", strings.NewReader(c.Body))
+		if err != nil {
+			return nil, err
+		}
+		c.Body, c.Blobs = "", append(c.Blobs, bl)
 	}
-	if len(c.Body)+len(c.PayloadJSON) > maxMessage {
-		return nil, inbox.Invalid("body", "is %d bytes with its payload; a message on a NATS store holds at most %d", len(c.Body)+len(c.PayloadJSON), maxMessage)
+	if len(c.PayloadJSON) > inlineMax {
+		if _, err := inbox.ValidJSON("payload_json", c.PayloadJSON, "{}", 0); err != nil {
+			for _, bl := range c.Blobs {
+				st.DiscardBlob(bl)
+			}
+			return nil, err
+		}
+		bl, err := b.StageBlob("payload_json", strings.NewReader(c.PayloadJSON))
+		if err != nil {
+			return nil, err
+		}
+		c.PayloadJSON, c.Blobs = "", append(c.Blobs, bl)
 	}
-	m, _, err := inbox.NewMessage(now, from, to, kind, c, def, noBlobs{})
-	return m, err
+	m, blobs, err := inbox.NewMessage(now, from, to, kind, c, def, st)
+	if err != nil {
+		return nil, err
+	}
+	for i, bl := range blobs {
+		if err := b.store(bl); err != nil {
+			for _, rest := range blobs[i+1:] {
+				st.DiscardBlob(rest)
+			}
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // Send creates a thread (ThreadID empty) or appends a message to one.

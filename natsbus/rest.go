@@ -2,7 +2,6 @@ package natsbus
 
 import (
 	"encoding/json"
-	"io"
 	"time"
 
 	"github.com/inbox-dev/inbox"
@@ -73,13 +72,6 @@ func (b *Bus) ExpireLease(tid string) (bool, error) {
 	return err == nil, err
 }
 
-// Blobs (content over 64 MiB, or not text) are not built on NATS yet.
-
-func (b *Bus) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
-	return nil, unsupported("blobs")
-}
-func (b *Bus) AdoptBlob(field, path string) (*inbox.Blob, error) { return nil, unsupported("blobs") }
-func (b *Bus) OpenBlob(ref string) (io.ReadCloser, error)        { return nil, unsupported("blobs") }
 func (b *Bus) Archive(olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
 	return nil, unsupported("archive")
 }
