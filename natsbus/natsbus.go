@@ -50,6 +50,7 @@ type Bus struct {
 	js       jetstream.JetStream
 	stream   jetstream.Stream
 	kv       jetstream.KeyValue
+	kvStream jetstream.Stream // the bucket's own stream, for listing keys
 	name     string
 	prefix   string // "inbox.NAME.ev."
 	replicas int
@@ -588,16 +589,27 @@ func (b *Bus) index(agent, tid string, add bool) error {
 
 // indexed lists the threads of agent's fetch index.
 func (b *Bus) indexed(agent string) ([]string, error) {
-	prefix := "idx." + key(agent) + "."
+	// One request: the bucket's stream lists the subjects (keys) under
+	// the agent's prefix, with no consumer to make and remove. A key
+	// removed less than a minute ago still has its marker there: readers
+	// check every entry against its thread anyway.
+	prefix := "$KV." + b.streamName() + ".idx." + key(agent) + "."
 	var out []string
 	err := b.retry(func(ctx context.Context) error {
 		out = nil
-		l, err := b.kv.ListKeysFiltered(ctx, prefix+"*")
+		if b.kvStream == nil {
+			s, err := b.js.Stream(ctx, "KV_"+b.streamName())
+			if err != nil {
+				return err
+			}
+			b.kvStream = s
+		}
+		info, err := b.kvStream.Info(ctx, jetstream.WithSubjectFilter(prefix+"*"))
 		if err != nil {
 			return err
 		}
-		for k := range l.Keys() {
-			out = append(out, strings.TrimPrefix(k, prefix))
+		for subj := range info.State.Subjects {
+			out = append(out, strings.TrimPrefix(subj, prefix))
 		}
 		return nil
 	})
