@@ -1,11 +1,14 @@
 package natsbus
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -209,9 +212,36 @@ func (b *Bus) History(fn func(e *inbox.HistoryEntry) error) error {
 	if err != nil {
 		return inbox.Storage(err, "read idempotency keys")
 	}
+	// Archived threads' events, merged back in by event id: the copy
+	// holds them live.
+	var old []*record
+	if arch, err := b.archive(false); err != nil {
+		return err
+	} else if arch != nil {
+		for seq := uint64(1); ; {
+			var m *jetstream.RawStreamMsg
+			err := b.retry(func(ctx context.Context) (err error) {
+				m, err = arch.GetMsg(ctx, seq, jetstream.WithGetMsgSubject("inbox."+b.name+".arch.>"))
+				return err
+			})
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return inbox.Storage(err, "read the archive")
+			}
+			var r record
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				return inbox.Corrupt(err, "the archive holds a record that is not JSON")
+			}
+			old = append(old, &r)
+			seq = m.Sequence + 1
+		}
+		slices.SortFunc(old, func(x, y *record) int { return cmp.Compare(x.Event.EventID, y.Event.EventID) })
+	}
 	prevIdem := map[string]map[string]idemRecord{}
 	var ferr error
-	err = b.records(b.prefix+">", 1, false, func(r *record, seq uint64) bool {
+	emit := func(r *record) bool {
 		e := &inbox.HistoryEntry{Event: r.Event, Team: r.Team}
 		if tid := r.Thread.ThreadID; tid != "" {
 			t := r.Thread
@@ -236,7 +266,20 @@ func (b *Bus) History(fn func(e *inbox.HistoryEntry) error) error {
 		}
 		ferr = fn(e)
 		return ferr == nil
+	}
+	err = b.records(b.prefix+">", 1, false, func(r *record, seq uint64) bool {
+		for len(old) > 0 && old[0].Event.EventID < int64(seq) {
+			if !emit(old[0]) {
+				return false
+			}
+			old = old[1:]
+		}
+		return emit(r)
 	})
+	for ferr == nil && err == nil && len(old) > 0 {
+		emit(old[0])
+		old = old[1:]
+	}
 	if ferr != nil {
 		return ferr
 	}

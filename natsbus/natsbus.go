@@ -51,12 +51,14 @@ type Bus struct {
 	stream   jetstream.Stream
 	kv       jetstream.KeyValue
 	kvStream jetstream.Stream // the bucket's own stream, for listing keys
-	name     string
-	prefix   string // "inbox.NAME.ev."
-	replicas int
-	now      func() time.Time
-	source   string
-	created  bool
+	// archiveStream holds archived threads (archive.go), once opened.
+	archiveStream jetstream.Stream
+	name          string
+	prefix        string // "inbox.NAME.ev."
+	replicas      int
+	now           func() time.Time
+	source        string
+	created       bool
 }
 
 var _ inbox.Bus = (*Bus)(nil)
@@ -455,22 +457,13 @@ func (b *Bus) mutate(tid string, decide func(c *change) error) (*record, error) 
 	}
 	for attempt := 0; ; attempt++ {
 		cur, seq, err := b.state(tid)
+		if errors.Is(err, inbox.ErrNotFound) {
+			return nil, b.decideArchived(tid, decide, err)
+		}
 		if err != nil {
 			return nil, err
 		}
-		next := *cur
-		next.Message = nil
-		next.Event = inbox.Event{}
-		if cur.Lease != nil {
-			l := *cur.Lease
-			next.Lease = &l
-		}
-		next.From = copyMap(cur.From)
-		next.Cursors = copyCursors(cur.Cursors)
-		next.Idem = maps.Clone(cur.Idem)
-		next.Owed = maps.Clone(cur.Owed)
-		next.Prompt, next.By = false, ""
-		c := &change{b: b, now: b.now(), r: &next, old: &cur.Thread}
+		c := b.changeOf(cur)
 		if err := decide(c); err != nil {
 			return nil, err
 		}
@@ -480,6 +473,39 @@ func (b *Bus) mutate(tid string, decide func(c *change) error) (*record, error) 
 		}
 		return got, err
 	}
+}
+
+// changeOf starts a change from the state cur.
+func (b *Bus) changeOf(cur *record) *change {
+	next := *cur
+	next.Message = nil
+	next.Event = inbox.Event{}
+	if cur.Lease != nil {
+		l := *cur.Lease
+		next.Lease = &l
+	}
+	next.From = copyMap(cur.From)
+	next.Cursors = copyCursors(cur.Cursors)
+	next.Idem = maps.Clone(cur.Idem)
+	next.Owed = maps.Clone(cur.Owed)
+	next.Prompt, next.By = false, ""
+	return &change{b: b, now: b.now(), r: &next, old: &cur.Thread}
+}
+
+// decideArchived runs decide against an archived thread, read-only: a
+// retry with an idempotency key the thread recorded gets its original
+// result; any other change is refused. A thread that is not archived
+// either is notFound.
+func (b *Bus) decideArchived(tid string, decide func(c *change) error, notFound error) error {
+	old, err := b.archived(tid)
+	if err != nil || len(old) == 0 {
+		return notFound
+	}
+	var rp *replay
+	if err := decide(b.changeOf(old[len(old)-1])); errors.As(err, &rp) {
+		return err
+	}
+	return inbox.InvalidState("thread %s is archived: it can be shown but not changed", tid)
 }
 
 // commit fills in what every event carries and publishes the change.
@@ -542,11 +568,6 @@ func copyCursors(m map[string]inbox.Cursor) map[string]inbox.Cursor {
 	return c
 }
 
-// unsupported is the answer of an operation this backend does not have yet.
-func unsupported(what string) error {
-	return inbox.Errorf(inbox.ErrInvalidInput, "unsupported", "db",
-		"%s is not available on a NATS store yet (docs/JETSTREAM.md, \"What works today\"); use a directory store", what)
-}
 
 func jsonDecode(data []byte, v any) error { return json.Unmarshal(data, v) }
 

@@ -135,6 +135,11 @@ func messagesOf(recs []*record) []*inbox.Message {
 // messageAt returns message seq of a thread.
 func (b *Bus) messageAt(tid string, seq int) (*inbox.Message, error) {
 	recs, err := b.threadRecords(tid)
+	if errors.Is(err, inbox.ErrNotFound) {
+		if old, aerr := b.archived(tid); aerr == nil && len(old) > 0 {
+			recs, err = old, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -303,6 +308,12 @@ func (b *Bus) Show(tid string) (*inbox.ThreadView, error) {
 		return nil, err
 	}
 	recs, err := b.threadRecords(tid)
+	archived := false
+	if errors.Is(err, inbox.ErrNotFound) {
+		if old, aerr := b.archived(tid); aerr == nil && len(old) > 0 {
+			recs, err, archived = old, nil, true
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +322,7 @@ func (b *Bus) Show(tid string) (*inbox.ThreadView, error) {
 	if msgs == nil {
 		msgs = []*inbox.Message{}
 	}
-	return &inbox.ThreadView{Thread: last.view(b.now()), Messages: msgs, Lease: last.Lease, Origin: last.Origin}, nil
+	return &inbox.ThreadView{Thread: last.view(b.now()), Messages: msgs, Lease: last.Lease, Origin: last.Origin, Archived: archived}, nil
 }
 
 // Thread returns one thread's current state.
@@ -320,6 +331,11 @@ func (b *Bus) Thread(tid string) (*inbox.Thread, error) {
 		return nil, err
 	}
 	r, _, err := b.state(tid)
+	if errors.Is(err, inbox.ErrNotFound) {
+		if old, aerr := b.archived(tid); aerr == nil && len(old) > 0 {
+			r, err = old[len(old)-1], nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package natsbus
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/inbox-dev/inbox"
 )
@@ -70,8 +69,4 @@ func (b *Bus) ExpireLease(tid string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-func (b *Bus) Archive(olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
-	return nil, unsupported("archive")
 }

@@ -47,6 +47,7 @@ func (b *Bus) Stats() (*inbox.Stats, error) {
 	}
 	st.EventLogBytes = int64(info.State.Bytes)
 	st.EventSegments = 1
+	st.ArchivedThreads = b.archivedCount()
 	st.LastEventID = int64(info.State.LastSeq)
 	st.StoreBytes = st.EventLogBytes
 	if kv, err := b.kv.Status(ctx); err == nil {

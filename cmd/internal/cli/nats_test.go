@@ -63,10 +63,13 @@ func natsForTests() {
 // backends (INBOX_NATS_SCRIPTS=all runs every one, to see which could
 // join). The others look at the directory itself: its files, fsck's
 // findings about them, damage and repair, the daemon's default intake
-// <db>/intake and team-file directories inside it, archive, blobs over
-// 1 MB, file times as activity, the store path in output or in a task's
-// environment.
+// <db>/intake and team-file directories inside it, archive's directories
+// and segments, the 64 MiB inline limit (NATS's is 512 KB), file times as
+// activity, the store path in output or in a task's environment.
 var natsScripts = []string{
+	"archive_idempotency.txtar",
+	"archive_retry.txtar",
+	"archive_terminal.txtar",
 	"agents_unknown_recipient.txtar",
 	"cancel_idempotency.txtar",
 	"cancel_thread.txtar",
