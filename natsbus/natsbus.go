@@ -568,7 +568,6 @@ func copyCursors(m map[string]inbox.Cursor) map[string]inbox.Cursor {
 	return c
 }
 
-
 func jsonDecode(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // The fetch index: the key idx.<agent>.<thread> of the store's bucket for
