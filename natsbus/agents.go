@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -383,14 +384,9 @@ func (b *Bus) SetSessionMark(agent, session, mark string) error {
 // several machines never conflict). The lock is a file lock in the user's
 // cache directory.
 func (b *Bus) LockDaemon(holder string) (func(), error) {
-	dir, err := os.UserCacheDir()
+	p, err := lockPath(b.server, b.name, os.Getenv)
 	if err != nil {
-		dir = os.TempDir()
-	}
-	sum := sha256.Sum256([]byte(b.nc.ConnectedUrlRedacted() + "/" + b.name))
-	p := filepath.Join(dir, "inbox", "nats-"+hex.EncodeToString(sum[:8])+".daemon.lock")
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return nil, inbox.Storage(err, "create %s", filepath.Dir(p))
+		return nil, err
 	}
 	lk := flock.New(p)
 	ok, err := lk.TryLock()
@@ -408,6 +404,41 @@ func (b *Bus) LockDaemon(holder string) (func(), error) {
 	}
 	os.WriteFile(p, []byte(holder+"\n"), 0o600)
 	return func() { lk.Unlock() }, nil
+}
+
+// DaemonLockPath is the file a daemon of the store db locks on this
+// machine, for a process whose environment getenv reads: in the user's
+// cache directory ($XDG_CACHE_HOME, else $HOME/.cache), or the temp
+// directory when that cannot be made.
+func DaemonLockPath(db string, getenv func(string) string) (string, error) {
+	c, err := parseURL(db)
+	if err != nil {
+		return "", err
+	}
+	return lockPath(c.server, c.name, getenv)
+}
+
+func lockPath(server, name string, getenv func(string) string) (string, error) {
+	sum := sha256.Sum256([]byte(server + "/" + name))
+	file := "nats-" + hex.EncodeToString(sum[:8]) + ".daemon.lock"
+	var dirs []string
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		dirs = append(dirs, filepath.Join(d, "inbox"))
+	} else if h := getenv("HOME"); h != "" {
+		dirs = append(dirs, filepath.Join(h, ".cache", "inbox"))
+	}
+	tmp := getenv("TMPDIR")
+	if tmp == "" {
+		tmp = "/tmp"
+	}
+	dirs = append(dirs, filepath.Join(tmp, fmt.Sprintf("inbox-%d", os.Getuid())))
+	var last error
+	for _, d := range dirs {
+		if last = os.MkdirAll(d, 0o700); last == nil {
+			return filepath.Join(d, file), nil
+		}
+	}
+	return "", inbox.Storage(last, "create a directory for the daemon's lock")
 }
 
 // actor is the agent an event shows acting ("" for none): who caused it,

@@ -54,6 +54,7 @@ type Bus struct {
 	// archiveStream holds archived threads (archive.go), once opened.
 	archiveStream jetstream.Stream
 	name          string
+	server        string // the servers the URL names
 	prefix        string // "inbox.NAME.ev."
 	replicas      int
 	now           func() time.Time
@@ -137,7 +138,7 @@ func Open(db string, opts Options) (*Bus, error) {
 		nc.Close()
 		return nil, inbox.Storage(err, "use JetStream at %s", c.server)
 	}
-	b := &Bus{nc: nc, js: js, name: c.name, prefix: "inbox." + c.name + ".ev.", replicas: c.replicas,
+	b := &Bus{nc: nc, js: js, name: c.name, server: c.server, prefix: "inbox." + c.name + ".ev.", replicas: c.replicas,
 		now: opts.Now, source: opts.Source}
 	if b.now == nil {
 		b.now = time.Now

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/inbox-dev/inbox/natsbus"
 )
 
 func TestMain(m *testing.M) {
@@ -157,6 +159,14 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 func cmdWaitdaemon(ts *testscript.TestScript, neg bool, args []string) {
 	db, limit := waitArgs(ts, neg, args, "waitdaemon", "DB")
 	p := filepath.Join(ts.MkAbs(db), "locks", "daemon.lock")
+	if server := ts.Getenv("INBOX_TEST_NATS"); server != "" && ts.Getenv("INBOX_TEST_DIRS") == "" {
+		// The store is the NATS store the directory maps to (nats_test.go),
+		// and its daemon's lock is on this machine's side.
+		var err error
+		if p, err = natsbus.DaemonLockPath(natsStoreFor(server, ts.MkAbs(db)), ts.Getenv); err != nil {
+			ts.Fatalf("%v", err)
+		}
+	}
 	up := pollFor(limit, func() bool {
 		lk := flock.New(p, flock.SetFlag(os.O_RDWR))
 		ok, err := lk.TryLock()

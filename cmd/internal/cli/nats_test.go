@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,8 +43,29 @@ func natsForTests() {
 			return dir
 		}
 		abs, _ := filepath.Abs(dir)
-		sum := sha256.Sum256([]byte(abs))
-		return server + "/s" + hex.EncodeToString(sum[:8])
+		return natsStoreFor(server, abs)
+	}
+	// A directory store's intake is <db>/intake: the daemon of the
+	// mapped store is given that directory, as --intake (a NATS store
+	// has none of its own).
+	dbDir := os.Getenv("INBOX_DB")
+	for i := 1; i+1 < len(os.Args); i++ {
+		if os.Args[i] == "--db" {
+			dbDir = os.Args[i+1]
+		} else if v, ok := strings.CutPrefix(os.Args[i], "--db="); ok {
+			dbDir = v
+		}
+	}
+	if dbDir == "" {
+		dbDir = defaultDB
+	}
+	if len(os.Args) > 1 && os.Args[1] == "daemon" && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "--intake") && !strings.HasPrefix(a, "--intake-to") }) &&
+		!strings.Contains(dbDir, "://") && os.Getenv("INBOX_TEST_DIRS") == "" {
+		os.MkdirAll(filepath.Join(dbDir, "intake"), 0o700)
+		os.Args = append(os.Args, "--intake", filepath.Join(dbDir, "intake"))
+	}
+	if os.Args[1] == "init" && !strings.Contains(dbDir, "://") && os.Getenv("INBOX_TEST_DIRS") == "" {
+		os.MkdirAll(filepath.Join(dbDir, "intake"), 0o700)
 	}
 	if db := os.Getenv("INBOX_DB"); db != "" {
 		os.Setenv("INBOX_DB", mapped(db))
@@ -62,21 +84,44 @@ func natsForTests() {
 // natsScripts are the scripts of testdata/script that run on both
 // backends (INBOX_NATS_SCRIPTS=all runs every one, to see which could
 // join). The others look at the directory itself: its files, fsck's
-// findings about them, damage and repair, the daemon's default intake
-// <db>/intake and team-file directories inside it, archive's directories
-// and segments, the 64 MiB inline limit (NATS's is 512 KB), file times as
-// activity, the store path in output or in a task's environment.
+// findings about them, damage and repair, archive's directories and
+// segments, the 64 MiB inline limit (NATS's is 512 KB), file times as
+// activity, a missing or symlinked store directory, the store path in
+// output or in a task's environment.
 var natsScripts = []string{
+	"agents_unknown_recipient.txtar",
 	"archive_idempotency.txtar",
 	"archive_retry.txtar",
 	"archive_terminal.txtar",
-	"agents_unknown_recipient.txtar",
 	"cancel_idempotency.txtar",
 	"cancel_thread.txtar",
 	"claim_concurrent.txtar",
 	"claim_conflict.txtar",
 	"claim_lease.txtar",
-	"daemon_errors.txtar",
+	"daemon_backlog.txtar",
+	"daemon_burst.txtar",
+	"daemon_crash_exactly_once.txtar",
+	"daemon_intake_dir.txtar",
+	"daemon_intake_flags.txtar",
+	"daemon_intake_replaced.txtar",
+	"daemon_lease_expiry.txtar",
+	"daemon_lifecycle.txtar",
+	"daemon_long_names.txtar",
+	"daemon_malformed_young.txtar",
+	"daemon_outcome.txtar",
+	"daemon_outcome_catchup.txtar",
+	"daemon_outcome_shared_thread.txtar",
+	"daemon_pickup.txtar",
+	"daemon_prompt.txtar",
+	"daemon_refusal_message_kind.txtar",
+	"daemon_refusals.txtar",
+	"daemon_same_name.txtar",
+	"daemon_send.txtar",
+	"daemon_signals.txtar",
+	"daemon_single.txtar",
+	"daemon_spawn_worker.txtar",
+	"daemon_stop_midburst.txtar",
+	"daemon_team_files.txtar",
 	"done_idempotency.txtar",
 	"done_result.txtar",
 	"events_concurrent.txtar",
@@ -94,6 +139,7 @@ var natsScripts = []string{
 	"hook_events.txtar",
 	"lease_expired.txtar",
 	"lease_expired_fetch.txtar",
+	"lease_token_after_daemon_expiry.txtar",
 	"lease_token_stale.txtar",
 	"list_filters.txtar",
 	"mail_not_work.txtar",
@@ -133,6 +179,7 @@ var natsScripts = []string{
 	"show_transcript.txtar",
 	"skill_print.txtar",
 	"team_ack.txtar",
+	"team_addressing.txtar",
 	"team_commands.txtar",
 	"team_idle.txtar",
 	"team_request.txtar",
@@ -184,4 +231,11 @@ func TestScriptsNATS(t *testing.T) {
 		return nil
 	}
 	testscript.Run(t, p)
+}
+
+// natsStoreFor is the NATS store of server that stands for the directory
+// store at abs.
+func natsStoreFor(server, abs string) string {
+	sum := sha256.Sum256([]byte(abs))
+	return server + "/s" + hex.EncodeToString(sum[:8])
 }
