@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,7 +306,12 @@ func TestClusterKill(t *testing.T) {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(8 * time.Minute):
+	case <-time.After(3 * time.Minute):
+		// SIGQUIT makes each stalled agent print where its goroutines are.
+		for _, r := range runs {
+			r.cmd.Process.Signal(syscall.SIGQUIT)
+		}
+		time.Sleep(2 * time.Second)
 		for _, r := range runs {
 			r.cmd.Process.Kill()
 		}
@@ -313,7 +319,7 @@ func TestClusterKill(t *testing.T) {
 		for _, r := range runs {
 			t.Logf("%s said:\n%s", r.name, r.errb.String())
 		}
-		t.Fatal("the agents did not finish within 8 minutes")
+		t.Fatal("the agents did not finish within 3 minutes")
 	}
 	elapsed := time.Since(start)
 	for _, r := range runs {

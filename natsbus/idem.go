@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -71,9 +72,11 @@ type newThreadKey struct {
 func (b *Bus) claimKey(k, tid string) (string, error) {
 	name := "idem." + idemHash(k)
 	for attempt := 0; attempt < 10; attempt++ {
-		ctx, cancel := b.ctx()
-		e, err := b.kv.Get(ctx, name)
-		cancel()
+		var e jetstream.KeyValueEntry
+		err := b.retry(func(ctx context.Context) (err error) {
+			e, err = b.kv.Get(ctx, name)
+			return err
+		})
 		if err == nil {
 			var rec newThreadKey
 			if json.Unmarshal(e.Value(), &rec) == nil && rec.Key == k {
@@ -88,9 +91,10 @@ func (b *Bus) claimKey(k, tid string) (string, error) {
 			return "", inbox.Storage(err, "read idempotency record")
 		}
 		data, _ := json.Marshal(newThreadKey{Key: k, Command: "send", ThreadID: tid})
-		ctx, cancel = b.ctx()
-		_, err = b.kv.Create(ctx, name, data)
-		cancel()
+		err = b.retry(func(ctx context.Context) error {
+			_, err := b.kv.Create(ctx, name, data)
+			return err
+		})
 		if err == nil {
 			return tid, nil
 		}

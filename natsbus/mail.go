@@ -56,18 +56,22 @@ func (b *Bus) mail(agent, from string) ([]*mailEntry, error) {
 
 // collected is the set of agent's collected event ids.
 func (b *Bus) collected(agent string) (map[int64]bool, error) {
-	ctx, cancel := b.ctx()
-	defer cancel()
 	prefix := "col." + key(agent) + "."
-	l, err := b.kv.ListKeysFiltered(ctx, prefix+"*")
+	out := map[int64]bool{}
+	err := b.retry(func(ctx context.Context) error {
+		l, err := b.kv.ListKeysFiltered(ctx, prefix+"*")
+		if err != nil {
+			return err
+		}
+		for k := range l.Keys() {
+			if id, err := strconv.ParseInt(strings.TrimPrefix(k, prefix), 10, 64); err == nil {
+				out[id] = true
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, inbox.Storage(err, "read the mailbox of %s", agent)
-	}
-	out := map[int64]bool{}
-	for k := range l.Keys() {
-		if id, err := strconv.ParseInt(strings.TrimPrefix(k, prefix), 10, 64); err == nil {
-			out[id] = true
-		}
 	}
 	return out, nil
 }
@@ -141,9 +145,10 @@ func (b *Bus) Collect(agent, from string, lifo bool, max int) ([]*inbox.Message,
 	b.seen(agent)
 	out := []*inbox.Message{}
 	for _, it := range items {
-		ctx, cancel := b.ctx()
-		_, err := b.kv.Create(ctx, collectedKey(agent, it.id), []byte(inbox.FormatTime(b.now())))
-		cancel()
+		err := b.retry(func(ctx context.Context) error {
+			_, err := b.kv.Create(ctx, collectedKey(agent, it.id), []byte(inbox.FormatTime(b.now())))
+			return err
+		})
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			continue // another collector took it first
 		}

@@ -55,23 +55,28 @@ func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn 
 func (b *Bus) readRecords(subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
 	ctx, cancel := b.ctx() // for the requests; each fetch has its own wait
 	defer cancel()
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
+	// A plain ephemeral pull consumer, not an ordered one: an ordered
+	// consumer that lost its server recreates itself inside Fetch, and
+	// a fetch was seen to wait there for minutes. A fetch that gets
+	// nothing it was owed fails instead, and the read starts again from
+	// where it got (recordsOf).
+	cfg := jetstream.ConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: inactive, MemoryStorage: true, Replicas: 1}
 	switch {
 	case lastPerSubject:
 		cfg.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
 	case from > 1:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
-	cfg.InactiveThreshold = inactive
-	cons, err := b.stream.OrderedConsumer(ctx, cfg)
+	cons, err := b.stream.CreateConsumer(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		// Done with it: the server need not keep it until it times out.
-		if info := cons.CachedInfo(); info != nil {
-			b.stream.DeleteConsumer(ctx, info.Name)
-		}
+		dctx, dcancel := b.ctx()
+		b.stream.DeleteConsumer(dctx, cons.CachedInfo().Name)
+		dcancel()
 	}()
 	info := cons.CachedInfo()
 	pending := uint64(0)
@@ -376,13 +381,17 @@ func (b *Bus) LastEventID() (int64, error) {
 }
 
 // follower delivers the records of subjects from a sequence on, as the
-// server stores them: an ordered consumer, never a poll. Through a
-// fail-over it makes a new consumer from the record it expects next.
+// server stores them: a pull consumer whose fetch the server answers the
+// moment a record is stored (a long poll, never a sleep loop). Fetches
+// last at most two seconds; after one that brought nothing the consumer
+// is asked for, and one that has gone with its server (a fail-over) is
+// made again from the record expected next. (An ordered consumer was seen
+// to stall for a minute across a fail-over, heartbeats notwithstanding.)
 type follower struct {
 	b        *Bus
 	subjects []string
 	from     uint64 // the sequence it expects next
-	it       jetstream.MessagesContext
+	cons     jetstream.Consumer
 }
 
 func (b *Bus) follow(subject string, from uint64) (*follower, error) {
@@ -398,90 +407,96 @@ func (b *Bus) followAll(subjects []string, from uint64) (*follower, error) {
 }
 
 func (f *follower) start() error {
+	f.close()
 	ctx, cancel := f.b.ctx()
 	defer cancel()
-	cons, err := f.b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: f.subjects,
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.from, InactiveThreshold: inactive})
+	cons, err := f.b.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubjects: f.subjects,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.from, AckPolicy: jetstream.AckNonePolicy,
+		InactiveThreshold: inactive, MemoryStorage: true, Replicas: 1})
 	if err != nil {
 		return err
 	}
-	// Ask the consumer's own server for it before pulling: in a cluster
-	// the create is answered before the stream's leader has made it, and
-	// a pull sent in between is lost.
-	if _, err := cons.Info(ctx); err != nil {
-		return err
-	}
-	// Short pulls with a heartbeat: a consumer that stops delivering (one
-	// made while a cluster's leader was busy, or on a server that went
-	// away) is noticed within seconds and made again, never waited on.
-	it, err := cons.Messages(jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(time.Second))
-	if err != nil {
-		return err
-	}
-	f.it = it
+	f.cons = cons
 	return nil
 }
 
 // next waits for the next record until ctx ends or the deadline passes
 // (ok false then).
 func (f *follower) next(ctx context.Context, deadline time.Time) (r *record, seq uint64, ok bool, err error) {
-	type got struct {
-		m   jetstream.Msg
-		err error
-	}
-	var timeout <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		timeout = t.C
-	}
 	failing := time.Time{}
 	for {
-		ch := make(chan got, 1)
-		it := f.it
-		go func() {
-			m, err := it.Next()
-			ch <- got{m, err}
-		}()
-		select {
-		case g := <-ch:
-			if g.err == nil {
-				md, err := g.m.Metadata()
-				if err != nil {
-					return nil, 0, false, inbox.Storage(err, "follow the event log")
-				}
-				r, err := decode(g.m.Data(), md.Sequence.Stream)
-				if err == nil {
-					f.from = md.Sequence.Stream + 1
-				}
-				return r, md.Sequence.Stream, err == nil, err
-			}
-			// The consumer failed (a server went away): make a new one
-			// from where this one got to.
-			if failing.IsZero() {
-				failing = time.Now()
-			}
-			if time.Since(failing) > retryFor {
-				return nil, 0, false, inbox.Storage(g.err, "follow the event log")
-			}
-			it.Stop()
-			time.Sleep(100 * time.Millisecond)
-			if err := f.start(); err != nil && !transient(err) {
-				return nil, 0, false, inbox.Storage(err, "follow the event log")
-			} else if err != nil {
-				continue
-			}
-			continue
-		case <-ctx.Done():
-		case <-timeout:
+		if ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline)) {
+			return nil, 0, false, nil
 		}
-		it.Stop()
-		<-ch
-		return nil, 0, false, nil
+		wait := 2 * time.Second
+		if !deadline.IsZero() {
+			wait = min(wait, time.Until(deadline))
+		}
+		fctx, cancel := context.WithTimeout(ctx, wait)
+		var msg jetstream.Msg
+		var ferr error
+		if f.cons == nil {
+			ferr = errors.New("no consumer")
+		} else {
+			batch, err := f.cons.Fetch(1, jetstream.FetchContext(fctx))
+			if err != nil {
+				ferr = err
+			} else {
+				for m := range batch.Messages() {
+					msg = m
+				}
+				if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) &&
+					!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrTimeout) {
+					ferr = err
+				}
+			}
+		}
+		cancel()
+		if msg != nil {
+			md, err := msg.Metadata()
+			if err != nil {
+				return nil, 0, false, inbox.Storage(err, "follow the event log")
+			}
+			r, err := decode(msg.Data(), md.Sequence.Stream)
+			if err == nil {
+				f.from = md.Sequence.Stream + 1
+			}
+			return r, md.Sequence.Stream, err == nil, err
+		}
+		if ferr == nil && ctx.Err() == nil && f.cons != nil {
+			// Nothing came: is the consumer still there to bring it?
+			ictx, icancel := f.b.ctx()
+			_, ferr = f.cons.Info(ictx)
+			icancel()
+		}
+		if ferr == nil {
+			failing = time.Time{}
+			continue
+		}
+		if failing.IsZero() {
+			failing = time.Now()
+		}
+		if time.Since(failing) > retryFor {
+			return nil, 0, false, inbox.Storage(ferr, "follow the event log")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if err := f.start(); err != nil && !transient(err) {
+			return nil, 0, false, inbox.Storage(err, "follow the event log")
+		}
 	}
 }
 
-func (f *follower) close() { f.it.Stop() }
+func (f *follower) close() {
+	if f.cons == nil {
+		return
+	}
+	// Best effort, and short: a consumer whose server went away goes by
+	// itself once inactive.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	f.b.stream.DeleteConsumer(ctx, f.cons.CachedInfo().Name)
+	cancel()
+	f.cons = nil
+}
 
 // Follow is Events that goes on waiting for new events (of thread tid
 // only, when given) until ctx ends or fn returns false.
