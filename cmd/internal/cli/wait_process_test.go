@@ -119,10 +119,13 @@ func TestManyWaitersWake(t *testing.T) {
 	t.Logf("idle for %v: %d waiters on inotify used %d clock ticks; %d polling waiters used %d ticks (%.2f%% of a CPU each)",
 		idle, notified, notifiedTicks, polling, pollingTicks,
 		float64(pollingTicks)*10/float64(max(polling, 1))/float64(idle.Milliseconds())*100)
-	// Clock ticks are 10 ms: waiters blocked on inotify use none; a
-	// polling waiter lists a directory ten times a second, which must
-	// stay well under 1% of a CPU.
-	if notifiedTicks > 2 {
+	// Clock ticks are 10 ms: waiters blocked on inotify use next to none
+	// (on a loaded machine, where the other packages' tests run beside
+	// this one, the runtime's own timers land a tick on one idle process
+	// in twenty or so; a waiter that woke on anything but its file would
+	// cost several ticks each); a polling waiter lists a directory ten
+	// times a second, which must stay well under 1% of a CPU.
+	if notifiedTicks > max(2, notified/10) {
 		t.Errorf("%d waiters on inotify used %d clock ticks in %v, want about 0", notified, notifiedTicks, idle)
 	}
 	if polling > 0 && float64(pollingTicks)*10/float64(polling) > 0.01*float64(idle.Milliseconds()) {
