@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -128,4 +129,101 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// PrepareNewThread checks a thread-creating send and fills in its
+// defaults: the address (to), the subject (a typed message's content, else
+// the summary's or body's first line), the priority (normal), run and task
+// labels.
+func PrepareNewThread(in *SendInput) (Address, error) {
+	if in.To == "" {
+		return Address{}, Invalid("to", "is required: name an agent, several (a,b) or a team (@team)")
+	}
+	addr, err := ParseAddress("to", in.To)
+	if err != nil {
+		return Address{}, err
+	}
+	if strings.TrimSpace(in.Subject) == "" && in.Type != "" && strings.TrimSpace(in.Summary+in.Body) == "" {
+		// A typed message says what it is about in its content.
+		in.Subject = ContentSubject(in.PayloadJSON)
+		if in.Subject == "" {
+			in.Subject = Shorten(ContentSummary(json.RawMessage(in.PayloadJSON)), 80)
+		}
+		if in.Subject == "" {
+			in.Subject = in.Type
+		}
+	}
+	if strings.TrimSpace(in.Subject) == "" {
+		// A message to an agent needs no separate subject: its summary, or
+		// its body's first line, serves.
+		in.Subject = Shorten(FirstLine(in.Summary), 80)
+		if in.Subject == "" {
+			in.Subject = Shorten(FirstLine(in.Body), 80)
+		}
+		if in.Subject == "" {
+			return Address{}, Invalid("subject", "is required when send creates a thread (or give {summary} or {body}: its first line becomes the subject)")
+		}
+	}
+	if err := ValidateText("subject", in.Subject, MaxSubjectLen); err != nil {
+		return Address{}, err
+	}
+	if in.Priority == "" {
+		in.Priority = "normal"
+	}
+	if err := ValidateKind("priority", in.Priority, Priorities); err != nil {
+		return Address{}, err
+	}
+	if err := ValidateLabel("run", in.RunID); err != nil {
+		return Address{}, err
+	}
+	if err := ValidateLabel("task", in.TaskID); err != nil {
+		return Address{}, err
+	}
+	return addr, nil
+}
+
+// UpdateKind checks an update's status and content and returns the kind
+// of message it writes and its default summary.
+func UpdateKind(status string, c Content) (kind, def string, err error) {
+	switch status {
+	case StatusInProgress:
+		return KindProgress, "in progress", nil
+	case StatusBlocked:
+		if strings.TrimSpace(c.Summary) == "" {
+			return "", "", Invalid("summary", "is required with {status} blocked: say exactly what is missing")
+		}
+		return KindQuestion, "", nil
+	case "":
+		return "", "", Invalid("status", "is required: in_progress or blocked")
+	}
+	return "", "", Invalid("status", "%q is not one of in_progress|blocked", status)
+}
+
+// CheckResult checks the content of a done (failed false) or fail.
+func CheckResult(c Content, failed bool) error {
+	if strings.TrimSpace(c.Summary) != "" {
+		return nil
+	}
+	if failed {
+		return Invalid("summary", "is required: say why it failed")
+	}
+	return Invalid("summary", "is required: say what the result is")
+}
+
+// ValidateMembers checks team members (at least one when need) and drops
+// repeats, keeping the order.
+func ValidateMembers(members []string, need bool) ([]string, error) {
+	if need && len(members) == 0 {
+		return nil, Invalid("member", "is required: name at least one agent")
+	}
+	var out []string
+	for _, m := range members {
+		if err := ValidateAgent("member", m); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }

@@ -73,48 +73,12 @@ func (b *Bus) Send(in inbox.SendInput) (*inbox.Result, error) {
 // sendNew creates a thread; taskName, when set, makes it that task's
 // thread (its first message is the prompt, not mail).
 func (b *Bus) sendNew(in inbox.SendInput, taskName, owner string) (*inbox.Result, error) {
-	if in.To == "" {
-		return nil, inbox.Invalid("to", "is required: name an agent, several (a,b) or a team (@team)")
-	}
-	addr, err := inbox.ParseAddress("to", in.To)
+	addr, err := inbox.PrepareNewThread(&in)
 	if err != nil {
 		return nil, err
 	}
 	recipients, err := b.resolve(in.From, addr)
 	if err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(in.Subject) == "" && in.Type != "" && strings.TrimSpace(in.Summary+in.Body) == "" {
-		in.Subject = inbox.ContentSubject(in.PayloadJSON)
-		if in.Subject == "" {
-			in.Subject = inbox.Shorten(inbox.ContentSummary(json.RawMessage(in.PayloadJSON)), 80)
-		}
-		if in.Subject == "" {
-			in.Subject = in.Type
-		}
-	}
-	if strings.TrimSpace(in.Subject) == "" {
-		in.Subject = inbox.Shorten(inbox.FirstLine(in.Summary), 80)
-		if in.Subject == "" {
-			in.Subject = inbox.Shorten(inbox.FirstLine(in.Body), 80)
-		}
-		if in.Subject == "" {
-			return nil, inbox.Invalid("subject", "is required when send creates a thread (or give {summary} or {body}: its first line becomes the subject)")
-		}
-	}
-	if err := inbox.ValidateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
-		return nil, err
-	}
-	if in.Priority == "" {
-		in.Priority = "normal"
-	}
-	if err := inbox.ValidateKind("priority", in.Priority, inbox.Priorities); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateLabel("run", in.RunID); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateLabel("task", in.TaskID); err != nil {
 		return nil, err
 	}
 	now := b.now()
@@ -344,20 +308,10 @@ func (b *Bus) Update(agent, tid, status string, token int64, c inbox.Content) (*
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	kind := inbox.KindProgress
-	switch status {
-	case inbox.StatusInProgress:
-	case inbox.StatusBlocked:
-		kind = inbox.KindQuestion
-		if strings.TrimSpace(c.Summary) == "" {
-			return nil, inbox.Invalid("summary", "is required with {status} blocked: say exactly what is missing")
-		}
-	case "":
-		return nil, inbox.Invalid("status", "is required: in_progress or blocked")
-	default:
-		return nil, inbox.Invalid("status", "%q is not one of in_progress|blocked", status)
+	kind, def, err := inbox.UpdateKind(status, c)
+	if err != nil {
+		return nil, err
 	}
-	def := map[string]string{inbox.StatusInProgress: "in progress"}[status]
 	return b.holderMessage("update", agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
 }
 
@@ -366,8 +320,8 @@ func (b *Bus) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Resu
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(c.Summary) == "" {
-		return nil, inbox.Invalid("summary", "is required: say what the result is")
+	if err := inbox.CheckResult(c, false); err != nil {
+		return nil, err
 	}
 	return b.holderMessage("done", agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
 }
@@ -377,8 +331,8 @@ func (b *Bus) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Resu
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(c.Summary) == "" {
-		return nil, inbox.Invalid("summary", "is required: say why it failed")
+	if err := inbox.CheckResult(c, true); err != nil {
+		return nil, err
 	}
 	return b.holderMessage("fail", agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
 }

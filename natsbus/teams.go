@@ -97,22 +97,6 @@ func (b *Bus) teamsOf(agent string) ([]string, error) {
 	return out, nil
 }
 
-func validateMembers(members []string, need bool) ([]string, error) {
-	if need && len(members) == 0 {
-		return nil, inbox.Invalid("member", "is required: name at least one agent")
-	}
-	var out []string
-	for _, m := range members {
-		if err := inbox.ValidateAgent("member", m); err != nil {
-			return nil, err
-		}
-		if !slices.Contains(out, m) {
-			out = append(out, m)
-		}
-	}
-	return out, nil
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "(none)"
@@ -171,7 +155,7 @@ func (b *Bus) changeTeam(by, name string, members []string, exist bool, evType s
 	if err := inbox.ValidateTeam("team", name); err != nil {
 		return nil, err
 	}
-	ms, err := validateMembers(members, exist)
+	ms, err := inbox.ValidateMembers(members, exist)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -166,51 +165,12 @@ func (s *Store) lockIdem() (unlock func(), err error) {
 // returns the transaction to commit, or the earlier result when the
 // idempotency key was used before (the caller holds the idem lock).
 func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
-	if in.To == "" {
-		return nil, nil, inbox.Invalid("to", "is required: name an agent, several (a,b) or a team (@team)")
-	}
-	addr, err := inbox.ParseAddress("to", in.To)
+	addr, err := inbox.PrepareNewThread(&in)
 	if err != nil {
 		return nil, nil, err
 	}
 	recipients, err := s.resolve(in.From, addr)
 	if err != nil {
-		return nil, nil, err
-	}
-	if strings.TrimSpace(in.Subject) == "" && in.Type != "" && strings.TrimSpace(in.Summary+in.Body) == "" {
-		// A typed message says what it is about in its content.
-		in.Subject = inbox.ContentSubject(in.PayloadJSON)
-		if in.Subject == "" {
-			in.Subject = inbox.Shorten(inbox.ContentSummary(json.RawMessage(in.PayloadJSON)), 80)
-		}
-		if in.Subject == "" {
-			in.Subject = in.Type
-		}
-	}
-	if strings.TrimSpace(in.Subject) == "" {
-		// A message to an agent needs no separate subject: its summary, or
-		// its body's first line, serves.
-		in.Subject = inbox.Shorten(inbox.FirstLine(in.Summary), 80)
-		if in.Subject == "" {
-			in.Subject = inbox.Shorten(inbox.FirstLine(in.Body), 80)
-		}
-		if in.Subject == "" {
-			return nil, nil, inbox.Invalid("subject", "is required when send creates a thread (or give {summary} or {body}: its first line becomes the subject)")
-		}
-	}
-	if err := inbox.ValidateText("subject", in.Subject, inbox.MaxSubjectLen); err != nil {
-		return nil, nil, err
-	}
-	if in.Priority == "" {
-		in.Priority = "normal"
-	}
-	if err := inbox.ValidateKind("priority", in.Priority, inbox.Priorities); err != nil {
-		return nil, nil, err
-	}
-	if err := inbox.ValidateLabel("run", in.RunID); err != nil {
-		return nil, nil, err
-	}
-	if err := inbox.ValidateLabel("task", in.TaskID); err != nil {
 		return nil, nil, err
 	}
 	now := s.now()
@@ -417,20 +377,10 @@ func (s *Store) Update(agent, tid, status string, token int64, c inbox.Content) 
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	kind := inbox.KindProgress
-	switch status {
-	case inbox.StatusInProgress:
-	case inbox.StatusBlocked:
-		kind = inbox.KindQuestion
-		if strings.TrimSpace(c.Summary) == "" {
-			return nil, inbox.Invalid("summary", "is required with {status} blocked: say exactly what is missing")
-		}
-	case "":
-		return nil, inbox.Invalid("status", "is required: in_progress or blocked")
-	default:
-		return nil, inbox.Invalid("status", "%q is not one of in_progress|blocked", status)
+	kind, def, err := inbox.UpdateKind(status, c)
+	if err != nil {
+		return nil, err
 	}
-	def := map[string]string{inbox.StatusInProgress: "in progress"}[status]
 	return s.holderMessage("update", agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
 }
 
@@ -439,8 +389,8 @@ func (s *Store) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Re
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(c.Summary) == "" {
-		return nil, inbox.Invalid("summary", "is required: say what the result is")
+	if err := inbox.CheckResult(c, false); err != nil {
+		return nil, err
 	}
 	return s.holderMessage("done", agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
 }
@@ -450,8 +400,8 @@ func (s *Store) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Re
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(c.Summary) == "" {
-		return nil, inbox.Invalid("summary", "is required: say why it failed")
+	if err := inbox.CheckResult(c, true); err != nil {
+		return nil, err
 	}
 	return s.holderMessage("fail", agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
 }

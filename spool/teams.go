@@ -124,22 +124,6 @@ func (s *Store) teamsOf(agent string) ([]string, error) {
 	return out, nil
 }
 
-func validateMembers(members []string, need bool) ([]string, error) {
-	if need && len(members) == 0 {
-		return nil, inbox.Invalid("member", "is required: name at least one agent")
-	}
-	var out []string
-	for _, m := range members {
-		if err := inbox.ValidateAgent("member", m); err != nil {
-			return nil, err
-		}
-		if !slices.Contains(out, m) {
-			out = append(out, m)
-		}
-	}
-	return out, nil
-}
-
 // CreateTeam creates a team; a team of that name must not exist.
 func (s *Store) CreateTeam(by, name string, members []string) (*inbox.Team, error) {
 	return s.changeTeam(by, name, members, false, inbox.EventTeamCreated, func(r *teamRecord, ms []string) ([]string, error) {
@@ -192,7 +176,7 @@ func (s *Store) changeTeam(by, name string, members []string, exist bool, evType
 	if err := inbox.ValidateTeam("team", name); err != nil {
 		return nil, err
 	}
-	ms, err := validateMembers(members, exist)
+	ms, err := inbox.ValidateMembers(members, exist)
 	if err != nil {
 		return nil, err
 	}
