@@ -227,3 +227,83 @@ func ValidateMembers(members []string, need bool) ([]string, error) {
 	}
 	return out, nil
 }
+
+// PrepareTask checks a task to push and fills in its defaults: the owner
+// ("main") and the parent (the owner).
+func PrepareTask(spec *TaskSpec, prompt string) error {
+	if spec.Owner == "" {
+		spec.Owner = "main"
+	}
+	if err := ValidateAgent("agent", spec.Owner); err != nil {
+		return err
+	}
+	if spec.Parent == "" {
+		spec.Parent = spec.Owner
+	}
+	if err := ValidateAgent("parent", spec.Parent); err != nil {
+		return err
+	}
+	if spec.Name != "" {
+		if err := ValidateAgent("name", spec.Name); err != nil {
+			return err
+		}
+	}
+	if err := ValidateLabel("model", spec.Model); err != nil {
+		return err
+	}
+	if spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > MaxLeaseSecs {
+		return Invalid("timeout_seconds", "%d is out of range: give 0 (no limit) to %d", spec.TimeoutSeconds, MaxLeaseSecs)
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return Invalid("prompt", "is required: a task needs a prompt to run on")
+	}
+	return ValidateText("prompt", prompt, len(prompt))
+}
+
+// PrepareReplyWait checks a wait-reply's cursor and filter. It returns
+// the kinds that answer the wait, and whether the wait goes by the
+// agent's read cursor (no cursor given, no request id).
+func PrepareReplyWait(cur ReplyCursor, f ReplyFilter) (kinds []string, byCursor bool, err error) {
+	kinds = f.Kinds
+	if len(kinds) == 0 {
+		kinds = DefaultWaitKinds
+		if len(f.Types) > 0 || f.RequestID != "" {
+			kinds = Kinds // the type or the request says what answers
+		}
+	}
+	for _, k := range kinds {
+		if err := ValidateKind("kinds", k, Kinds); err != nil {
+			return nil, false, err
+		}
+	}
+	for _, t := range f.Types {
+		if err := ValidateType("types", t); err != nil {
+			return nil, false, err
+		}
+	}
+	if f.RequestID != "" {
+		if err := ValidateLabel("request_id", f.RequestID); err != nil {
+			return nil, false, err
+		}
+	}
+	if cur.AfterMessage != "" {
+		if err := ValidateID("after_message", cur.AfterMessage); err != nil {
+			return nil, false, err
+		}
+		if cur.HasEvent {
+			return nil, false, Invalid("after_message", "and {after_event} cannot both be given: give one, not both")
+		}
+	}
+	if cur.HasEvent && cur.AfterEvent < 0 {
+		return nil, false, Invalid("after_event", "must be 0 or more")
+	}
+	// A wait for a request's response with no cursor looks from the
+	// request on: a response that came before the wait is found at once.
+	byCursor = cur.Agent != "" && cur.AfterMessage == "" && !cur.HasEvent && f.RequestID == ""
+	if byCursor {
+		if err := ValidateAgent("agent", cur.Agent); err != nil {
+			return nil, false, err
+		}
+	}
+	return kinds, byCursor, nil
+}

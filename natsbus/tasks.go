@@ -29,33 +29,7 @@ var taskAlphabet = "abcdefghjkmnpqrstvwxyz23456789"
 
 // Push queues a task in spec.Owner's queue (default "main").
 func (b *Bus) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
-	if spec.Owner == "" {
-		spec.Owner = "main"
-	}
-	if err := inbox.ValidateAgent("agent", spec.Owner); err != nil {
-		return nil, err
-	}
-	if spec.Parent == "" {
-		spec.Parent = spec.Owner
-	}
-	if err := inbox.ValidateAgent("parent", spec.Parent); err != nil {
-		return nil, err
-	}
-	if spec.Name != "" {
-		if err := inbox.ValidateAgent("name", spec.Name); err != nil {
-			return nil, err
-		}
-	}
-	if err := inbox.ValidateLabel("model", spec.Model); err != nil {
-		return nil, err
-	}
-	if spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > inbox.MaxLeaseSecs {
-		return nil, inbox.Invalid("timeout_seconds", "%d is out of range: give 0 (no limit) to %d", spec.TimeoutSeconds, inbox.MaxLeaseSecs)
-	}
-	if strings.TrimSpace(prompt) == "" {
-		return nil, inbox.Invalid("prompt", "is required: a task needs a prompt to run on")
-	}
-	if err := inbox.ValidateText("prompt", prompt, len(prompt)); err != nil {
+	if err := inbox.PrepareTask(&spec, prompt); err != nil {
 		return nil, err
 	}
 	generated := spec.Name == ""

@@ -89,49 +89,12 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	kinds := f.Kinds
-	if len(kinds) == 0 {
-		kinds = inbox.DefaultWaitKinds
-		if len(f.Types) > 0 || f.RequestID != "" {
-			kinds = inbox.Kinds // the type or the request says what answers
-		}
+	kinds, byCursor, err := inbox.PrepareReplyWait(cur, f)
+	if err != nil {
+		return nil, err
 	}
 	if opt.Agent == "" {
 		opt.Agent = cur.Agent
-	}
-	for _, k := range kinds {
-		if err := inbox.ValidateKind("kinds", k, inbox.Kinds); err != nil {
-			return nil, err
-		}
-	}
-	for _, t := range f.Types {
-		if err := inbox.ValidateType("types", t); err != nil {
-			return nil, err
-		}
-	}
-	if f.RequestID != "" {
-		if err := inbox.ValidateLabel("request_id", f.RequestID); err != nil {
-			return nil, err
-		}
-	}
-	if cur.AfterMessage != "" {
-		if err := inbox.ValidateID("after_message", cur.AfterMessage); err != nil {
-			return nil, err
-		}
-		if cur.HasEvent {
-			return nil, inbox.Invalid("after_message", "and {after_event} cannot both be given: give one, not both")
-		}
-	}
-	if cur.HasEvent && cur.AfterEvent < 0 {
-		return nil, inbox.Invalid("after_event", "must be 0 or more")
-	}
-	// A wait for a request's response with no cursor looks from the
-	// request on: a response that came before the wait is found at once.
-	byCursor := cur.Agent != "" && cur.AfterMessage == "" && !cur.HasEvent && f.RequestID == ""
-	if byCursor {
-		if err := inbox.ValidateAgent("agent", cur.Agent); err != nil {
-			return nil, err
-		}
 	}
 	deadline := time.Now().Add(opt.Timeout)
 	h, err := s.readHeader(tid)
