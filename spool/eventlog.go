@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/gofrs/flock"
 
@@ -45,8 +46,9 @@ type eventLog struct {
 	// held is set while this Store holds events.lock for a whole upkeep
 	// run (lockAll): appends then must not take it again — a second flock
 	// from the same process would wait for itself.
-	held     bool
-	unsynced bool // Options.Unsynced
+	held        bool
+	unsynced    bool          // Options.Unsynced
+	lockTimeout time.Duration // Options.LockTimeout
 }
 
 func segmentName(first int64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
@@ -182,8 +184,8 @@ func (l *eventLog) reserve() (*appender, error) {
 	a := &appender{l: l}
 	if !l.held {
 		lk := flock.New(l.lockPath, flock.SetPermissions(l.fileMode))
-		if err := lk.Lock(); err != nil {
-			return nil, inbox.Storage(err, "lock event log")
+		if err := lockWithin(lk, "event log", l.lockTimeout); err != nil {
+			return nil, err
 		}
 		a.lk = lk
 	}
@@ -360,10 +362,20 @@ func (l *eventLog) lockFlush() (flushLock, error) {
 	if err != nil {
 		return flushLock{}, inbox.Storage(err, "lock the event log's flush")
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
+	flock := func(how int) error {
+		for {
+			err := syscall.Flock(int(f.Fd()), how)
+			if err != syscall.EINTR {
+				return err
+			}
+		}
+	}
+	err = flock(syscall.LOCK_EX | syscall.LOCK_NB)
+	if err == syscall.EWOULDBLOCK {
+		var timedOut bool
+		timedOut, err = waitBounded(func() error { return flock(syscall.LOCK_EX) }, func() { f.Close() }, l.lockTimeout)
+		if timedOut {
+			return flushLock{}, lockTimeoutError(f.Name(), "event log's flush", orDefault(l.lockTimeout))
 		}
 	}
 	if err != nil {

@@ -41,9 +41,9 @@ func (s *Store) lockAll() (unlock func(), err error) {
 	paths = append(paths, s.lockFile("idem.lock"), s.log.lockPath)
 	for _, p := range paths {
 		lk := flock.New(p, flock.SetPermissions(s.fileMode))
-		if err := lk.Lock(); err != nil {
+		if err := s.lockWithin(lk, filepath.Base(p)); err != nil {
 			unlock()
-			return nil, inbox.Storage(err, "lock %s", p)
+			return nil, err
 		}
 		held = append(held, lk)
 	}

@@ -155,8 +155,8 @@ func (s *Store) SendBatch(ins []inbox.SendInput) (results []*inbox.Result, errs 
 
 func (s *Store) lockIdem() (unlock func(), err error) {
 	lk := flock.New(s.lockFile("idem.lock"), flock.SetPermissions(s.fileMode))
-	if err := lk.Lock(); err != nil {
-		return nil, inbox.Storage(err, "lock idempotency records")
+	if err := s.lockWithin(lk, "idempotency records"); err != nil {
+		return nil, err
 	}
 	return func() { lk.Unlock() }, nil
 }

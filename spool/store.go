@@ -90,6 +90,9 @@ type Options struct {
 	// crash of the machine replays the whole live log — for tests on file
 	// systems that do not model syncfs).
 	CheckpointEvery int
+	// LockTimeout bounds every wait for one of the store's locks; 0
+	// means DefaultLockTimeout.
+	LockTimeout time.Duration
 }
 
 // DefaultSegmentBytes is the event-log segment size bound.
@@ -113,6 +116,7 @@ type Store struct {
 	markID   atomic.Int64 // durable.json's event id as this Store last saw it (checkpoint.go)
 	// checkpointEvery is Options.CheckpointEvery, defaulted.
 	checkpointEvery int
+	lockTimeout     time.Duration // Options.LockTimeout
 }
 
 // Store is a Bus on a directory.
@@ -252,7 +256,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		shareUmask()
 	}
 	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced,
-		checkpointEvery: opts.CheckpointEvery}
+		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout}
 	if s.checkpointEvery == 0 {
 		s.checkpointEvery = checkpointEvery
 	}
@@ -267,7 +271,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		seg = DefaultSegmentBytes
 	}
 	s.log = &eventLog{dir: filepath.Join(dir, eventsDir), lockPath: filepath.Join(dir, locksDir, "events.lock"),
-		tmpDir: filepath.Join(dir, tmpDirName), segBytes: seg, fileMode: fileMode, unsynced: opts.Unsynced}
+		tmpDir: filepath.Join(dir, tmpDirName), segBytes: seg, fileMode: fileMode, unsynced: opts.Unsynced,
+		lockTimeout: opts.LockTimeout}
 	s.idx = index.Open(filepath.Join(dir, indexDirName), fileMode, dirMode, indexLayout)
 	// Writes refuse to go through a planted link; reads and fsck (which
 	// removes it) still work.

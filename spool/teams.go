@@ -187,8 +187,8 @@ func (s *Store) changeTeam(by, name string, members []string, exist bool, evType
 		return nil, err
 	}
 	lk := flock.New(s.lockFile("teams.lock"), flock.SetPermissions(s.fileMode))
-	if err := lk.Lock(); err != nil {
-		return nil, inbox.Storage(err, "lock teams")
+	if err := s.lockWithin(lk, "teams"); err != nil {
+		return nil, err
 	}
 	defer lk.Unlock()
 	cur, err := s.readTeam(name)

@@ -288,8 +288,8 @@ func (s *Store) lockThread(tid string) (*flock.Flock, error) {
 		return nil, inbox.NotFound("thread %s not found", tid)
 	}
 	lk := s.threadLock(tid)
-	if err := lk.Lock(); err != nil {
-		return nil, inbox.Storage(err, "lock thread %s", tid)
+	if err := s.lockWithin(lk, "thread "+tid); err != nil {
+		return nil, err
 	}
 	return lk, nil
 }

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -38,6 +40,9 @@ type globals struct {
 	agent    string
 	agentSet bool // --agent was given on the command line (not from env)
 	dbSet    bool // --db was given on the command line (not from env)
+	// lockTimeout is --lock-timeout (env INBOX_LOCK_TIMEOUT) as given:
+	// how long a command waits for one of the store's locks.
+	lockTimeout string
 }
 
 // command is one subcommand: its help and a constructor for its runner.
@@ -79,7 +84,7 @@ func Main() int {
 }
 
 func run(args []string, e *env) int {
-	g := globals{db: e.getenv("INBOX_DB"), agent: e.getenv("INBOX_AGENT"), json: wantsJSON(args)}
+	g := globals{db: e.getenv("INBOX_DB"), agent: e.getenv("INBOX_AGENT"), json: wantsJSON(args), lockTimeout: e.getenv("INBOX_LOCK_TIMEOUT")}
 	rest, help, err := parseLeading(args, &g)
 	if err != nil {
 		return fail(e, g, "", err)
@@ -200,6 +205,7 @@ func (c *command) prepare(g globals, e *env) (*call, runner) {
 	r.flags(cl.fs, cl)
 	cl.fs.StringVar(&cl.g.db, "db", g.db, "store directory (env INBOX_DB, default "+defaultDB+")")
 	cl.fs.BoolVar(&cl.g.json, "json", g.json, "print one JSON object instead of text")
+	cl.fs.StringVar(&cl.g.lockTimeout, "lock-timeout", g.lockTimeout, lockTimeoutUsage)
 	if cl.fs.Lookup("agent") == nil {
 		cl.fs.StringVar(&cl.g.agent, "agent", g.agent, "your agent name (env INBOX_AGENT)")
 	}
@@ -251,7 +257,7 @@ func parseLeading(args []string, g *globals) (rest []string, help bool, err erro
 			return args[1:], true, nil
 		case "json":
 			g.json = !hasVal || val == "true" || val == "1"
-		case "db", "agent":
+		case "db", "agent", "lock-timeout":
 			if !hasVal {
 				if len(args) < 2 {
 					return nil, false, usagef(name, "flag --%s needs a value", name)
@@ -259,15 +265,18 @@ func parseLeading(args []string, g *globals) (rest []string, help bool, err erro
 				val = args[1]
 				args = args[1:]
 			}
-			if name == "db" {
+			switch name {
+			case "db":
 				g.db, g.dbSet = val, true
-			} else {
+			case "lock-timeout":
+				g.lockTimeout = val
+			default:
 				g.agent, g.agentSet = val, true
 			}
 		case "version":
 			return []string{"version"}, false, nil
 		default:
-			return nil, false, usagef("", "unknown flag %s before the command (global flags are --db, --json, --agent)", a)
+			return nil, false, usagef("", "unknown flag %s before the command (global flags are --db, --json, --agent, --lock-timeout)", a)
 		}
 		args = args[1:]
 	}
@@ -331,7 +340,34 @@ func (c *call) open() (inbox.Bus, error) {
 		b, _, err := OpenNATS(c.g.db, false, "cli")
 		return b, err
 	}
-	return spool.Open(c.g.db, spool.Options{})
+	lt, err := parseLockTimeout(c.g.lockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return spool.Open(c.g.db, spool.Options{LockTimeout: lt})
+}
+
+// lockTimeoutUsage is --lock-timeout's help line.
+const lockTimeoutUsage = "how long to wait for a lock of the store before failing with 50, naming its holder: a duration (30s, 2m) or seconds (env INBOX_LOCK_TIMEOUT, default 30s)"
+
+// parseLockTimeout reads --lock-timeout: a Go duration or a whole number
+// of seconds; empty means the store's default.
+func parseLockTimeout(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.Atoi(v)
+		if nerr != nil {
+			return 0, usagef("lock-timeout", "--lock-timeout %q must be a duration such as 30s or 2m, or a whole number of seconds", v)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d <= 0 {
+		return 0, usagef("lock-timeout", "--lock-timeout %q must be more than 0", v)
+	}
+	return d, nil
 }
 
 // agentName returns the agent for commands that need one.

@@ -85,6 +85,8 @@ Global flags (before or after the command):
   --db PATH      store directory (env INBOX_DB, default .agents/inbox)
   --json         print one JSON object: {"ok":true,"command":...} or {"ok":false,"error":{...}}
   --agent NAME   your agent name (env INBOX_AGENT); also the default --from
+  --lock-timeout D  how long to wait for a lock held by another process
+                 before failing with 50 and naming it (default 30s)
 
 Exit codes: 0 ok · 10 nothing to do (fetch empty, wait timed out) · 20 lease
 conflict or stale token · 30 invalid input or transition · 40 not found ·
@@ -109,6 +111,7 @@ func commandHelp(w io.Writer, c *command) {
 	}
 	fs.String("db", "", "store directory (env INBOX_DB, default "+defaultDB+")")
 	fs.Bool("json", false, "print one JSON object instead of text")
+	fs.String("lock-timeout", "", lockTimeoutUsage)
 	fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsagesWrapped(100))
 	if len(c.examples) > 0 {
 		fmt.Fprintf(w, "\nExamples:\n")

@@ -31,6 +31,10 @@ func helperMain() {
 		linHelper(args[1:])
 		return
 	}
+	if len(args) > 0 && args[0] == "holdlock" {
+		holdLockHelper(args[1:])
+		return
+	}
 	if len(args) > 0 && args[0] == "emit" {
 		emitHelper()
 		return
