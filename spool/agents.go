@@ -29,10 +29,10 @@ func (s *Store) seen(agent string) {
 	if err := os.Chtimes(p, now, now); err == nil {
 		return
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
+	f, err := openFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
 	if errors.Is(err, fs.ErrNotExist) {
 		os.Mkdir(filepath.Dir(p), s.dirMode)
-		f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
+		f, err = openFile(p, os.O_CREATE|os.O_WRONLY, s.fileMode)
 	}
 	if err == nil {
 		f.Close()
@@ -67,7 +67,7 @@ func (s *Store) noteIdle(agent string, m *inbox.Message) {
 // the agent did, else nil.
 func (s *Store) idleNote(agent string) *idleRecord {
 	p := filepath.Join(s.dir, agentsDir, agent)
-	data, err := os.ReadFile(p)
+	data, err := readFile(p)
 	if err != nil || len(data) == 0 {
 		return nil
 	}

@@ -56,7 +56,7 @@ func (s *Store) OpenBlob(ref string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(p)
+	f, err := openRead(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, inbox.NotFound("blob %s not found", ref)
 	}
@@ -137,7 +137,7 @@ func (s *Store) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
 // captured output): it is fsynced and hashed, and linked into the store
 // when the message commits. The caller removes it afterwards.
 func (s *Store) AdoptBlob(field, path string) (*inbox.Blob, error) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return nil, inbox.Storage(err, "read %s", path)
 	}

@@ -35,7 +35,7 @@ type watermark struct {
 }
 
 func (s *Store) readWatermark() (watermark, bool) {
-	data, err := os.ReadFile(filepath.Join(s.dir, durableFile))
+	data, err := readFile(filepath.Join(s.dir, durableFile))
 	if err != nil {
 		return watermark{}, false
 	}

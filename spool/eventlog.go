@@ -203,7 +203,7 @@ func (a *appender) open() error {
 		return err
 	}
 	first := segs[len(segs)-1]
-	f, err := os.OpenFile(l.segPath(first), os.O_RDWR|syscall.O_NOFOLLOW, l.fileMode)
+	f, err := openFile(l.segPath(first), os.O_RDWR|syscall.O_NOFOLLOW, l.fileMode)
 	if errors.Is(err, syscall.ELOOP) {
 		return refuseLink(l.segPath(first))
 	}
@@ -234,7 +234,7 @@ func (a *appender) open() error {
 			}
 		}
 		first = lastID + 1
-		nf, err := os.OpenFile(l.segPath(first), os.O_CREATE|os.O_EXCL|os.O_RDWR, l.fileMode)
+		nf, err := openFile(l.segPath(first), os.O_CREATE|os.O_EXCL|os.O_RDWR, l.fileMode)
 		if err != nil {
 			return inbox.Storage(err, "start event log segment")
 		}
@@ -358,7 +358,7 @@ type flushed struct {
 type flushLock struct{ f *os.File }
 
 func (l *eventLog) lockFlush() (flushLock, error) {
-	f, err := os.OpenFile(filepath.Join(filepath.Dir(l.lockPath), "flush.lock"), os.O_CREATE|os.O_RDWR, l.fileMode)
+	f, err := openFile(filepath.Join(filepath.Dir(l.lockPath), "flush.lock"), os.O_CREATE|os.O_RDWR, l.fileMode)
 	if err != nil {
 		return flushLock{}, inbox.Storage(err, "lock the event log's flush")
 	}
@@ -471,7 +471,7 @@ func (l *eventLog) eventAt(p Pos) (body []byte, ok, garbled bool, err error) {
 }
 
 func (l *eventLog) lineAt(p Pos) ([]byte, bool, error) {
-	f, err := os.Open(l.segPath(p.Segment))
+	f, err := openRead(l.segPath(p.Segment))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -536,7 +536,7 @@ func (l *eventLog) lastID() (int64, Pos, error) {
 		return 0, Pos{}, err
 	}
 	for i := len(segs) - 1; i >= 0; i-- {
-		f, err := os.Open(l.segPath(segs[i]))
+		f, err := openRead(l.segPath(segs[i]))
 		if err != nil {
 			return 0, Pos{}, inbox.Storage(err, "open event log")
 		}
@@ -592,7 +592,7 @@ func (l *eventLog) scanFrom(from Pos, full bool, fn func(ev *logEvent, end Pos) 
 }
 
 func (l *eventLog) scanSegment(first, off int64, full bool, fn func(ev *logEvent, end Pos) bool) (bool, error) {
-	f, err := os.Open(l.segPath(first))
+	f, err := openRead(l.segPath(first))
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}

@@ -173,7 +173,7 @@ func (s *Store) fsck(repair bool) (*inbox.FsckReport, error) {
 	entries, _ := os.ReadDir(filepath.Join(s.dir, idemDir))
 	for _, e := range entries {
 		p := filepath.Join(s.dir, idemDir, e.Name())
-		data, err := os.ReadFile(p)
+		data, err := readFile(p)
 		var m msgFile
 		if err == nil && m.decodeJSON(data) == nil && m.ThreadID != "" &&
 			(headers[m.ThreadID] != nil || exists(s.archivedDir(m.ThreadID))) {
@@ -261,7 +261,7 @@ func (s *Store) restartLog() error {
 			top = max(top, m.EventID)
 		}
 	}
-	f, err := os.OpenFile(s.log.segPath(top+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
+	f, err := openFile(s.log.segPath(top+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
 	if err != nil {
 		return inbox.Storage(err, "start the event log")
 	}
@@ -304,7 +304,7 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 	var last int64
 	for i, first := range segs {
 		p := s.log.segPath(first)
-		data, err := os.ReadFile(p)
+		data, err := readFile(p)
 		if err != nil {
 			return nil, inbox.Storage(err, "read %s", p)
 		}
@@ -455,7 +455,7 @@ func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[strin
 	}
 	for _, seg := range segs {
 		p := s.log.segPath(seg)
-		data, err := os.ReadFile(p)
+		data, err := readFile(p)
 		if err != nil {
 			return inbox.Storage(err, "read %s", p)
 		}
@@ -840,7 +840,7 @@ func (s *Store) fsckBlobs(named map[string]blobMeta, add func(inbox.Finding) *in
 
 // checkBlob says what is wrong with the blob file at p, if anything.
 func checkBlob(p string, bm blobMeta) string {
-	f, err := os.Open(p)
+	f, err := openRead(p)
 	if err != nil {
 		return err.Error()
 	}

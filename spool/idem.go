@@ -35,7 +35,7 @@ func idemHash(key string) string {
 
 // readOptional reads a file that may not exist: nil data then.
 func readOptional(path, what string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -43,7 +43,7 @@ func Import(dir string, history func(fn func(*inbox.HistoryEntry) error) error, 
 				}
 			}
 			var err error
-			if f, err = os.OpenFile(filepath.Join(dir, eventsDir, segmentName(e.Event.EventID)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+			if f, err = openFile(filepath.Join(dir, eventsDir, segmentName(e.Event.EventID)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
 				return inbox.Storage(err, "write the event log")
 			}
 			next = e.Event.EventID

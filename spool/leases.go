@@ -113,7 +113,7 @@ func (s *Store) LockDaemon(holder string) (release func(), err error) {
 		return nil, inbox.Storage(err, "lock %s", p)
 	}
 	if !ok {
-		other, _ := os.ReadFile(p)
+		other, _ := readFile(p)
 		msg := "another inbox daemon is running on this store"
 		if h := strings.TrimSpace(string(other)); h != "" {
 			msg += " (" + h + ")"
@@ -121,7 +121,7 @@ func (s *Store) LockDaemon(holder string) (release func(), err error) {
 		return nil, &inbox.Error{Code: "daemon_running", Err: inbox.ErrLeaseConflict, Cause: ErrDaemonRunning,
 			Rule: msg + "; stop it first, or give this one another {db}"}
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY, s.fileMode)
+	f, err := openFile(p, os.O_WRONLY, s.fileMode)
 	if err == nil {
 		f.Truncate(0)
 		fmt.Fprintf(f, "%s, started %s", holder, inbox.FormatTime(s.now()))

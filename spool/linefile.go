@@ -32,7 +32,7 @@ func encodeLine(body []byte) []byte {
 // readLastLine returns the body of the last valid line of the file at p, or
 // nil when the file is missing or holds no valid line.
 func readLastLine(p string) ([]byte, error) {
-	f, err := os.Open(p)
+	f, err := openRead(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -55,7 +55,7 @@ func readLastLine(p string) ([]byte, error) {
 // takes back) and whether the log was compacted instead. The caller
 // serialises writers of p.
 func (s *Store) appendLine(p string, line []byte, max int64, sync bool) (end int64, compacted bool, err error) {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
+	f, err := openFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
 	if err != nil {
 		return 0, false, inbox.Storage(err, "open %s", p)
 	}

@@ -35,7 +35,7 @@ func (s *Store) SessionMark(agent, session string) (string, error) {
 	if err := checkSession(agent, session); err != nil {
 		return "", err
 	}
-	data, err := os.ReadFile(s.sessionPath(agent, session))
+	data, err := readFile(s.sessionPath(agent, session))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}

@@ -172,7 +172,7 @@ func Init(dir string, shared bool) (created bool, err error) {
 		return false, inbox.Storage(err, "create index")
 	}
 	seg := filepath.Join(dir, eventsDir, segmentName(1))
-	f, err := os.OpenFile(seg, os.O_CREATE|os.O_WRONLY, fileMode)
+	f, err := openFile(seg, os.O_CREATE|os.O_WRONLY, fileMode)
 	if err != nil {
 		return false, inbox.Storage(err, "create event log")
 	}
@@ -204,7 +204,7 @@ func modes(shared bool) (file, dir os.FileMode) {
 }
 
 func readFormat(dir string) (*formatInfo, error) {
-	data, err := os.ReadFile(filepath.Join(dir, formatFile))
+	data, err := readFile(filepath.Join(dir, formatFile))
 	if errors.Is(err, syscall.ENOTDIR) {
 		return nil, &inbox.Error{Code: "invalid_input", Field: "db", Err: inbox.ErrInvalidInput, Cause: err,
 			Rule: fmt.Sprintf("%s is not a directory (it or a folder above it is a file): name a directory for the store", dir)}

@@ -99,7 +99,7 @@ func (s *Store) TaskByName(name string) (*inbox.Task, error) {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.taskPath(name))
+	data, err := readFile(s.taskPath(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, inbox.NotFound("task %s not found", name)
 	}
@@ -204,7 +204,7 @@ func (s *Store) SetTaskRunner(name string, r *inbox.TaskRunner) error {
 
 // taskRunner reads task name's runner record, nil when there is none.
 func (s *Store) taskRunner(name string) *inbox.TaskRunner {
-	data, err := os.ReadFile(s.taskRunnerFile(name))
+	data, err := readFile(s.taskRunnerFile(name))
 	if err != nil {
 		return nil
 	}

@@ -30,7 +30,7 @@ func (s *Store) teamPath(name string) string {
 
 // readTeam returns the team, or nil when there is none.
 func (s *Store) readTeam(name string) (*teamRecord, error) {
-	data, err := os.ReadFile(s.teamPath(name))
+	data, err := readFile(s.teamPath(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

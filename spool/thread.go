@@ -160,7 +160,7 @@ func (s *Store) newestState(pos Pos, tid string, newest *header) (*header, error
 }
 
 func initialHeader(dir, tid string) (*header, error) {
-	data, err := os.ReadFile(filepath.Join(dir, msgName(1)))
+	data, err := readFile(filepath.Join(dir, msgName(1)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, inbox.NotFound("thread %s not found", tid) // absent, or created but never committed
 	}
@@ -180,7 +180,7 @@ func initialHeader(dir, tid string) (*header, error) {
 // readLeaseFile reads lease.json; a missing or torn file gives nil (the
 // header holds the committed copy).
 func (s *Store) readLeaseFile(tid string) (*leaseRecord, error) {
-	data, err := os.ReadFile(filepath.Join(s.threadDir(tid), leaseFile))
+	data, err := readFile(filepath.Join(s.threadDir(tid), leaseFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -205,10 +205,10 @@ func (s *Store) readLeaseFile(tid string) (*leaseRecord, error) {
 // is rewritten from it (loadForWrite).
 func (s *Store) writeLeaseFile(dir string, l *leaseRecord) (created bool, err error) {
 	p := filepath.Join(dir, leaseFile)
-	f, err := os.OpenFile(p, os.O_RDWR, s.fileMode)
+	f, err := openFile(p, os.O_RDWR, s.fileMode)
 	if errors.Is(err, fs.ErrNotExist) {
 		created = true
-		f, err = os.OpenFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
+		f, err = openFile(p, os.O_CREATE|os.O_RDWR, s.fileMode)
 	}
 	if err != nil {
 		return false, inbox.Storage(err, "write lease")
@@ -229,7 +229,7 @@ func (s *Store) readMessage(tid string, seq int) (*inbox.Message, error) {
 }
 
 func (s *Store) readMessageAt(dir, tid string, seq int) (*inbox.Message, error) {
-	data, err := os.ReadFile(filepath.Join(dir, msgName(seq)))
+	data, err := readFile(filepath.Join(dir, msgName(seq)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, inbox.NotFound("thread %s: message #%d not found", tid, seq)
 	}
@@ -502,7 +502,7 @@ func (s *Store) appendHeader(dir string, h, old *header, sync bool) (restore fun
 
 // truncateSync cuts the file at p to size and makes that durable.
 func truncateSync(p string, size int64) {
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	f, err := openFile(p, os.O_WRONLY, 0)
 	if err != nil {
 		return
 	}

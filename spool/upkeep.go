@@ -187,7 +187,7 @@ func (s *Store) archiveSegments(cutoff time.Time, dir string) ([]string, error) 
 		if err != nil {
 			return nil, err
 		}
-		nf, err := os.OpenFile(s.log.segPath(id+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
+		nf, err := openFile(s.log.segPath(id+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
 		if err != nil {
 			return nil, inbox.Storage(err, "start event log segment")
 		}
@@ -225,7 +225,7 @@ func (s *Store) archiveSegments(cutoff time.Time, dir string) ([]string, error) 
 
 // lastTime returns the created_at of a segment's last valid event.
 func (l *eventLog) lastTime(first int64) (time.Time, bool, error) {
-	f, err := os.Open(l.segPath(first))
+	f, err := openRead(l.segPath(first))
 	if err != nil {
 		return time.Time{}, false, inbox.Storage(err, "open event log")
 	}

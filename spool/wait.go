@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"slices"
 	"time"
 
@@ -414,7 +413,7 @@ func (l *eventLog) find(after int64) (Pos, error) {
 			seg = first
 		}
 	}
-	f, err := os.Open(l.segPath(seg))
+	f, err := openRead(l.segPath(seg))
 	if err != nil {
 		return Pos{}, inbox.Storage(err, "open event log")
 	}
