@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -526,32 +527,36 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
 		mid = m.MessageID
 	}
 	c := &inbox.Cursor{ThreadID: tid, AgentID: agent, LastReadMessageID: mid, LastReadSeq: seq, ReadAt: inbox.FormatTime(s.now())}
-	dir := s.threadDir(tid)
-	p := filepath.Join(dir, cursorName(agent))
-	created := !exists(p)
-	end, compacted, err := s.appendLine(p, encodeLine(c.AppendJSON(nil)), maxCursorLog, false)
-	if err != nil {
-		return nil, err
-	}
+	// The event is the commit point (SPEC §8): it is appended and flushed
+	// before the cursor line is written, so a cursor line never stands
+	// ahead of the log. A mark-read killed between the two leaves the
+	// cursor behind its event, and the next one writes both again; one
+	// that stood ahead (the cursor first, its event lost) would have made
+	// the next mark-read of the same message acknowledge without an event.
 	payload := jsonrec.Fields{}.Str("last_read_message_id", c.LastReadMessageID).Num("last_read_seq", int64(c.LastReadSeq)).JSON()
 	ev := inbox.Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: s.source, EventType: inbox.EventThreadRead,
 		MessageID: c.LastReadMessageID, Summary: "read by " + agent, PayloadJSON: payload, CreatedAt: c.ReadAt,
 		Agent: agent, Status: h.Status}
 	if _, _, err := s.log.append(&logEvent{Event: ev}); err != nil {
-		// A refused mark-read moves nothing: take the cursor line back.
-		switch {
-		case created:
-			os.Remove(p)
-		case !compacted:
-			truncateSync(p, end)
-		case cur != nil:
-			publishFile(p, s.tmpDir(), s.fileMode, encodeLine(cur.AppendJSON(nil)))
-		}
+		return nil, err
+	}
+	if markReadDies != nil && markReadDies() {
+		return nil, errMarkReadDied
+	}
+	// The cursor line itself needs no flush of its own: after a power cut
+	// replay rewrites it from the event (checkpoint.go).
+	if _, _, err := s.appendLine(filepath.Join(s.threadDir(tid), cursorName(agent)), encodeLine(c.AppendJSON(nil)), maxCursorLog, false); err != nil {
 		return nil, err
 	}
 	s.seen(agent)
 	return c, nil
 }
+
+// markReadDies, set by the power-cut test, makes a MarkRead give up
+// between its two writes as if its process were killed there.
+var markReadDies func() bool
+
+var errMarkReadDied = errors.New("mark-read died between its writes (test)")
 
 func (s *Store) readCursor(tid, agent string) (*inbox.Cursor, error) {
 	body, err := readLastLine(filepath.Join(s.threadDir(tid), cursorName(agent)))
