@@ -19,6 +19,9 @@
 // receive and check call, fails such a task visibly — killing whatever is
 // left of its process group — so nothing is silently running forever.
 // Cancel kills a running task's process group and delivers the failure.
+// A task's message goes when its process exits, or at its timeout,
+// whatever the processes it started outside its process group (setsid)
+// do: they may keep its output open, never its message back.
 package queue
 
 import (
@@ -27,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -53,6 +57,11 @@ type Config struct {
 	// DefaultTimeout applies to tasks pushed without a timeout (0: none).
 	DefaultTimeout time.Duration
 }
+
+// drainDelay bounds how long a task's standard error (and the copy of its
+// prompt to its stdin) is waited for once its process has exited: a
+// process it started outside its process group may hold them open.
+const drainDelay = time.Second
 
 // maxStderr bounds the standard error kept from a task: its last lines
 // explain a failure.
@@ -145,17 +154,35 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	} else {
 		cmd.Stdin = strings.NewReader(t.Prompt)
 	}
+	// Standard error comes through a pipe of our own rather than one
+	// exec copies from: Wait then returns when the task's process exits,
+	// even while a process it started in another session (setsid) holds
+	// the pipe open. WaitDelay bounds exec's copy of the prompt to stdin
+	// the same way.
 	var stderr tail
 	stderr.max = maxStderr
-	cmd.Stdout, cmd.Stderr = out, &stderr
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return deliverRetrying(ctx, cfg, t, token, false, "cannot capture the task's standard error: "+err.Error(), "", "")
+	}
+	defer errR.Close()
+	cmd.Stdout, cmd.Stderr = out, errW
+	cmd.WaitDelay = drainDelay
 	cmd.Env = append(os.Environ(),
 		"INBOX_TASK_NAME="+name, "INBOX_AGENT="+name, "INBOX_THREAD="+t.ThreadID,
 		"INBOX_PARENT="+t.Parent, "INBOX_MODEL="+t.Model, "INBOX_DB="+cfg.DB)
 	cmd.SysProcAttr = procAttr()
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	errW.Close() // the task holds it now
+	if err != nil {
 		return deliverRetrying(ctx, cfg, t, token, false, "cannot start the task: "+err.Error(), "", "")
 	}
+	drained := make(chan struct{})
+	go func() {
+		io.Copy(&stderr, errR)
+		close(drained)
+	}()
 	pgid := cmd.Process.Pid
 	rec := &inbox.TaskRunner{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: inbox.FormatTime(started)}
 	if err := s.SetTaskRunner(name, rec); err != nil {
@@ -195,8 +222,15 @@ loop:
 			break loop
 		}
 	}
-	// Whatever the task started in its group goes with it.
+	// Whatever the task started in its group goes with it. What it
+	// started elsewhere may hold standard error open for ever: what is in
+	// the pipe is read, for drainDelay at most.
 	syscall.Kill(-pgid, syscall.SIGKILL)
+	errR.SetReadDeadline(time.Now().Add(drainDelay))
+	<-drained
+	if errors.Is(waitErr, exec.ErrWaitDelay) {
+		waitErr = nil // exited 0; only the copy of its prompt was cut short
+	}
 	ok := why == "" && waitErr == nil
 	if why == "" && waitErr != nil {
 		why = waitErr.Error()
