@@ -85,18 +85,39 @@ func (s *Store) Checkpoint() error {
 		return inbox.Storage(err, "lock the checkpoint")
 	}
 	defer lk.Unlock()
+	return s.checkpointLocked()
+}
+
+// checkpointLocked is Checkpoint for a caller that keeps other
+// checkpoints out (the checkpoint lock, or every lock of the store).
+//
+// It never advances a watermark written under another boot of the
+// machine: that one marks a replay still to run (openDurable skipped it,
+// say because a top-level folder was a symbolic link), and a checkpoint
+// past it would leave the files replay should restore lost for good.
+func (s *Store) checkpointLocked() error {
 	last, _, err := s.log.lastID()
 	if err != nil {
 		return err
 	}
-	if w, ok := s.readWatermark(); ok && w.BootID == bootID() && w.EventID >= last {
+	w, ok := s.readWatermark()
+	if ok && w.BootID != bootID() {
+		why := ""
+		if s.linkErr != nil {
+			why = " (" + s.linkErr.Error() + ")"
+		}
+		return &inbox.Error{Code: "replay_pending", Err: inbox.ErrStorage,
+			Rule: "the store has not been replayed since the machine restarted" + why +
+				"; no checkpoint until it is: run inbox fsck --repair, then any command"}
+	}
+	if ok && w.EventID >= last {
 		s.setMark(w)
 		return nil
 	}
 	if err := syncFS(s.dir); err != nil {
 		return inbox.Storage(err, "sync the store's file system")
 	}
-	w := watermark{BootID: bootID(), EventID: last}
+	w = watermark{BootID: bootID(), EventID: last}
 	if err := s.writeWatermark(w); err != nil {
 		return err
 	}
@@ -248,9 +269,22 @@ func (s *Store) replay(after int64) error {
 		}
 	}
 	for k, c := range cursors {
-		cur, _ := s.readCursor(k.tid, k.agent)
-		if cur == nil || cur.LastReadSeq < c.LastReadSeq {
-			p := filepath.Join(s.threadDir(k.tid), cursorName(k.agent))
+		// The cursor goes where its thread is: in the live tree, else in
+		// the archive (a thread archived after the watermark); a thread
+		// that is in neither (replay removed it) has no cursor to keep.
+		dir := s.threadDir(k.tid)
+		if !exists(dir) {
+			if dir = s.archivedDir(k.tid); !exists(dir) {
+				continue
+			}
+		}
+		body, err := readLastLine(filepath.Join(dir, cursorName(k.agent)))
+		if err != nil {
+			return inbox.Storage(err, "read cursor of %s in %s", k.agent, k.tid)
+		}
+		var cur inbox.Cursor
+		if body == nil || cur.DecodeJSON(body) != nil || cur.LastReadSeq < c.LastReadSeq {
+			p := filepath.Join(dir, cursorName(k.agent))
 			if _, _, err := s.appendLine(p, encodeLine(c.AppendJSON(nil)), maxCursorLog, false); err != nil {
 				return err
 			}

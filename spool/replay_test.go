@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inbox-dev/inbox"
 )
@@ -311,5 +312,111 @@ func TestFsckTeamsAndAcks(t *testing.T) {
 		if owed, _ := s.Unacknowledged(agent); len(owed) != want {
 			t.Errorf("%s owes %d after repair, want %d", agent, len(owed), want)
 		}
+	}
+}
+
+// TestReplayWithAnArchivedThread: a thread read, finished and archived,
+// then a reboot that replays the log from before all that: the store
+// opens (replay used to write the restored cursor into the archived
+// thread's old directory and fail every command), the archived thread
+// still shows with its cursor, and fsck is clean.
+func TestReplayWithAnArchivedThread(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	if _, err := Init(db, false); err != nil {
+		t.Fatal(err)
+	}
+	// The clock moves on before the last send, so that archive takes the
+	// thread but leaves the log segment (it holds a newer event) live.
+	now := time.Now()
+	s, err := Open(db, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := r.Thread.ThreadID
+	if _, err := s.Claim("w", tid, 600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Done("w", tid, 0, inbox.Content{Summary: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkRead("boss", tid, 0); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "next"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Archive(time.Minute, nil)
+	if err != nil || len(a.Threads) != 1 || len(a.Segments) != 0 {
+		t.Fatalf("archive: %v %+v", err, a)
+	}
+	crashMachine(t, db, 0)
+	s2, err := Open(db, Options{})
+	if err != nil {
+		t.Fatalf("open after the reboot: %v", err)
+	}
+	v, err := s2.Show(tid)
+	if err != nil || v.Thread.Status != inbox.StatusDone {
+		t.Fatalf("archived thread after replay: %v %+v", err, v)
+	}
+	if _, err := s2.Send(inbox.SendInput{From: "boss", To: "w", Subject: "after"}); err != nil {
+		t.Fatalf("send after the reboot: %v", err)
+	}
+	if rep, err := s2.Fsck(false); err != nil || !rep.Clean() {
+		t.Fatalf("fsck: %v %+v", err, rep)
+	}
+}
+
+// TestNoCheckpointPastASkippedReplay: a store that needs a replay (the
+// machine rebooted) but is opened while a top-level folder is a symbolic
+// link skips the replay; a checkpoint then must not advance the
+// watermark, or what replay should restore would never be restored.
+// Once the link is gone, the next open replays and the lost message is
+// back.
+func TestNoCheckpointPastASkippedReplay(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	if _, err := Init(db, false); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, db)
+	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "job", Content: inbox.Content{Body: "keep me"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := r.Thread.ThreadID
+	// The power cut took the message file (its event is in the log).
+	os.Remove(filepath.Join(db, threadsDir, tid, msgName(1)))
+	os.Remove(filepath.Join(db, threadsDir, tid, headerLog))
+	crashMachine(t, db, 0)
+	// A top-level folder planted as a link.
+	elsewhere := t.TempDir()
+	if err := os.Rename(filepath.Join(db, sessionsDir), filepath.Join(elsewhere, "sessions")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(elsewhere, "sessions"), 0o700)
+	if err := os.Symlink(filepath.Join(elsewhere, "sessions"), filepath.Join(db, sessionsDir)); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Checkpoint() // the daemon's sweep
+	w, _ := s2.readWatermark()
+	if w.EventID != 0 || w.BootID == bootID() {
+		t.Fatalf("the watermark advanced to %+v past a replay that did not run", w)
+	}
+	// fsck --repair removes the link; the next open replays.
+	if _, err := s2.Fsck(true); err != nil {
+		t.Fatal(err)
+	}
+	s3 := openTest(t, db)
+	v, err := s3.Show(tid)
+	if err != nil || len(v.Messages) != 1 || v.Messages[0].Body != "keep me" {
+		t.Fatalf("the message replay should restore: %v %+v", err, v)
 	}
 }

@@ -96,6 +96,14 @@ func (s *Store) Archive(olderThan time.Duration, statuses []string) (*inbox.Arch
 		return nil, err
 	}
 	defer unlock()
+	// What is archived is durable first: replay after a power cut
+	// restores live threads only, so an archived thread's files must not
+	// depend on it.
+	if !s.unsynced && s.checkpointEvery >= 0 {
+		if err := s.checkpointLocked(); err != nil {
+			return nil, err
+		}
+	}
 	cutoff := s.now().Add(-olderThan)
 	res := &inbox.ArchiveResult{Cutoff: inbox.FormatTime(cutoff), Threads: []string{}, Segments: []string{}}
 	archThreads := filepath.Join(s.dir, archiveDir, threadsDir)
