@@ -34,3 +34,19 @@ func procStart(pid int) int64 {
 	v, _ := strconv.ParseInt(f[19], 10, 64)
 	return v
 }
+
+// umaskNow reads this process's umask without changing it, even for a
+// moment (other goroutines may be creating files).
+func umaskNow() (int, bool) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return int(n), err == nil
+		}
+	}
+	return 0, false
+}

@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +57,11 @@ type Config struct {
 	Grace time.Duration
 	// DefaultTimeout applies to tasks pushed without a timeout (0: none).
 	DefaultTimeout time.Duration
+	// Umask is the umask tasks start with, in octal ("0022"): the user's,
+	// as the command that started the runner found it (StartUmask), not
+	// the runner's own, which a group-shared store sets to 007. Empty:
+	// the umask this process started with.
+	Umask string
 }
 
 // drainDelay bounds how long a task's standard error (and the copy of its
@@ -76,6 +82,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if cfg.Umask == "" {
+		cfg.Umask = StartUmask()
+	}
+	if cfg.Umask != "" {
+		// It becomes part of a shell command: digits only.
+		v, err := strconv.ParseUint(cfg.Umask, 8, 32)
+		if err != nil || v > 0o777 {
+			return fmt.Errorf("umask %q is not an octal umask (0000 to 0777)", cfg.Umask)
+		}
+		cfg.Umask = fmt.Sprintf("%04o", v)
 	}
 	n := cfg.Concurrency
 	if n <= 0 {
@@ -143,7 +160,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	}
 	defer os.Remove(outPath)
 	defer out.Close()
-	cmd := exec.Command("/bin/sh", "-c", cfg.Exec)
+	cmd := taskCommand(cfg.Exec, cfg.Umask)
 	if t.PromptBlob != "" {
 		pf, err := s.OpenBlob(t.PromptBlob)
 		if err != nil {
@@ -240,6 +257,19 @@ loop:
 	}
 	cfg.Log.Info("task finished", "task", name, "success", ok, "error", why, "seconds", time.Since(started).Seconds())
 	return deliverRetrying(ctx, cfg, t, token, ok, why, outPath, stderr.String())
+}
+
+// taskCommand is sh -c command, started with umask (octal): when this
+// process's umask is another, or cannot be read without changing it, a
+// shell sets it first and replaces itself with sh -c command (the same
+// process: its group, its pid).
+func taskCommand(command, umask string) *exec.Cmd {
+	if umask != "" {
+		if now, ok := umaskNow(); !ok || fmt.Sprintf("%04o", now) != umask {
+			return exec.Command("/bin/sh", "-c", "umask "+umask+" && exec /bin/sh -c \"$1\"", "/bin/sh", command)
+		}
+	}
+	return exec.Command("/bin/sh", "-c", command)
 }
 
 // deliverRetrying delivers a finished task's message, retrying while the

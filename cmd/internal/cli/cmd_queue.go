@@ -201,8 +201,11 @@ func startRunner(s inbox.Bus, db string, n, timeout int, command string, names [
 	if err != nil {
 		return 0, err
 	}
+	// The runner's tasks start with this process's umask as it started,
+	// not as a group-shared store left it (007), which the runner would
+	// inherit.
 	args := append([]string{"__runner", "--db", db, "--concurrency", strconv.Itoa(n), "--timeout-seconds", strconv.Itoa(timeout),
-		"--exec", command, "--"}, names...)
+		"--umask", queue.StartUmask(), "--exec", command, "--"}, names...)
 	cmd := exec.Command(self, args...)
 	if l, ok := s.(interface{ RunnerLog() string }); ok {
 		logf, err := os.OpenFile(l.RunnerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -227,13 +230,14 @@ var runnerCommand = &command{
 
 type runnerCmd struct {
 	concurrency, timeout int
-	exec                 string
+	exec, umask          string
 }
 
 func (r *runnerCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.IntVar(&r.concurrency, "concurrency", 0, "")
 	fs.IntVar(&r.timeout, "timeout-seconds", 0, "")
 	fs.StringVar(&r.exec, "exec", "", "")
+	fs.StringVar(&r.umask, "umask", "", "")
 }
 
 func (r *runnerCmd) run(c *call) (*result, error) {
@@ -245,7 +249,7 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 	defer stop()
 	log := slog.New(slog.NewTextHandler(c.env.stderr, nil)).With("runner", os.Getpid())
 	return nil, queue.Run(ctx, queue.Config{Store: s, DB: c.g.db, Exec: r.exec, Concurrency: r.concurrency,
-		Tasks: c.args, Log: log, DefaultTimeout: time.Duration(r.timeout) * time.Second})
+		Tasks: c.args, Log: log, DefaultTimeout: time.Duration(r.timeout) * time.Second, Umask: r.umask})
 }
 
 // queueTasks lists the tasks in the caller's queue (every queue with
