@@ -212,7 +212,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 				return nil, err
 			}
 		}
-		ctx, stop := c.blockingContext()
+		ctx, stop, in := c.waitContext()
 		defer stop()
 		opt := inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
 		if running(s, agent) {
@@ -221,6 +221,9 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 			opt.Every, opt.Tick = time.Second, func() { reapFor(s, agent) }
 		}
 		m, err := s.Receive(ctx, agent, r.from, r.lifo, opt)
+		if m == nil && interrupted(in, err) {
+			return c.interruptedResult(in, -1, "before a message came for "+agent), nil
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -28,6 +29,113 @@ func (c *call) blockingContext() (context.Context, context.CancelFunc) {
 		return context.WithCancel(c.env.ctx)
 	}
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// interruption records the signal, if any, that ended a blocking
+// command's wait: SIGINT or SIGTERM is reported as an interruption (exit
+// 130 or 143), never as a timeout (SPEC §7 Interrupts).
+type interruption struct {
+	mu  sync.Mutex
+	sig syscall.Signal
+}
+
+// signal is the signal that ended the wait, or 0 when none did.
+func (in *interruption) signal() syscall.Signal {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.sig
+}
+
+// waitContext is blockingContext for the commands that wait for something
+// (wait-reply, watch, receive, events --follow): the first SIGINT or
+// SIGTERM cancels the wait and is recorded in the interruption, so that
+// the command reports it; a second one ends the process at once with its
+// exit code, for a command that does not return. The stop function
+// restores the signals' default behaviour. A call the MCP server makes
+// has no signals: its context ends with the request.
+func (c *call) waitContext() (context.Context, func(), *interruption) {
+	in := &interruption{}
+	if c.env.ctx != nil {
+		ctx, cancel := context.WithCancel(c.env.ctx)
+		return ctx, cancel, in
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var first os.Signal
+		select {
+		case first = <-ch:
+		case <-done:
+			return
+		}
+		in.mu.Lock()
+		in.sig, _ = first.(syscall.Signal)
+		in.mu.Unlock()
+		cancel()
+		select {
+		case again := <-ch:
+			sig, _ := again.(syscall.Signal)
+			fmt.Fprintf(c.env.stderr, "inbox: interrupted again (%s): exiting now\n", signalName(sig))
+			os.Exit(interruptExit(sig))
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(done)
+			cancel()
+		})
+	}, in
+}
+
+// interrupted reports whether the signal in in ended a wait that returned
+// err: nothing found, or the backend's own cancellation error.
+func interrupted(in *interruption, err error) bool {
+	return in.signal() != 0 && (err == nil || errors.Is(err, context.Canceled))
+}
+
+// interruptedResult is the answer of a wait that a signal ended (SPEC §7):
+// exit 130 (SIGINT) or 143 (SIGTERM), and in JSON "woke":false,
+// "interrupted":true, the cursor to continue from when the wait has one
+// (next >= 0) and an error of code "interrupted". People get the line
+// "inbox: interrupted (SIGINT) <what>" on stderr.
+func (c *call) interruptedResult(in *interruption, next int64, what string) *result {
+	sig := in.signal()
+	msg := fmt.Sprintf("interrupted (%s) %s", signalName(sig), what)
+	res := &result{exit: interruptExit(sig), failed: true}
+	res.set("woke", false).set("interrupted", true)
+	if next >= 0 {
+		res.set("next_event_id", next)
+		msg += fmt.Sprintf(" (continue with --after-event %d)", next)
+	}
+	res.set("error", map[string]string{"code": "interrupted", "message": msg})
+	res.human = func(io.Writer) { fmt.Fprintf(c.env.stderr, "inbox: %s\n", msg) }
+	return res
+}
+
+// signalName is SIGINT or SIGTERM.
+func signalName(sig syscall.Signal) string {
+	if sig == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
+}
+
+// splitAlternatives accepts the seed's notation for a set of kinds or
+// types, "answer|control|result", beside pflag's commas: each value is
+// split at "|" and trimmed of spaces.
+func splitAlternatives(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, p := range strings.Split(v, "|") {
+			out = append(out, strings.TrimSpace(p))
+		}
+	}
+	return out
 }
 
 func waitDuration(secs float64) (time.Duration, error) {
@@ -97,8 +205,8 @@ func (r *waitReplyCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.thread, "thread", "", "thread to wait in (required)")
 	fs.StringVar(&r.afterMessage, "after-message", "", "wait for a message later than this message id")
 	fs.Int64Var(&r.afterEvent, "after-event", 0, "wait for a message whose event id is greater than this (from next_event_id)")
-	fs.StringSliceVar(&r.kinds, "kinds", nil, "message kinds that count, comma-separated (default answer,control,result; any with --types or --request-id)")
-	fs.StringSliceVar(&r.types, "types", nil, "message types that count, comma-separated (seed 002's task_status_response, …)")
+	fs.StringSliceVar(&r.kinds, "kinds", nil, "message kinds that count, comma- or |-separated (default answer,control,result; any with --types or --request-id)")
+	fs.StringSliceVar(&r.types, "types", nil, "message types that count, comma- or |-separated (seed 002's task_status_response, …)")
 	fs.StringVar(&r.requestID, "request-id", "", "wait for the response to the request carrying this id")
 	fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
 }
@@ -118,12 +226,19 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := c.blockingContext()
+	ctx, stop, in := c.waitContext()
 	defer stop()
 	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
 		Agent: c.g.agent}
-	f := inbox.ReplyFilter{Kinds: r.kinds, Types: r.types, RequestID: r.requestID}
+	f := inbox.ReplyFilter{Kinds: splitAlternatives(r.kinds), Types: splitAlternatives(r.types), RequestID: r.requestID}
 	w, err := s.WaitReply(ctx, r.thread, cur, f, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	if (w == nil || !w.Woke) && interrupted(in, err) {
+		next := r.afterEvent
+		if w != nil {
+			next = w.NextEventID
+		}
+		return c.interruptedResult(in, next, "before a reply came in "+r.thread), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -198,13 +313,20 @@ func (r *watchCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := c.blockingContext()
+	ctx, stop, in := c.waitContext()
 	defer stop()
 	var after *int64
 	if c.fs.Changed("after-event") {
 		after = &r.afterEvent
 	}
 	w, err := s.Watch(ctx, agent, r.statuses, after, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
+	if (w == nil || !w.Woke) && interrupted(in, err) {
+		next := r.afterEvent
+		if w != nil {
+			next = w.NextEventID
+		}
+		return c.interruptedResult(in, next, "before anything new for "+agent), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +393,7 @@ func (r *eventsCmd) run(c *call) (*result, error) {
 		}
 	}
 	if r.follow {
-		return nil, r.stream(c, s) // a nil result: the stream was the output
+		return r.stream(c, s)
 	}
 	evs := []*inbox.Event{}
 	next := r.afterEvent
@@ -296,21 +418,29 @@ func (r *eventsCmd) run(c *call) (*result, error) {
 }
 
 // stream prints events as they come: one JSON object per line with --json.
-func (r *eventsCmd) stream(c *call, s inbox.Bus) error {
-	ctx, stop := c.blockingContext()
+// Its result is nil (the stream was the output) unless a signal ended it:
+// then the interruption's answer, after the events, is the last line.
+func (r *eventsCmd) stream(c *call, s inbox.Bus) (*result, error) {
+	ctx, stop, in := c.waitContext()
 	defer stop()
 	n := 0
+	next := r.afterEvent
 	opt := inbox.WaitOptions{ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
-	return s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *inbox.Event) bool {
+	err := s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *inbox.Event) bool {
 		if c.g.json {
 			b, _ := encodeJSON(ev)
 			c.env.stdout.Write(append(b, '\n'))
 		} else {
 			fmt.Fprintln(c.env.stdout, eventLine(ev))
 		}
+		next = ev.EventID
 		n++
 		return r.limit == 0 || n < r.limit
 	})
+	if (r.limit == 0 || n < r.limit) && interrupted(in, err) {
+		return c.interruptedResult(in, next, "while following events"), nil
+	}
+	return nil, err
 }
 
 func eventLine(ev *inbox.Event) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/inbox-dev/inbox"
 )
@@ -17,6 +18,11 @@ const (
 	exitNotFound = 40
 	exitStorage  = 50
 )
+
+// interruptExit is the exit code of a blocking command that a signal
+// ended (SPEC §7 Interrupts): 128 plus the signal's number, as a shell
+// reports it, so 130 for SIGINT and 143 for SIGTERM.
+func interruptExit(sig syscall.Signal) int { return 128 + int(sig) }
 
 // usageError is bad command-line usage: exit 30.
 type usageError struct {

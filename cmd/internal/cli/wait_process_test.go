@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -208,4 +209,183 @@ func BenchmarkWakeLatency(b *testing.B) {
 	b.ReportMetric(float64(pct(0.5).Microseconds()), "p50-µs")
 	b.ReportMetric(float64(pct(0.99).Microseconds()), "p99-µs")
 	b.ReportMetric(0, "ns/op")
+}
+
+// TestBlockingInterrupted starts each blocking command (wait-reply, watch,
+// receive, events --follow) as its own process, waits until it is really
+// blocked (its agent shows as waiting, or the follower has printed the
+// first event), sends SIGINT or SIGTERM, and checks that it ends at once
+// with 130 or 143, "woke":false and "interrupted":true in JSON and a line
+// saying so on stderr for people: never the timeout's exit 10.
+func TestBlockingInterrupted(t *testing.T) {
+	db, ids := newStore(t, 1)
+	tid := ids[0]
+	bin := lookInbox(t, "inbox")
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(agent string) bool {
+		as, err := s.Agents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
+			if a.Agent == agent {
+				return a.State == inbox.StateWaiting
+			}
+		}
+		return false
+	}
+	sigs := []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}}
+	cmds := []struct {
+		name string
+		args func(agent string) []string
+	}{
+		{"wait-reply", func(a string) []string { return []string{"wait-reply", "--agent", a, "--thread", tid} }},
+		{"watch", func(a string) []string { return []string{"watch", "--agent", a} }},
+		{"receive", func(a string) []string { return []string{"receive", "--agent", a} }},
+		{"events", func(string) []string { return []string{"events", "--follow"} }},
+	}
+	n := 0
+	for _, c := range cmds {
+		for _, sg := range sigs {
+			for _, asJSON := range []bool{true, false} {
+				n++
+				agent := fmt.Sprintf("waiter-%d", n)
+				t.Run(fmt.Sprintf("%s/%v/json=%v", c.name, sg.sig, asJSON), func(t *testing.T) {
+					args := append(c.args(agent), "--db", db)
+					if asJSON {
+						args = append(args, "--json")
+					}
+					cmd := exec.Command(bin, args...)
+					var stderr strings.Builder
+					cmd.Stderr = &stderr
+					pipe, err := cmd.StdoutPipe()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := cmd.Start(); err != nil {
+						t.Fatal(err)
+					}
+					defer cmd.Process.Kill()
+					lines := make(chan string, 100)
+					go func() {
+						defer close(lines)
+						sc := bufio.NewScanner(pipe)
+						for sc.Scan() {
+							lines <- sc.Text()
+						}
+					}()
+					var out []string
+					if c.name == "events" {
+						// Its first line comes after its signal handler is set.
+						select {
+						case l := <-lines:
+							out = append(out, l)
+						case <-time.After(10 * time.Second):
+							t.Fatal("events --follow printed nothing")
+						}
+					} else if !pollFor(10*time.Second, func() bool { return waiting(agent) }) {
+						t.Fatalf("%s never showed as waiting; stderr: %s", agent, stderr.String())
+					}
+					sent := time.Now()
+					if err := cmd.Process.Signal(sg.sig); err != nil {
+						t.Fatal(err)
+					}
+					for l := range lines {
+						out = append(out, l)
+					}
+					done := make(chan error, 1)
+					go func() { done <- cmd.Wait() }()
+					var werr error
+					select {
+					case werr = <-done:
+					case <-time.After(10 * time.Second):
+						t.Fatalf("still running 10s after %v", sg.sig)
+					}
+					code, err := exitStatus(werr)
+					if err != nil {
+						t.Fatalf("%v; stderr: %s", err, stderr.String())
+					}
+					if code != sg.code {
+						t.Errorf("exit %d after %v, want %d; stdout %q, stderr %q", code, sg.sig, sg.code, out, stderr.String())
+					}
+					if took := time.Since(sent); took > 3*time.Second {
+						t.Errorf("took %v to end after %v", took, sg.sig)
+					}
+					if asJSON {
+						if len(out) == 0 {
+							t.Fatal("no JSON printed")
+						}
+						var got struct {
+							Command     string `json:"command"`
+							Woke        *bool  `json:"woke"`
+							Interrupted bool   `json:"interrupted"`
+						}
+						last := out[len(out)-1]
+						if err := json.Unmarshal([]byte(last), &got); err != nil {
+							t.Fatalf("last line %q: %v", last, err)
+						}
+						if got.Command != c.name || got.Woke == nil || *got.Woke || !got.Interrupted {
+							t.Errorf("last line %q, want command %q with \"woke\":false and \"interrupted\":true", last, c.name)
+						}
+						if stderr.Len() > 0 {
+							t.Errorf("stderr with --json: %q", stderr.String())
+						}
+					} else {
+						if !strings.Contains(stderr.String(), "interrupted") {
+							t.Errorf("stderr %q does not say interrupted", stderr.String())
+						}
+						if strings.Contains(stderr.String(), "within") {
+							t.Errorf("stderr %q reads like a timeout", stderr.String())
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestWaitKindsNotation checks that --kinds and --types take the seed's
+// "answer|control|result" notation as well as commas (SPEC §7), and that
+// an unknown kind among the alternatives is still refused naming it.
+func TestWaitKindsNotation(t *testing.T) {
+	db, ids := newStore(t, 2)
+	bin := lookInbox(t, "inbox")
+	s, err := spool.Open(db, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reply("X", "", ids[0], inbox.KindControl, inbox.Content{Summary: "stop"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reply("X", "", ids[1], "", inbox.Content{Summary: "status", Type: "task_status_response"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--thread", ids[0], "--kinds", "answer|control"}, 0, `"summary":"stop"`},
+		{[]string{"--thread", ids[0], "--kinds", "answer | control|result"}, 0, `"summary":"stop"`},
+		{[]string{"--thread", ids[0], "--kinds", "answer|result"}, 10, `"woke":false`},
+		{[]string{"--thread", ids[0], "--kinds", "answer|contrl"}, 30, `contrl`},
+		{[]string{"--thread", ids[1], "--types", "task_status_request|task_status_response"}, 0, `"summary":"status"`},
+		{[]string{"--thread", ids[1], "--types", "idle_notification|task_completion,task_status_request"}, 10, `"woke":false`},
+	} {
+		args := append([]string{"wait-reply", "--db", db, "--json", "--after-event", "0", "--timeout-seconds", "0"}, c.args...)
+		out, err := exec.Command(bin, args...).Output()
+		code, xerr := exitStatus(err)
+		if xerr != nil {
+			t.Fatalf("%v: %v", c.args, xerr)
+		}
+		if code != c.code || !strings.Contains(string(out), c.want) {
+			t.Errorf("%v: exit %d, %s; want exit %d with %s", c.args, code, out, c.code, c.want)
+		}
+	}
 }
