@@ -594,9 +594,15 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 			}
 		}
 	}
-	old, err := os.ReadFile(p)
+	// A settings file that is a symlink (a dotfiles repository's) is
+	// written through: the link stays, and its target is replaced.
+	target, err := linkTarget(p)
+	if err != nil {
+		return nil, inbox.Storage(err, "resolve the symlink %s", p)
+	}
+	old, err := os.ReadFile(target)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, inbox.Storage(err, "read %s", p)
+		return nil, inbox.Storage(err, "read %s", target)
 	}
 	updated, err := mergeHooks(old, tool, hookFlags(agent, db), !add)
 	if err != nil {
@@ -618,19 +624,19 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 		return res, nil
 	}
 	if changed {
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, inbox.Storage(err, "create %s", filepath.Dir(p))
+		if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+			return nil, inbox.Storage(err, "create %s", filepath.Dir(target))
 		}
 		mode := os.FileMode(0o600)
-		if fi, err := os.Stat(p); err == nil {
+		if fi, err := os.Stat(target); err == nil {
 			mode = fi.Mode().Perm()
-			if err := renameio.WriteFile(p+".bak", old, mode); err != nil {
+			if err := writeFileDurably(p+".bak", old, mode); err != nil {
 				return nil, inbox.Storage(err, "back up %s", p)
 			}
 			res.set("backup", p+".bak")
 		}
-		if err := renameio.WriteFile(p, updated, mode); err != nil {
-			return nil, inbox.Storage(err, "write %s", p)
+		if err := writeFileDurably(target, updated, mode); err != nil {
+			return nil, inbox.Storage(err, "write %s", target)
 		}
 	}
 	res.human = func(w io.Writer) {
@@ -650,6 +656,50 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 		}
 	}
 	return res, nil
+}
+
+// linkTarget follows p while it is a symlink and returns the file it ends
+// at (p itself when it is none), whether that exists or not.
+func linkTarget(p string) (string, error) {
+	for range 40 {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) || err == nil && fi.Mode()&fs.ModeSymlink == 0 {
+			return p, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		dest, err := os.Readlink(p)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(dest) {
+			// Relative to the link's directory as the system finds it
+			// (.. after a symlinked directory is not lexical).
+			dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+			if err != nil {
+				return "", err
+			}
+			dest = filepath.Join(dir, dest)
+		}
+		p = dest
+	}
+	return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+}
+
+// writeFileDurably replaces p with data atomically, by a file written in
+// p's own directory and renamed over it, and makes the rename durable.
+func writeFileDurably(p string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(p)
+	if err := renameio.WriteFile(p, data, perm, renameio.WithTempDir(dir)); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // lineDiff shows what changes, line by line, around the common start and
