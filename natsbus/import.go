@@ -44,7 +44,7 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 				return err
 			}
 			if !b.created {
-				return inbox.Errorf(inbox.ErrInvalidInput, "store_exists", "to", "%s holds a store already: migrate copies into a new one (name another)", db)
+				return inbox.Errorf(inbox.ErrInvalidInput, "store_exists", "to", "%s holds a store already: migrate copies into a new one (name another)", b.shown)
 			}
 			res.FirstEventID, next = e.Event.EventID, e.Event.EventID
 		}

@@ -55,6 +55,7 @@ type Bus struct {
 	archiveStream jetstream.Stream
 	name          string
 	server        string // the servers the URL names
+	shown         string // the store URL as errors show it, without its secret
 	prefix        string // "inbox.NAME.ev."
 	replicas      int
 	now           func() time.Time
@@ -68,22 +69,39 @@ var storeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // config is what a store URL says.
 type config struct {
-	server   string // the URL nats.Connect gets
+	server   string // the URLs nats.Connect gets, without credentials
+	shown    string // the store URL as errors show it (inbox.ShowNATSURL)
 	name     string
 	replicas int
 	opts     []nats.Option
 }
 
+// parseURL reads a store URL. Its credentials (inbox.SplitNATSURL: a user
+// and password, or a token, from the URL or the environment's
+// inbox.EnvNATSPassword or inbox.EnvNATSPasswordFile) become connection
+// options, never part of a URL that could be shown.
 func parseURL(db string) (*config, error) {
-	u, err := url.Parse(db)
+	secret, err := inbox.NATSSecret(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	shown := inbox.ShowNATSURL(db, secret)
+	public, cred := inbox.SplitNATSURL(db, secret)
+	u, err := url.Parse(public)
 	if err != nil || u.Host == "" {
-		return nil, inbox.Invalid("db", "%q is not a NATS store URL: write nats://HOST:PORT/NAME", db)
+		return nil, inbox.Invalid("db", "%q is not a NATS store URL: write nats://HOST:PORT/NAME", shown)
 	}
 	name := strings.Trim(u.Path, "/")
 	if !storeName.MatchString(name) {
-		return nil, inbox.Invalid("db", "%q names no store: write nats://HOST:PORT/NAME, NAME of letters, digits, _ and - (at most 64)", db)
+		return nil, inbox.Invalid("db", "%q names no store: write nats://HOST:PORT/NAME, NAME of letters, digits, _ and - (at most 64)", shown)
 	}
-	c := &config{name: name, replicas: 1}
+	c := &config{name: name, replicas: 1, shown: shown}
+	switch {
+	case cred.User != "":
+		c.opts = append(c.opts, nats.UserInfo(cred.User, cred.Password))
+	case cred.Token != "":
+		c.opts = append(c.opts, nats.Token(cred.Token))
+	}
 	q := u.Query()
 	if r := q.Get("replicas"); r != "" {
 		n, err := strconv.Atoi(r)
@@ -115,7 +133,7 @@ func parseURL(db string) (*config, error) {
 	var servers []string
 	for _, h := range strings.Split(u.Host, ",") {
 		srv := *u
-		srv.Host, srv.Path, srv.RawQuery = h, "", ""
+		srv.User, srv.Host, srv.Path, srv.RawQuery = nil, h, "", ""
 		servers = append(servers, srv.String())
 	}
 	c.server = strings.Join(servers, ",")
@@ -138,7 +156,7 @@ func Open(db string, opts Options) (*Bus, error) {
 		nc.Close()
 		return nil, inbox.Storage(err, "use JetStream at %s", c.server)
 	}
-	b := &Bus{nc: nc, js: js, name: c.name, server: c.server, prefix: "inbox." + c.name + ".ev.", replicas: c.replicas,
+	b := &Bus{nc: nc, js: js, name: c.name, server: c.server, shown: c.shown, prefix: "inbox." + c.name + ".ev.", replicas: c.replicas,
 		now: opts.Now, source: opts.Source}
 	if b.now == nil {
 		b.now = time.Now
@@ -172,7 +190,7 @@ func Open(db string, opts Options) (*Bus, error) {
 	if notFound {
 		nc.Close()
 		return nil, inbox.Errorf(inbox.ErrNotInitialized, "not_initialized", "db",
-			"there is no inbox store %q on %s: run inbox init --db %s", c.name, c.server, db)
+			"there is no inbox store %q on %s: run inbox init --db %s", c.name, c.server, c.shown)
 	}
 	if err != nil {
 		nc.Close()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -65,4 +67,63 @@ func TestLargeBodyIsABlob(t *testing.T) {
 	if _, err := b.OpenBlob("blobs/" + strings.Repeat("0", 64)); !errors.Is(err, inbox.ErrNotFound) {
 		t.Errorf("a blob that is not there: %v", err)
 	}
+}
+
+// A store's password never shows in an error, whether it was right or
+// wrong; it is taken from the URL, the environment or an owner-only file.
+func TestCredentialsNeverShown(t *testing.T) {
+	const user, password = "alice", "s3cretPW"
+	srv := natstest.StartAuth(t, user, password)
+	host := strings.TrimPrefix(srv.ClientURL(), "nats://")
+	withUser := "nats://" + user + "@" + host + "/creds"
+	notShown := func(err error, secrets ...string) {
+		t.Helper()
+		if err == nil {
+			t.Fatal("no error")
+		}
+		for _, s := range secrets {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("the error shows the secret %q: %v", s, err)
+			}
+		}
+	}
+
+	// Wrong, in the URL and in the environment.
+	_, err := natsbus.Open("nats://"+user+":WRONGpw@"+host+"/creds", natsbus.Options{Create: true})
+	notShown(err, "WRONGpw")
+	t.Setenv(inbox.EnvNATSPassword, "WRONGenv")
+	_, err = natsbus.Open(withUser, natsbus.Options{Create: true})
+	notShown(err, "WRONGenv")
+
+	// Right, but no store yet: the hint names the URL without the password.
+	t.Setenv(inbox.EnvNATSPassword, "")
+	_, err = natsbus.Open("nats://"+user+":"+password+"@"+host+"/creds", natsbus.Options{})
+	notShown(err, password)
+	if !errors.Is(err, inbox.ErrNotInitialized) || !strings.Contains(err.Error(), "nats://alice:xxxxx@"+host+"/creds") {
+		t.Errorf("the error for a store not made yet: %v", err)
+	}
+
+	// Right: in the URL, in the environment, in a file.
+	b, err := natsbus.Open("nats://"+user+":"+password+"@"+host+"/creds", natsbus.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	t.Setenv(inbox.EnvNATSPassword, password)
+	b, err = natsbus.Open(withUser, natsbus.Options{})
+	if err != nil {
+		t.Fatalf("password in %s: %v", inbox.EnvNATSPassword, err)
+	}
+	b.Close()
+	t.Setenv(inbox.EnvNATSPassword, "")
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(inbox.EnvNATSPasswordFile, file)
+	b, err = natsbus.Open(withUser, natsbus.Options{})
+	if err != nil {
+		t.Fatalf("password in %s: %v", inbox.EnvNATSPasswordFile, err)
+	}
+	b.Close()
 }

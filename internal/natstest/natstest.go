@@ -15,7 +15,22 @@ import (
 // Start runs a JetStream server until the test ends and returns it.
 func Start(t testing.TB) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(Options(t.TempDir()))
+	return StartWith(t, Options(t.TempDir()))
+}
+
+// StartAuth runs a JetStream server that lets in only user with password.
+func StartAuth(t testing.TB, user, password string) *server.Server {
+	t.Helper()
+	o := Options(t.TempDir())
+	o.Username, o.Password = user, password
+	return StartWith(t, o)
+}
+
+// StartWith runs a JetStream server with opts until the test ends and
+// returns it.
+func StartWith(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
