@@ -77,14 +77,22 @@ const (
 )
 
 // maxKeptName is the longest descriptor name the daemon's files can be
-// named after: the longest of them is a temp file, "." + NAME + ".outcome"
-// + up to ten random digits, within the 255 bytes a file name may have.
-const maxKeptName = 255 - len(".") - len(SuffixOutcome) - 20
+// named after: the longest of them is NAME + ".processed", within the 255
+// bytes a file name may have. The daemon's temp files have short names of
+// their own (tempPrefix), whatever NAME is.
+const maxKeptName = 255 - len(SuffixProcessed)
+
+// tempPrefix starts the name of every temp file the daemon writes in the
+// intake directory (the .result and .outcome files before they are
+// renamed into place): tempPrefix and random digits, so that the temp
+// file's name never limits the descriptor's.
+const tempPrefix = ".inbox-daemon.tmp"
 
 // FileBase returns the name under which the daemon writes a descriptor's
 // .result and .outcome and renames the descriptor when it is done: name
-// itself, or, for a name too long to add those suffixes to, the SHA-256
-// of the name in hex followed by ".task.json" (docs/FORMAT.md).
+// itself when NAME.processed is a legal file name (at most 255 bytes), or,
+// for a longer name, the SHA-256 of the name in hex followed by
+// ".task.json" (docs/FORMAT.md).
 func FileBase(name string) string {
 	if len(name) <= maxKeptName {
 		return name
@@ -271,6 +279,12 @@ func (d *daemon) cleanTemps() {
 		if !strings.HasPrefix(n, ".") {
 			continue
 		}
+		if rest, ok := strings.CutPrefix(n, tempPrefix); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+			os.Remove(filepath.Join(d.cfg.Intake, n))
+			continue
+		}
+		// The names earlier versions gave their temp files:
+		// "." + NAME + ".result" or ".outcome" + random digits.
 		for _, suf := range []string{intake.Suffix + SuffixResult, intake.Suffix + SuffixOutcome} {
 			i := strings.LastIndex(n, suf)
 			if i > 0 && i+len(suf) < len(n) && strings.Trim(n[i+len(suf):], "0123456789") == "" {
@@ -614,13 +628,12 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 			pf.Cleanup()
 		}
 	}()
-	for i, name := range names {
+	for i := range names {
 		data, err := json.MarshalIndent(results[i], "", "  ")
 		if err != nil {
 			return err
 		}
-		path := filepath.Join(d.cfg.Intake, FileBase(name)+SuffixResult)
-		pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(d.cfg.Intake), renameio.WithStaticPermissions(0o600))
+		pf, err := tempFile(d.cfg.Intake)
 		if err != nil {
 			return err
 		}
@@ -670,7 +683,7 @@ func (d *daemon) place(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o600))
+	pf, err := tempFile(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
@@ -678,7 +691,20 @@ func (d *daemon) place(path string, v any) error {
 	if _, err := pf.Write(append(data, '\n')); err != nil {
 		return err
 	}
-	return pf.CloseAtomicallyReplace()
+	if err := pf.Sync(); err != nil {
+		return err
+	}
+	if err := pf.Close(); err != nil {
+		return err
+	}
+	return os.Rename(pf.Name(), path)
+}
+
+// tempFile opens a new temp file (0600) in dir, named tempPrefix and
+// random digits whatever file it will become: the caller writes, fsyncs
+// and closes it, then renames it into place.
+func tempFile(dir string) (*renameio.PendingFile, error) {
+	return renameio.NewPendingFile(filepath.Join(dir, tempPrefix[1:]), renameio.WithTempDir(dir), renameio.WithStaticPermissions(0o600))
 }
 
 // toSend turns a descriptor into a send.

@@ -1,9 +1,12 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +107,48 @@ func TestRunInProcess(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
+}
+
+// TestStaleTempsRemoved plants the temp files a killed daemon leaves (its
+// own short ".inbox-daemon.tmp<digits>" names, and the names earlier
+// versions gave them) beside a dropper's temp file: at start the daemon
+// removes its own and leaves the dropper's, and once a descriptor is
+// finished no temp file of its writes is left.
+func TestStaleTempsRemoved(t *testing.T) {
+	s, db := storetest.New(t, spool.Options{Source: "daemon"})
+	dir := filepath.Join(db, "intake")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := []string{".inbox-daemon.tmp123456789", ".old.task.json.result42", ".old.task.json.outcome7"}
+	kept := []string{".mine.tmp", ".inbox-daemon.tmpx1"}
+	for _, n := range append(stale, kept...) {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storetest.Drop(t, dir, "go.task.json", `{"version":1,"kind":"prompt","prompt":"go"}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- daemon.Run(ctx, daemon.Config{Store: s, Intake: dir, IntakeTo: "coordinator"}) }()
+	waitFile(t, filepath.Join(dir, "go.task.json.processed"), nil)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dot []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			dot = append(dot, e.Name())
+		}
+	}
+	slices.Sort(dot)
+	slices.Sort(kept)
+	if !slices.Equal(dot, kept) {
+		t.Errorf("temp files left: %q, want only the dropper's %q", dot, kept)
+	}
 }
