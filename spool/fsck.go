@@ -275,6 +275,7 @@ type logIndex struct {
 	ids    map[int64]string        // event id → thread id
 	msgs   map[string]int64        // message id → event id
 	adds   map[string]*inbox.Event // "thread#seq" → the event that added that message
+	addAt  map[string]Pos          // "thread#seq" → where that event's line ends (messageFromLog reads it)
 	newest map[string]*logEvent
 	first  int64               // the first id of the oldest segment still in the log
 	blobs  map[string]blobMeta // blob path → what a message says of it
@@ -295,7 +296,7 @@ func (li *logIndex) hasOwnEvent(h *header) bool {
 
 func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Finding, repair bool) (*logIndex, error) {
 	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*inbox.Event{},
-		newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
+		addAt: map[string]Pos{}, newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
 	segs, err := s.log.segments()
 	if err != nil {
 		return nil, err
@@ -328,12 +329,16 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 			start := int64(off)
 			off += nl + 1
 			body, ok := checkLine(line)
-			var ev logEvent
+			// The line's head only: the message it carries is read again
+			// from where the line ends when a file must be rebuilt from
+			// it (messageFromLog), never held for the whole log.
+			var head logHead
 			if ok {
-				if err := ev.decodeJSON(body); err != nil {
+				if err := head.decodeJSON(body); err != nil {
 					ok = false
 				}
 			}
+			ev := logEvent{Event: head.Event, State: head.State}
 			if !ok {
 				if repair && i == len(segs)-1 && off >= len(data) {
 					// The log's last line: what a power cut leaves of an
@@ -374,7 +379,9 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 				li.newest[ev.ThreadID] = &e
 				if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
 					a := ev.Event
-					li.adds[addKey(ev.ThreadID, ev.State.MessageCount)] = &a
+					k := addKey(ev.ThreadID, ev.State.MessageCount)
+					li.adds[k] = &a
+					li.addAt[k] = Pos{Segment: first, Offset: int64(off)}
 				}
 			}
 		}
@@ -610,6 +617,9 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			f.Repaired = os.Remove(filepath.Join(dir, n)) == nil
 		}
 	}
+	if err := s.fsckHeaderLog(tid, li, add, repair); err != nil {
+		return nil, err
+	}
 	h, err := s.readHeader(tid)
 	if errors.Is(err, inbox.ErrNotFound) {
 		// Created but never committed — unless the log says it was.
@@ -648,8 +658,18 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 	}
 	for seq := 1; seq <= want; seq++ {
 		if !slices.Contains(seqs, seq) {
-			add(inbox.Finding{Check: "missing_message", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
+			f := add(inbox.Finding{Check: "missing_message", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
 				Detail: fmt.Sprintf("the header counts %d messages but #%d is missing", want, seq)})
+			if repair {
+				ok, err := s.rebuildMessage(tid, seq, h, li)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					f.Detail += "; rebuilt whole from the event log line that carries it"
+					f.Repaired = true
+				}
+			}
 		}
 	}
 	ownEvent := li.hasOwnEvent(h)
@@ -684,10 +704,23 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			if !repair {
 				continue
 			}
-			if m, err = s.replaceDamaged(tid, seq, h, li); err != nil {
+			bad, err := setAside(p)
+			if err != nil {
 				return nil, err
 			}
-			f.Detail += "; set aside as " + filepath.Base(p) + ".bad and replaced by what the event log knows of it (its body is lost)"
+			ok, err := s.rebuildMessage(tid, seq, h, li)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				f.Detail += "; set aside as " + filepath.Base(bad) + " and rebuilt whole from the event log line that carries it"
+				m, err = s.readMessage(tid, seq)
+			} else {
+				if m, err = s.replaceDamaged(tid, seq, h, li, bad); err != nil {
+					return nil, err
+				}
+				f.Detail += "; set aside as " + filepath.Base(bad) + " and replaced by what the event log knows of it (its body is lost: the log line that carried it is gone)"
+			}
 			f.Repaired = true
 		}
 		if err != nil {
@@ -718,8 +751,12 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			}
 		}
 	}
-	// The lease file against the header.
+	// The lease file against the header (one planted in its place is
+	// already reported, and set aside on repair).
 	l, err := s.readLeaseFile(tid)
+	if errors.Is(err, inbox.ErrFormat) && !repair {
+		return h, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -860,13 +897,14 @@ func checkBlob(p string, bm blobMeta) string {
 
 func addKey(tid string, seq int) string { return tid + "#" + strconv.Itoa(seq) }
 
-// replaceDamaged sets a damaged message file aside (renamed to .bad, its
-// bytes kept) and writes in its place what the event log knows of the
+// replaceDamaged writes in the place of a damaged message file, set aside
+// as bad, when the log line that carried the message is gone (archived
+// segments, or a format 1 store) what the event log knows of the
 // message: its id, event, sender, kind and summary, marked damaged. A
 // thread whose header was in that file (its first message, before any
 // change) gets the header the log holds in thread.log first. The caller
 // holds every lock.
-func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*inbox.Message, error) {
+func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex, bad string) (*inbox.Message, error) {
 	dir := s.threadDir(tid)
 	if seq == 1 && !exists(filepath.Join(dir, headerLog)) {
 		if _, err := s.appendHeader(dir, h, nil, true); err != nil {
@@ -874,10 +912,6 @@ func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*i
 		}
 	}
 	p := filepath.Join(dir, msgName(seq))
-	bad := p + ".bad"
-	for i := 1; exists(bad); i++ {
-		bad = fmt.Sprintf("%s.%d.bad", p, i)
-	}
 	m := &inbox.Message{ThreadID: tid, Seq: seq, Kind: inbox.KindEvent, PayloadJSON: json.RawMessage("{}"), Damaged: true,
 		Body: "the message's file was damaged; its bytes are kept in " + filepath.Base(bad)}
 	if ev := li.adds[addKey(tid, seq)]; ev != nil {
@@ -902,12 +936,108 @@ func (s *Store) replaceDamaged(tid string, seq int, h *header, li *logIndex) (*i
 	if m.CreatedAt == "" {
 		m.CreatedAt = inbox.FormatTime(s.now())
 	}
-	if err := os.Rename(p, bad); err != nil {
-		return nil, inbox.Storage(err, "set aside %s", p)
-	}
 	mf := msgFile{Message: *m}
 	if err := publishFile(p, s.tmpDir(), s.fileMode, mf.appendJSON(nil)); err != nil {
 		return nil, err
 	}
 	return m, syncDir(dir)
+}
+
+// setAside renames the damaged file p to p.bad (p.N.bad when taken), so
+// its bytes are kept, and returns the new name.
+func setAside(p string) (string, error) {
+	bad := p + ".bad"
+	for i := 1; exists(bad); i++ {
+		bad = fmt.Sprintf("%s.%d.bad", p, i)
+	}
+	if err := os.Rename(p, bad); err != nil {
+		return "", inbox.Storage(err, "set aside %s", p)
+	}
+	return bad, nil
+}
+
+// messageFromLog reads message seq of thread tid back from the log line
+// of the event that added it (since format 2 every such line carries the
+// whole message); nil when the log no longer holds that line.
+func (s *Store) messageFromLog(tid string, seq int, li *logIndex) (*logEvent, Pos, error) {
+	pos, ok := li.addAt[addKey(tid, seq)]
+	if !ok {
+		return nil, Pos{}, nil
+	}
+	body, ok, _, err := s.log.eventAt(pos)
+	if err != nil || !ok {
+		return nil, Pos{}, err
+	}
+	var ev logEvent
+	if ev.decodeJSON(body) != nil || ev.Message == nil || ev.Message.Seq != seq || ev.ThreadID != tid {
+		return nil, Pos{}, nil
+	}
+	return &ev, pos, nil
+}
+
+// rebuildMessage writes message seq of thread tid from the log line that
+// carries it, as the change that added it wrote it (the first message
+// with the thread's initial header). It reports false when the log no
+// longer holds the line. The caller holds every lock.
+func (s *Store) rebuildMessage(tid string, seq int, h *header, li *logIndex) (bool, error) {
+	ev, end, err := s.messageFromLog(tid, seq, li)
+	if err != nil || ev == nil {
+		return false, err
+	}
+	dir := s.threadDir(tid)
+	mf := *ev.Message
+	if seq == 1 {
+		if !exists(filepath.Join(dir, headerLog)) {
+			// The header lived in this file: keep the current one in
+			// thread.log before the file is rewritten.
+			if _, err := s.appendHeader(dir, h, nil, true); err != nil {
+				return false, err
+			}
+		}
+		mf.InitialHeader = firstHeader(ev, end, h)
+	}
+	if err := publishFile(filepath.Join(dir, msgName(seq)), s.tmpDir(), s.fileMode, mf.appendJSON(nil)); err != nil {
+		return false, err
+	}
+	return true, syncDir(dir)
+}
+
+// fsckHeaderLog checks that thread.log, when it holds anything, holds a
+// valid header line. One that does not (garbled, every line failing its
+// checksum) would have readers fall back on the thread's initial header,
+// which is stale once the thread changed; repair sets it aside and
+// writes the newest state the log holds for the thread.
+func (s *Store) fsckHeaderLog(tid string, li *logIndex, add func(inbox.Finding) *inbox.Finding, repair bool) error {
+	p := filepath.Join(s.threadDir(tid), headerLog)
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return nil // missing (a thread not changed since creation), or planted: fsckPlanted's
+	}
+	body, err := readLastLine(p)
+	if err != nil || body != nil {
+		return nil
+	}
+	f := add(inbox.Finding{Check: "damaged_header", ThreadID: tid, Path: p,
+		Detail: "thread.log holds no valid header line"})
+	ev := li.newest[tid]
+	if ev == nil || ev.State == nil {
+		f.Detail += "; the log holds no state of the thread to rebuild it from"
+		return nil
+	}
+	if !repair {
+		return nil
+	}
+	bad, err := setAside(p)
+	if err != nil {
+		return err
+	}
+	st := *ev.State
+	last := ev.Event
+	st.LastEventID, st.LastEvent = ev.EventID, &last
+	if _, err := s.appendHeader(s.threadDir(tid), &st, nil, true); err != nil {
+		return err
+	}
+	f.Detail += "; set aside as " + filepath.Base(bad) + " and rebuilt from the thread's newest logged state"
+	f.Repaired = true
+	return nil
 }

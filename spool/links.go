@@ -1,10 +1,11 @@
 package spool
 
 import (
-	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/inbox-dev/inbox"
 )
@@ -45,24 +46,49 @@ func refuseLink(p string) error {
 	return nil
 }
 
-// fsckLinks finds symbolic links anywhere in the store.
+// plantedDir is where fsck --repair sets aside what was planted in the
+// store in place of its files (FIFOs, sockets, devices); fsck does not
+// look inside it.
+const plantedDir = "planted"
+
+// fsckSymlinks finds what inbox never makes anywhere in the store:
+// symbolic links, and FIFOs, sockets and devices (SPEC §8). A link is
+// removed on repair (its target is not the store's and is left alone); a
+// special file is moved into planted/, out of the store's way, so that
+// the file it stood in place of can be rebuilt. The intake directory is
+// the daemon's to judge (it answers such a descriptor with .failed).
 func (s *Store) fsckSymlinks(add func(inbox.Finding) *inbox.Finding, repair bool) {
+	skip := map[string]bool{filepath.Join(s.dir, plantedDir): true, filepath.Join(s.dir, intakeDir): true}
 	filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+			return nil
+		}
+		if d.IsDir() && skip[p] {
+			return filepath.SkipDir
+		}
+		switch t := d.Type(); {
+		case t&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			f := add(inbox.Finding{Check: "symlink", Path: p, Detail: "a symbolic link to " + target + " inside the store, which inbox never makes and does not write through"})
+			if repair {
+				f.Repaired = os.Remove(p) == nil
+				if f.Repaired {
+					f.Detail += "; removed (its target is untouched)"
+				}
 			}
-			return nil
-		}
-		if d.Type()&fs.ModeSymlink == 0 {
-			return nil
-		}
-		target, _ := os.Readlink(p)
-		f := add(inbox.Finding{Check: "symlink", Path: p, Detail: "a symbolic link to " + target + " inside the store, which inbox never makes and does not write through"})
-		if repair {
-			f.Repaired = os.Remove(p) == nil
-			if f.Repaired {
-				f.Detail += "; removed (its target is untouched)"
+		case t&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0:
+			f := add(inbox.Finding{Check: "planted_file", Path: p, Detail: describeMode(t) +
+				" inside the store, where inbox only makes regular files; it is neither read nor written"})
+			if repair {
+				rel, _ := filepath.Rel(s.dir, p)
+				aside := filepath.Join(s.dir, plantedDir, strings.ReplaceAll(rel, string(filepath.Separator), "~"))
+				for i := 1; exists(aside); i++ {
+					aside = filepath.Join(s.dir, plantedDir, fmt.Sprintf("%s.%d", strings.ReplaceAll(rel, string(filepath.Separator), "~"), i))
+				}
+				if os.MkdirAll(filepath.Dir(aside), s.dirMode) == nil && os.Rename(p, aside) == nil {
+					f.Repaired = true
+					f.Detail += "; set aside as " + filepath.Join(plantedDir, filepath.Base(aside))
+				}
 			}
 		}
 		return nil

@@ -30,6 +30,10 @@ func openFile(p string, flag int, perm os.FileMode) (*os.File, error) {
 		if isLoop(err) {
 			return nil, planted(p, "a symbolic link")
 		}
+		// A socket cannot be opened at all (ENXIO).
+		if fi, lerr := os.Lstat(p); lerr == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+			return nil, planted(p, describeMode(fi.Mode()))
+		}
 		return nil, err
 	}
 	fi, err := f.Stat()

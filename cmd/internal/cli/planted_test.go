@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestPlantedStoreFiles: a symbolic link, a FIFO or a socket planted in
+// place of each kind of store file is never written or read through and
+// never hangs a command (SPEC §8): every command a worker or a leader
+// runs on the thread returns (whatever it answers), the link's target is
+// untouched, fsck reports the planted file, and fsck --repair sets it
+// aside and rebuilds what it stood in for, after which fsck is clean and
+// the thread whole.
+func TestPlantedStoreFiles(t *testing.T) {
+	inboxBin := lookInbox(t, "inbox")
+	type plant struct {
+		name string
+		make func(t *testing.T, p, victim string)
+	}
+	plants := []plant{
+		{"symlink", func(t *testing.T, p, victim string) {
+			if err := os.Symlink(victim, p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"fifo", func(t *testing.T, p, _ string) {
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"socket", func(t *testing.T, p, _ string) {
+			// Bound under a short name (a socket's path is limited to
+			// 108 bytes), then moved into place.
+			dir, err := os.MkdirTemp("", "sock")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			l, err := net.Listen("unix", filepath.Join(dir, "s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			t.Cleanup(func() { l.Close() })
+			if err := os.Rename(filepath.Join(dir, "s"), p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	files := []string{"cursor-w.log", "thread.log", "m-00000001.json", "m-00000002.json", "lease.json"}
+	for _, file := range files {
+		for _, pl := range plants {
+			t.Run(file+"/"+pl.name, func(t *testing.T) {
+				db := filepath.Join(t.TempDir(), "db")
+				run := func(timeout time.Duration, args ...string) (int, string) {
+					ctx, cancel := context.WithTimeout(context.Background(), timeout)
+					defer cancel()
+					cmd := exec.CommandContext(ctx, inboxBin, append([]string{"--db", db, "--json"}, args...)...)
+					var stderr strings.Builder
+					cmd.Stderr = &stderr
+					out, err := cmd.Output()
+					if ctx.Err() != nil {
+						t.Fatalf("inbox %s hung (killed after %s): %s", strings.Join(args, " "), timeout, out)
+					}
+					code, err := exitStatus(err)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return code, string(out) + stderr.String()
+				}
+				must := func(args ...string) string {
+					t.Helper()
+					code, out := run(30*time.Second, args...)
+					if code != 0 {
+						t.Fatalf("inbox %s: exit %d: %s", strings.Join(args, " "), code, out)
+					}
+					return out
+				}
+				must("init")
+				var sent struct {
+					Thread struct {
+						ThreadID string `json:"thread_id"`
+					} `json:"thread"`
+				}
+				out := must("send", "--from", "boss", "--to", "w", "--subject", "job", "--body", "first body")
+				json.Unmarshal([]byte(out[:strings.IndexByte(out, '\n')]), &sent)
+				tid := sent.Thread.ThreadID
+				must("claim", "--agent", "w", "--thread", tid)
+				must("reply", "--from", "boss", "--to", "w", "--thread", tid, "--kind", "answer", "--summary", "go", "--body", "second body")
+				must("show", "--thread", tid, "--mark-read", "--agent", "w")
+				before := must("show", "--thread", tid)
+
+				victim := filepath.Join(t.TempDir(), "victim")
+				if err := os.WriteFile(victim, []byte("not the store's\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				p := filepath.Join(db, "threads", tid, file)
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+				pl.make(t, p, victim)
+
+				// Every command returns, whatever it answers.
+				for _, args := range [][]string{
+					{"show", "--thread", tid, "--mark-read", "--agent", "w"},
+					{"fetch", "--agent", "w", "--unread", "--status", "pending,claimed,blocked"},
+					{"wait-reply", "--thread", tid, "--agent", "w", "--timeout-seconds", "1"},
+					{"update", "--agent", "w", "--thread", tid, "--status", "in_progress", "--summary", "working"},
+					{"reply", "--from", "boss", "--to", "w", "--thread", tid, "--kind", "progress", "--summary", "ping"},
+					{"list"},
+					{"receive", "--agent", "w", "--timeout-seconds", "1"},
+				} {
+					run(30*time.Second, args...)
+				}
+				if b, _ := os.ReadFile(victim); string(b) != "not the store's\n" {
+					t.Fatalf("written through the planted %s: the target now holds %q", pl.name, b)
+				}
+				code, out := run(60*time.Second, "fsck")
+				want := map[string]string{"symlink": `"check":"symlink"`, "fifo": `"check":"planted_file"`, "socket": `"check":"planted_file"`}[pl.name]
+				if code != 50 || !strings.Contains(out, want) {
+					t.Fatalf("fsck should report the planted %s (%s): exit %d: %s", pl.name, want, code, out)
+				}
+				if code, out := run(60*time.Second, "fsck", "--repair"); code != 0 {
+					t.Fatalf("fsck --repair: exit %d: %s", code, out)
+				}
+				must("fsck")
+				if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
+					t.Fatalf("%s is still a %s after the repair", p, fi.Mode())
+				}
+				after := must("show", "--thread", tid)
+				for _, body := range []string{"first body", "second body"} {
+					if strings.Contains(before, body) && !strings.Contains(after, body) {
+						t.Errorf("%q lost by the repair: %s", body, after)
+					}
+				}
+				must("reply", "--from", "boss", "--to", "w", "--thread", tid, "--kind", "progress", "--summary", "after")
+			})
+		}
+	}
+}
