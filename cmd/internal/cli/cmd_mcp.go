@@ -2,14 +2,19 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -33,6 +38,22 @@ Blocking tools (wait_reply, receive, watch) wait at most max_wait_seconds
 again with, so no client times out; they stop at once when the client
 cancels and report progress when it asks for it.
 
+The run tool takes no command: its tasks run with this server's --exec (or
+INBOX_EXEC in its environment), never a command from a tool call; a call
+that passes exec is refused (invalid_input).
+
+Over HTTP (--http) the server is only as open as the store. It listens on
+loopback only, and every request must carry "Authorization: Bearer TOKEN":
+at start it draws a random token and writes it to a file only its user can
+read (--token-file; by default mcp.token inside a directory store, or
+$XDG_CONFIG_HOME/inbox/mcp-nats-HASH.token, else ~/.config/inbox/…, for a
+nats:// store), and says on stderr where it listens and where the token
+is; the file is new at every start and removed at exit. A missing or wrong
+token is 401; a request whose Origin is not a loopback origin, or whose
+Host is not a loopback host, is 403. A session with no request for
+--idle-timeout (default 30m) is closed; its id is then unknown (404) and
+the client starts a new one.
+
 --agent names the agent this session is: the default of every agent, from
 and whose-mailbox input, and "waiting" in inbox agents while the server
 runs. --channel (stdio) also pushes every new message of that agent's
@@ -44,24 +65,33 @@ Register it with Claude Code:
   claude mcp add inbox -- inbox mcp --agent backend-dev --db /path/to/store
 and for channel notifications start Claude Code with
   claude --dangerously-load-development-channels server:inbox
-(with "inbox mcp --agent NAME --channel" as the server's command).`,
+(with "inbox mcp --agent NAME --channel" as the server's command). Over
+HTTP, give the client the token of this start:
+  claude mcp add --transport http inbox http://127.0.0.1:8765/mcp \
+    --header "Authorization: Bearer $(cat /path/to/store/mcp.token)"`,
 	examples: []string{
 		"inbox mcp --agent backend-dev",
 		"inbox mcp --agent coordinator --channel",
-		"inbox mcp --http 127.0.0.1:8765",
+		"inbox mcp --http 127.0.0.1:8765 --exec 'claude -p \"$(cat)\"'",
 	},
 	new: func() runner { return &mcpCmd{} },
 }
 
 type mcpCmd struct {
-	http    string
-	channel bool
+	http        string
+	channel     bool
+	exec        string
+	tokenFile   string
+	idleTimeout string
 }
 
 func (r *mcpCmd) flags(fs *pflag.FlagSet, c *call) {
 	c.agentFlag("the agent this session is (env INBOX_AGENT): the default agent of every tool")
 	fs.StringVar(&r.http, "http", "", "serve streamable HTTP on this loopback address (127.0.0.1:PORT) instead of stdio")
 	fs.BoolVar(&r.channel, "channel", false, "push new mail of --agent into Claude Code as notifications/claude/channel (stdio)")
+	fs.StringVar(&r.exec, "exec", "", "command that runs a task started by the run tool: sh -c CMD, prompt on stdin (env INBOX_EXEC)")
+	fs.StringVar(&r.tokenFile, "token-file", "", "with --http: write the bearer token here, owner-only (default: mcp.token in a directory store)")
+	fs.StringVar(&r.idleTimeout, "idle-timeout", "30m", "with --http: close a session idle this long (a duration such as 30m, or seconds)")
 }
 
 // MCPConfig is what the MCP server is given: the open store and the
@@ -71,8 +101,17 @@ type MCPConfig struct {
 	DB, Agent string
 	// HTTP is the loopback address to serve streamable HTTP on; empty
 	// serves stdio.
-	HTTP    string
-	Channel bool
+	HTTP string
+	// TokenFile is where the HTTP server writes the bearer token every
+	// request must carry (owner-only, replaced at every start).
+	TokenFile string
+	// IdleTimeout closes an HTTP session that has had no request for
+	// this long.
+	IdleTimeout time.Duration
+	Channel     bool
+	// Getenv is the environment the tools' commands see; its INBOX_EXEC
+	// (the server's --exec, else its own environment's) is the only
+	// command the run tool starts tasks with.
 	Getenv  func(string) string
 	Stderr  io.Writer
 	Version string
@@ -94,10 +133,19 @@ func (r *mcpCmd) run(c *call) (*result, error) {
 	if r.channel && c.g.agent == "" {
 		return nil, usagef("agent", "--channel pushes an agent's mail: give --agent (or INBOX_AGENT)")
 	}
-	if r.http != "" {
-		if err := loopback(r.http); err != nil {
-			return nil, err
+	idle, err := parseIdleTimeout(r.idleTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if r.http == "" {
+		if r.tokenFile != "" {
+			return nil, usagef("token-file", "--token-file is where the HTTP server writes its token: give --http too")
 		}
+		if c.fs.Changed("idle-timeout") {
+			return nil, usagef("idle-timeout", "--idle-timeout closes idle HTTP sessions: give --http too")
+		}
+	} else if err := loopback(r.http); err != nil {
+		return nil, err
 	}
 	if c.g.agent != "" {
 		if err := inbox.ValidateAgent("agent", c.g.agent); err != nil {
@@ -106,6 +154,21 @@ func (r *mcpCmd) run(c *call) (*result, error) {
 	}
 	if ServeMCP == nil {
 		return nil, execMCP(c)
+	}
+	tokenFile := ""
+	if r.http != "" {
+		if tokenFile, err = mcpTokenFile(r.tokenFile, c.g.db, c.env.getenv); err != nil {
+			return nil, err
+		}
+	}
+	getenv := c.env.getenv
+	if r.exec != "" {
+		getenv = func(k string) string {
+			if k == "INBOX_EXEC" {
+				return r.exec
+			}
+			return c.env.getenv(k)
+		}
 	}
 	bus, err := c.open()
 	if err != nil {
@@ -117,8 +180,8 @@ func (r *mcpCmd) run(c *call) (*result, error) {
 	}
 	ctx, stop := c.blockingContext()
 	defer stop()
-	err = ServeMCP(ctx, MCPConfig{Bus: bus, DB: c.g.db, Agent: c.g.agent, HTTP: r.http, Channel: r.channel,
-		Getenv: c.env.getenv, Stderr: c.env.stderr, Version: buildVersion()})
+	err = ServeMCP(ctx, MCPConfig{Bus: bus, DB: c.g.db, Agent: c.g.agent, HTTP: r.http, TokenFile: tokenFile,
+		IdleTimeout: idle, Channel: r.channel, Getenv: getenv, Stderr: c.env.stderr, Version: buildVersion()})
 	if err != nil {
 		return nil, inbox.Internal(fmt.Errorf("mcp: %w", err))
 	}
@@ -157,7 +220,8 @@ func isExecutable(p string) bool {
 }
 
 // loopback refuses an --http address that is not on the loopback
-// interface: the server has no authentication of its own.
+// interface: a bearer token read from a local file is the server's only
+// credential, so only local processes may reach it.
 func loopback(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err == nil {
@@ -170,7 +234,66 @@ func loopback(addr string) error {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return usagef("http", "--http %s is not a loopback address: the server has no authentication, so it listens on 127.0.0.1 or ::1 only", addr)
+		return usagef("http", "--http %s is not a loopback address: the server listens on 127.0.0.1, ::1 or localhost only", addr)
 	}
 	return nil
+}
+
+// parseIdleTimeout reads --idle-timeout: a Go duration or a whole number
+// of seconds, more than 0.
+func parseIdleTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.Atoi(v)
+		if nerr != nil {
+			return 0, usagef("idle-timeout", "--idle-timeout %q must be a duration such as 30m or 90s, or a whole number of seconds", v)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d <= 0 {
+		return 0, usagef("idle-timeout", "--idle-timeout %q must be more than 0: idle sessions always expire", v)
+	}
+	return d, nil
+}
+
+// mcpTokenFile is where the HTTP server writes its token: --token-file
+// as given (made absolute), else mcp.token inside a directory store, else
+// (a nats:// store) mcp-nats-HASH.token in the user's configuration
+// directory, $XDG_CONFIG_HOME/inbox or $HOME/.config/inbox, HASH naming
+// the store without its credentials.
+func mcpTokenFile(given, db string, getenv func(string) string) (string, error) {
+	if given != "" {
+		p, err := filepath.Abs(given)
+		if err != nil {
+			return "", usagef("token-file", "--token-file %q: %v", given, err)
+		}
+		return p, nil
+	}
+	if !strings.Contains(db, "://") {
+		dir, err := filepath.Abs(db)
+		if err != nil {
+			return "", usagef("db", "--db %q: %v", db, err)
+		}
+		return filepath.Join(dir, "mcp.token"), nil
+	}
+	dir := ""
+	if d := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
+		dir = filepath.Join(d, "inbox")
+	} else if h := getenv("HOME"); filepath.IsAbs(h) {
+		dir = filepath.Join(h, ".config", "inbox")
+	} else {
+		return "", usagef("token-file", "a nats:// store keeps the MCP token in $XDG_CONFIG_HOME/inbox or $HOME/.config/inbox, and neither is set: give --token-file")
+	}
+	return filepath.Join(dir, "mcp-nats-"+storeHash(db)+".token"), nil
+}
+
+// storeHash names a store URL without its credentials or options: the
+// first 8 bytes, in hex, of the SHA-256 of scheme://host/path.
+func storeHash(db string) string {
+	key := db
+	if u, err := url.Parse(db); err == nil {
+		key = u.Scheme + "://" + u.Host + u.Path
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
 }

@@ -10,11 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,7 +28,7 @@ func Serve(ctx context.Context, cfg cli.MCPConfig) error {
 	log := slog.New(slog.NewTextHandler(cfg.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, server := newMCPServer(cfg.Bus, cfg.DB, cfg.Agent, cfg.Getenv, cfg.Channel, log)
 	if cfg.HTTP != "" {
-		return m.serveHTTP(ctx, server, cfg.HTTP, cfg.Stderr)
+		return m.serveHTTP(ctx, server, cfg)
 	}
 	var t mcp.Transport = &mcp.StdioTransport{}
 	if cfg.Channel {
@@ -89,31 +85,9 @@ func newMCPServer(bus inbox.Bus, db, agent string, getenv func(string) string, c
 		opts.Capabilities.Experimental = map[string]any{"claude/channel": map[string]any{}}
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "inbox", Version: cli.Version()}, opts)
+	s.AddReceivingMiddleware(refuseInputs)
 	m.tools(s)
 	return m, s
-}
-
-func (m *mcpServer) serveHTTP(ctx context.Context, server *mcp.Server, addr string, stderr io.Writer) error {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	mux.Handle("/", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stderr, "inbox mcp: serving streamable HTTP on http://%s/mcp\n", ln.Addr())
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
 
 // channelTransport is a transport that keeps its connection, so that the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -37,11 +38,17 @@ type mcpTest struct {
 
 func newMCPTest(t *testing.T, agent string, channel bool) *mcpTest {
 	t.Helper()
+	return newMCPTestEnv(t, agent, channel, os.Getenv)
+}
+
+// newMCPTestEnv is newMCPTest with the environment the tools see.
+func newMCPTestEnv(t *testing.T, agent string, channel bool, getenv func(string) string) *mcpTest {
+	t.Helper()
 	s, db := storetest.New(t, spool.Options{})
 	mt := &mcpTest{t: t, db: db, bus: s, progress: make(chan *mcp.ProgressNotificationParams, 100),
 		channel: make(chan *jsonrpc.Request, 100)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, server := newMCPServer(s, db, agent, os.Getenv, channel, log)
+	m, server := newMCPServer(s, db, agent, getenv, channel, log)
 	m.progressEvery = 50 * time.Millisecond
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -273,7 +280,13 @@ func TestMCPSeed003(t *testing.T) {
 	bin := lookInbox(t, "inbox")
 	cli.Executable = func() (string, error) { return bin, nil }
 	t.Cleanup(func() { cli.Executable = os.Executable })
-	mt := newMCPTest(t, "main", false)
+	// The server's INBOX_EXEC is what runs a task.
+	mt := newMCPTestEnv(t, "main", false, func(k string) string {
+		if k == "INBOX_EXEC" {
+			return "cat"
+		}
+		return os.Getenv(k)
+	})
 	mt.ok("send", map[string]any{"to": "main", "from": "helper", "message": "phase 1 done"})
 	got := mt.ok("receive", map[string]any{"from": "helper", "max_wait_seconds": 1})
 	if got["woke"] != true || get(got, "message.body") != "phase 1 done" {
@@ -301,7 +314,7 @@ func TestMCPSeed003(t *testing.T) {
 	if q := mt.ok("queue", nil); len(q["queued"].([]any)) != 1 {
 		t.Fatalf("queue: %v", q)
 	}
-	ran := mt.ok("run", map[string]any{"count": 1, "exec": "cat"})
+	ran := mt.ok("run", map[string]any{"count": 1})
 	if pid, ok := ran["runner_pid"].(float64); ok {
 		// The detached runner writes to the store until it exits.
 		t.Cleanup(func() { waitExit(t, int(pid)) })
@@ -312,6 +325,27 @@ func TestMCPSeed003(t *testing.T) {
 	}
 	if a := mt.ok("agents", nil); len(a["agents"].([]any)) < 2 {
 		t.Fatalf("agents: %v", a)
+	}
+}
+
+// TestMCPRunRefusesExec: a tool call cannot give run a command; one that
+// tries is refused as invalid input naming exec, and nothing starts.
+func TestMCPRunRefusesExec(t *testing.T) {
+	mt := newMCPTest(t, "main", false)
+	mt.ok("push", map[string]any{"name": "job", "prompt": "p"})
+	for _, exec := range []any{"touch " + filepath.Join(t.TempDir(), "ran"), "", nil} {
+		e := mt.fails("run", map[string]any{"count": 1, "exec": exec}, "invalid_input")
+		if get(e, "error.field") != "exec" || !strings.Contains(get(e, "error.message").(string), "--exec") {
+			t.Errorf("run with exec %v: %v", exec, e)
+		}
+	}
+	if q := mt.ok("queue", nil); len(q["queued"].([]any)) != 1 {
+		t.Errorf("a refused run started the task: %v", q)
+	}
+	// Without a command of the server's own, run says how to give one.
+	t.Setenv("INBOX_EXEC", "")
+	if e := mt.fails("run", nil, "invalid_input"); get(e, "error.field") != "exec" {
+		t.Errorf("run without a server command: %v", e)
 	}
 }
 

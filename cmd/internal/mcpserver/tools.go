@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -156,9 +157,10 @@ type pushIn struct {
 	Agent          string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
 }
 
+// runIn has no exec: what runs a task is the server's --exec (or
+// INBOX_EXEC), never a tool call's (refused below).
 type runIn struct {
 	Count          int    `json:"count,omitempty" flag:",pos" jsonschema:"start up to this many queued tasks (default all)"`
-	Exec           string `json:"exec,omitempty" jsonschema:"command that runs one task: sh -c CMD with the prompt on stdin (default INBOX_EXEC)"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"default timeout for tasks pushed without one"`
 	Agent          string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
 }
@@ -280,11 +282,72 @@ func toArgs(in any) []string {
 }
 
 // toolSpec is one tool: the command it runs (with leading arguments, such
-// as a team verb), and whether it blocks.
+// as a team verb), whether it blocks, and whether it starts a runner.
 type toolSpec struct {
 	name, desc string
 	cmd        []string
 	blocking   bool
+	runner     bool
+}
+
+// refused are the inputs a tool call may not give, by tool, with why:
+// settings that belong to whoever started the server. A call that gives
+// one is refused the way the CLI refuses bad input (invalid_input naming
+// the field), rather than with the SDK's bare schema error.
+var refused = map[string]map[string]string{
+	"run": {"exec": "the run tool takes no command: tasks run with the MCP server's own --exec (or INBOX_EXEC), which a tool call cannot set"},
+}
+
+// refuseInputs answers a tools/call that gives a refused input with a
+// tool error, before the tool runs.
+func refuseInputs(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ct, ok := req.(*mcp.CallToolRequest); ok && ct.Params != nil && refused[ct.Params.Name] != nil {
+			var args map[string]json.RawMessage
+			if json.Unmarshal(ct.Params.Arguments, &args) == nil {
+				for field, why := range refused[ct.Params.Name] {
+					if _, given := args[field]; given {
+						return invalidInput(ct.Params.Name, field, why), nil
+					}
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// invalidInput is a tool error in the CLI's shape for bad input (exit 30).
+func invalidInput(tool, field, msg string) *mcp.CallToolResult {
+	type shape struct {
+		Code    string `json:"code"`
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	}
+	out, _ := json.Marshal(struct {
+		OK      bool   `json:"ok"`
+		Command string `json:"command"`
+		Error   shape  `json:"error"`
+	}{false, tool, shape{"invalid_input", field, msg}})
+	return &mcp.CallToolResult{StructuredContent: json.RawMessage(out),
+		Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}, IsError: true}
+}
+
+// reapRunner waits in the background for the runner that a run command
+// started (runner_pid in its result). The runner is this process's child
+// and outlives the command; a long-lived server that never waited for it
+// would keep a zombie for every run.
+func reapRunner(out []byte) {
+	var r struct {
+		PID int `json:"runner_pid"`
+	}
+	if json.Unmarshal(out, &r) != nil || r.PID <= 0 {
+		return
+	}
+	p, err := os.FindProcess(r.PID)
+	if err != nil {
+		return
+	}
+	go p.Wait()
 }
 
 // addTool registers a tool whose input is In.
@@ -303,6 +366,9 @@ func addTool[In any](m *mcpServer, s *mcp.Server, spec toolSpec) {
 				defer stop()
 			}
 			out, code := m.invoke(ctx, spec.cmd[0], args)
+			if spec.runner && code == 0 {
+				reapRunner(out)
+			}
 			res := &mcp.CallToolResult{StructuredContent: json.RawMessage(out),
 				Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}, IsError: code >= cli.ExitConflict}
 			return res, nil, nil
@@ -375,8 +441,8 @@ func (m *mcpServer) tools(s *mcp.Server) {
 		desc: "Read the store's event log (every change, in order) after an event id; next_event_id is where to continue."})
 	addTool[pushIn](m, s, toolSpec{name: "push", cmd: []string{"push"},
 		desc: "Queue a task (seed 003): a prompt for a sub-agent, run later by the run tool. Its result arrives in your mailbox (receive/check) as a message from the task's name."})
-	addTool[runIn](m, s, toolSpec{name: "run", cmd: []string{"run"},
-		desc: "Start up to count queued tasks of your queue in the background (seed 003) and return at once; each runs exec with its prompt on stdin."})
+	addTool[runIn](m, s, toolSpec{name: "run", cmd: []string{"run"}, runner: true,
+		desc: "Start up to count queued tasks of your queue in the background (seed 003) and return at once; each runs the command the server was started with (its --exec or INBOX_EXEC) with its prompt on stdin. A tool call cannot choose the command."})
 	addTool[receiveIn](m, s, toolSpec{name: "receive", cmd: []string{"receive"}, blocking: true,
 		desc: "Wait for the next message in your mailbox (a task's result, a note, a broadcast) and collect it. Waits at most max_wait_seconds (default 45): woke:false means nothing came; call again."})
 	addTool[checkIn](m, s, toolSpec{name: "check", cmd: []string{"check"},
