@@ -72,19 +72,20 @@ func (s *Store) maybeCheckpoint(last int64) {
 // the store's file system) and advances the watermark to the last event
 // whose files those are: a change's files are written before its log
 // line, so every event in the log when the sync starts is covered. The
-// daemon calls it every few seconds when there were writes. Only one
-// process checkpoints at a time; another's checkpoint in progress makes
-// this one return at once.
+// daemon calls it every few seconds. Only one process checkpoints at a
+// time; another's checkpoint in progress makes this one return at once.
+// It also sweeps tmp/ of the temp files of writers that died.
 func (s *Store) Checkpoint() error {
-	if s.unsynced || s.checkpointEvery < 0 {
-		return nil
-	}
 	lk := flock.New(s.lockFile("checkpoint.lock"), flock.SetPermissions(s.fileMode))
 	ok, err := lk.TryLock()
 	if err != nil || !ok {
 		return inbox.Storage(err, "lock the checkpoint")
 	}
 	defer lk.Unlock()
+	s.sweepTemps(s.now())
+	if s.unsynced || s.checkpointEvery < 0 {
+		return nil
+	}
 	return s.checkpointLocked()
 }
 
