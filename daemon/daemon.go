@@ -148,6 +148,11 @@ type daemon struct {
 	retry map[string]*backoff
 	iw    *watcher.Watcher
 	iwDir os.FileInfo // the intake directory iw watches
+	// pw watches the intake's parent directory, so that the intake moved
+	// away, deleted or replaced by another directory is noticed at once:
+	// a watch on the intake itself follows the directory, not its path.
+	// Nil when the intake watch polls (polling looks at the path).
+	pw *watcher.Watcher
 }
 
 // Run serves until ctx is cancelled, finishing the descriptor in hand.
@@ -166,10 +171,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := d.ensureIntake(); err != nil {
 		return err
 	}
+	d.watchParent()
 	if err := d.watchIntake(); err != nil {
 		return err
 	}
-	defer func() { d.iw.Close() }()
+	defer func() {
+		if d.iw != nil {
+			d.iw.Close()
+		}
+		if d.pw != nil {
+			d.pw.Close()
+		}
+	}()
 	// Follow the events from now on before looking at the past, so that
 	// nothing that happens in between is missed.
 	start, err := d.s.LastEventID()
@@ -203,8 +216,12 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-ctx.Done():
 			d.log.Info("daemon stopping")
 			return nil
-		case <-d.iw.C:
+		case <-d.intakeC():
 			d.sweep(ctx)
+		case <-d.parentC():
+			if d.replaced() {
+				d.sweep(ctx) // re-arms on the directory there now
+			}
 		case ev := <-events:
 			d.event(ev)
 		case <-sweep.C:
@@ -222,17 +239,73 @@ func Run(ctx context.Context, cfg Config) error {
 
 // watchIntake (re)arms the watch on the intake directory, remembering
 // which directory it is: one moved away and replaced must be watched anew.
+// The directory is identified before the watch is armed: if it is
+// replaced in between, the watch may be on the new one while the daemon
+// remembers the old, which only costs one more re-arm when the parent's
+// watch reports the swap; the other order could remember the new
+// directory while watching the old, and never notice.
 func (d *daemon) watchIntake() error {
 	if d.iw != nil {
 		d.iw.Close()
+		d.iw = nil
 	}
 	var err error
-	if d.iw, err = d.watch(d.cfg.Intake); err != nil {
+	if d.iwDir, err = os.Stat(d.cfg.Intake); err != nil {
 		return err
 	}
-	d.iwDir, err = os.Stat(d.cfg.Intake)
+	if armHook != nil {
+		armHook()
+	}
+	d.iw, err = d.watch(d.cfg.Intake)
 	return err
 }
+
+// watchParent arms the watch on the intake's parent directory, unless
+// the daemon polls (a poll of the intake looks at whatever directory is
+// at its path, so it notices a swap by itself) or notifications are not
+// to be had for the parent: then the sweep is the safety net.
+func (d *daemon) watchParent() {
+	if d.cfg.ForcePoll {
+		return
+	}
+	w, err := watcher.New(filepath.Dir(d.cfg.Intake), watcher.Options{})
+	if err != nil {
+		return
+	}
+	if w.Fallback() != nil {
+		w.Close()
+		return
+	}
+	d.pw = w
+}
+
+// intakeC is the intake watch's channel; nil (never ready) while there
+// is none (arming it failed: the next sweep tries again).
+func (d *daemon) intakeC() <-chan struct{} {
+	if d.iw == nil {
+		return nil
+	}
+	return d.iw.C
+}
+
+// parentC is the parent watch's channel; nil (never ready) without one.
+func (d *daemon) parentC() <-chan struct{} {
+	if d.pw == nil {
+		return nil
+	}
+	return d.pw.C
+}
+
+// replaced reports whether the intake directory at its path is not the
+// one the daemon watches: moved away, deleted or replaced.
+func (d *daemon) replaced() bool {
+	fi, err := os.Stat(d.cfg.Intake)
+	return err != nil || d.iw == nil || !os.SameFile(fi, d.iwDir)
+}
+
+// armHook, when a test sets it, runs between identifying the intake
+// directory and arming its watch, where a swap is hardest to notice.
+var armHook func()
 
 func (d *daemon) watch(dir string) (*watcher.Watcher, error) {
 	w, err := watcher.New(dir, watcher.Options{ForcePoll: d.cfg.ForcePoll})
@@ -296,7 +369,7 @@ func (d *daemon) cleanTemps() {
 
 // sweep processes every pending descriptor, in name order.
 func (d *daemon) sweep(ctx context.Context) {
-	if fi, err := os.Stat(d.cfg.Intake); err != nil || !os.SameFile(fi, d.iwDir) {
+	if fi, err := os.Stat(d.cfg.Intake); err != nil || d.iw == nil || !os.SameFile(fi, d.iwDir) {
 		// Deleted, or moved away and replaced: recreate it if needed and
 		// watch the directory that is there now.
 		if errors.Is(err, fs.ErrNotExist) {
@@ -305,6 +378,8 @@ func (d *daemon) sweep(ctx context.Context) {
 				return
 			}
 			d.log.Warn("intake directory was missing; recreated", "dir", d.cfg.Intake)
+		} else if err == nil && d.iw != nil {
+			d.log.Warn("intake directory was replaced; watching the new one", "dir", d.cfg.Intake)
 		}
 		if err := d.watchIntake(); err != nil {
 			d.log.Error("cannot watch intake directory", "dir", d.cfg.Intake, "error", err)
