@@ -305,19 +305,36 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 	var last int64
 	for i, first := range segs {
 		p := s.log.segPath(first)
-		data, err := readFile(p)
+		// Streamed a line at a time: a segment holding a large message
+		// is never read into memory whole.
+		sf, err := openRead(p)
 		if err != nil {
 			return nil, inbox.Storage(err, "read %s", p)
 		}
-		off := 0
-		for off < len(data) {
-			nl := bytes.IndexByte(data[off:], '\n')
-			if nl < 0 {
+		fi, err := sf.Stat()
+		if err != nil {
+			sf.Close()
+			return nil, inbox.Storage(err, "read %s", p)
+		}
+		size := fi.Size()
+		lr := newLineReader(sf)
+		var off int64
+		for {
+			line, err := lr.next()
+			if err != nil && !errors.Is(err, io.EOF) {
+				sf.Close()
+				return nil, inbox.Storage(err, "read %s", p)
+			}
+			if err != nil && lr.end == lr.beg {
+				break
+			}
+			if err != nil {
 				f := add(inbox.Finding{Check: "torn_event_log", Path: p,
-					Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", len(data)-off)})
+					Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", lr.end-lr.beg)})
 				if repair && i == len(segs)-1 {
 					a, err := s.log.reserve() // cuts the torn tail, keeping a copy
 					if err != nil {
+						sf.Close()
 						return nil, err
 					}
 					a.release()
@@ -325,9 +342,8 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 				}
 				break
 			}
-			line := data[off : off+nl]
-			start := int64(off)
-			off += nl + 1
+			start := off
+			off += int64(len(line)) + 1
 			body, ok := checkLine(line)
 			// The line's head only: the message it carries is read again
 			// from where the line ends when a file must be rebuilt from
@@ -340,7 +356,7 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 			}
 			ev := logEvent{Event: head.Event, State: head.State}
 			if !ok {
-				if repair && i == len(segs)-1 && off >= len(data) {
+				if repair && i == len(segs)-1 && off >= size {
 					// The log's last line: what a power cut leaves of an
 					// append it never acknowledged. Cut it, keeping a copy.
 					f := add(inbox.Finding{Check: "corrupt_event_log", Path: p,
@@ -356,9 +372,9 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 				// Damage inside the log: the events it hid are restored
 				// under their own ids once the threads are read (restoreGaps).
 				if g := li.lastGap(); g != nil && g.seg == first && g.end == start && g.next == 0 {
-					g.end = int64(off) // the next bad line of the same damage
+					g.end = off // the next bad line of the same damage
 				} else {
-					li.gaps = append(li.gaps, &logGap{seg: first, start: start, end: int64(off), prev: last})
+					li.gaps = append(li.gaps, &logGap{seg: first, start: start, end: off, prev: last})
 				}
 				continue
 			}
@@ -381,10 +397,11 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 					a := ev.Event
 					k := addKey(ev.ThreadID, ev.State.MessageCount)
 					li.adds[k] = &a
-					li.addAt[k] = Pos{Segment: first, Offset: int64(off)}
+					li.addAt[k] = Pos{Segment: first, Offset: off}
 				}
 			}
 		}
+		sf.Close()
 	}
 	for _, g := range li.gaps {
 		f := add(inbox.Finding{Check: "corrupt_event_log", Path: s.log.segPath(g.seg),
