@@ -6,11 +6,12 @@
 //
 // # Guarantees
 //
-// Parse accepts exactly the documented schema: version 1; kind prompt, send
-// or spawn_worker; each kind's fields with their types; no unknown fields;
-// no empty strings (omit a field instead); at most MaxSize bytes. Every
-// refusal names the field and the rule, e.g. `field "agent_type": "wizard"
-// is not one of general-purpose|explorer|…`.
+// Parse accepts exactly the documented schema: version 1 (the number, not
+// a string); kind prompt, send or spawn_worker; each kind's fields with
+// their types; no unknown fields; no member given twice in one object, at
+// any depth; no empty strings (omit a field instead); at most MaxSize
+// bytes. Every refusal names the field and the rule, e.g.
+// `field "agent_type": "wizard" is not one of general-purpose|explorer|…`.
 package intake
 
 import (
@@ -121,11 +122,17 @@ func Parse(data []byte) (*Descriptor, error) {
 	if rest := bytes.Trim(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return nil, fmt.Errorf("%w: more than one JSON value in the file (%q follows the object)", ErrSyntax, cut(rest, 20))
 	}
-	var version json.Number
+	// A member given twice would be read as its last value, silently:
+	// refused, at any depth, naming where.
+	if err := checkDuplicates(data); err != nil {
+		return nil, err
+	}
 	if raw, ok := top["version"]; !ok {
 		return nil, errf(`field "version": required (use 1)`)
-	} else if err := json.Unmarshal(raw, &version); err != nil || version.String() != "1" {
-		return nil, errf(`field "version": %s is not supported (use 1)`, cut(bytes.TrimSpace(raw), 40))
+	} else if v := bytes.TrimSpace(raw); len(v) > 0 && v[0] == '"' {
+		return nil, errf(`field "version": want the number 1, not a string (%s)`, cut(v, 40))
+	} else if string(v) != "1" {
+		return nil, errf(`field "version": %s is not supported (use 1)`, cut(v, 40))
 	}
 	p := parser{top: top}
 	kind := p.str("kind", true)
@@ -197,6 +204,62 @@ func Parse(data []byte) (*Descriptor, error) {
 		return nil, p.err
 	}
 	return d, nil
+}
+
+// checkDuplicates refuses a descriptor (well-formed JSON) in which one
+// object, at any depth, names a member twice: at the top level
+// `field "prompt": given twice …`, deeper `field "payload.b": key "c"
+// given twice …`.
+func checkDuplicates(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return walkDuplicates(dec, "")
+}
+
+// walkDuplicates reads one value from dec; path names it ("" for the
+// descriptor itself).
+func walkDuplicates(dec *json.Decoder, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrSyntax, err)
+			}
+			k, _ := kt.(string)
+			if seen[k] {
+				if path == "" {
+					return errf("field %q: given twice (duplicate keys are refused: give each field once)", k)
+				}
+				return errf("field %q: key %q given twice (duplicate keys are refused: give each key once)", path, k)
+			}
+			seen[k] = true
+			sub := k
+			if path != "" {
+				sub = path + "." + k
+			}
+			if err := walkDuplicates(dec, sub); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // }
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := walkDuplicates(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ]
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	return nil
 }
 
 // parser reads typed members of a JSON object, keeping the first error.

@@ -23,6 +23,8 @@ func TestParseAccepts(t *testing.T) {
 			func(d *intake.Descriptor) bool {
 				return d.To == "X" && string(d.Payload) == `{"run":42}` && len(d.Artifacts) == 1 && d.Artifacts[0].Kind == "log"
 			}},
+		{"same key in different objects", `{"version":1,"kind":"send","to":"X","subject":"s","payload":{"a":{"a":1},"b":[{"a":1},{"a":2}]}}`,
+			func(d *intake.Descriptor) bool { return string(d.Payload) == `{"a":{"a":1},"b":[{"a":1},{"a":2}]}` }},
 		{"send to a thread", `{"version":1,"kind":"send","thread":"thr_1","body":"more"}`,
 			func(d *intake.Descriptor) bool { return d.Thread == "thr_1" }},
 		{"spawn_worker", `{"version":1,"kind":"spawn_worker","agent_type":"coder","name":"fix-x","prompt":"Fix X","skills":["a","b"],"skill":"fleet-coder"}`,
@@ -61,6 +63,14 @@ func TestParseRefuses(t *testing.T) {
 		{"bad agent_type", `{"version":1,"kind":"spawn_worker","agent_type":"wizard","name":"n","prompt":"p"}`, `"agent_type": "wizard" is not one of general-purpose|`},
 		{"spawn without name", `{"version":1,"kind":"spawn_worker","agent_type":"coder","prompt":"p"}`, `"name": required`},
 		{"empty skill", `{"version":1,"kind":"spawn_worker","agent_type":"coder","name":"n","prompt":"p","skills":["a",""]}`, `"skills"[1]: empty`},
+		{"version as a string", `{"version":"1","kind":"prompt","prompt":"p"}`, `field "version": want the number 1, not a string`},
+		{"version 1.0", `{"version":1.0,"kind":"prompt","prompt":"p"}`, `field "version": 1.0 is not supported (use 1)`},
+		{"version null", `{"version":null,"kind":"prompt","prompt":"p"}`, `field "version": null is not supported (use 1)`},
+		{"duplicate field", `{"version":1,"kind":"prompt","prompt":"a","prompt":"b"}`, `field "prompt": given twice (duplicate keys are refused`},
+		{"duplicate version", `{"version":2,"version":1,"kind":"prompt","prompt":"p"}`, `field "version": given twice`},
+		{"duplicate kind", `{"version":1,"kind":"spawn_worker","kind":"prompt","prompt":"p"}`, `field "kind": given twice`},
+		{"duplicate in payload", `{"version":1,"kind":"send","to":"X","subject":"s","payload":{"a":1,"b":{"c":1,"c":2}}}`, `field "payload.b": key "c" given twice`},
+		{"duplicate in artifact", `{"version":1,"kind":"send","to":"X","subject":"s","artifacts":[{"path":"p"},{"path":"p","path":"q"}]}`, `field "artifacts[1]": key "path" given twice`},
 		{"too big", `{"version":1,"kind":"prompt","prompt":"` + strings.Repeat("x", intake.MaxSize) + `"}`, "the limit is 65536"},
 	}
 	for _, c := range cases {
