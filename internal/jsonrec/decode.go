@@ -22,6 +22,7 @@ type Decoder struct {
 	i     int
 	depth int
 	err   error
+	owned bool // b was handed over: strings share it (DecodeOwned)
 }
 
 // errSyntax, errType and errDepth are the Decoder's errors. Callers only
@@ -380,6 +381,10 @@ func hex4(b []byte) rune {
 func (d *Decoder) Str(p *string) {
 	switch d.Peek() {
 	case '"':
+		if d.owned {
+			*p = d.ownedStr()
+			return
+		}
 		*p = string(d.stringBytes())
 	case 'n':
 		d.Null()

@@ -1,0 +1,460 @@
+package jsonrec
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// Large records. A message may carry a body of tens of megabytes, and a
+// process that handles one should hold it once or twice, not once per
+// step (read, unescape, copy into a string, encode, copy into a line).
+// The functions here let callers size buffers exactly before encoding,
+// decode strings without copying them out of a buffer they hand over,
+// and read one member of a large object without reading the rest.
+
+// StringLen is the length of AppendString(nil, s): what s takes as a JSON
+// string, quotes included. A caller encoding a large value sizes its
+// buffer with it, so that appending never copies what is already there.
+func StringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\':
+				n++
+			case c == '\\', c == '"', c == '\b', c == '\f', c == '\n', c == '\r', c == '\t':
+				n += 2
+			default:
+				n += 6 // \u00XX
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6 // \ufffd
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// DecodeOwned is Decode for a buffer the caller hands over: data must
+// not be read or written by anyone once it is passed, because the
+// strings decoded from it share its memory (a string without escapes is
+// the bytes where it stands, and one with escapes is unescaped in
+// place, over its own escaped form). So a record read from a file costs
+// the file's bytes once, however large its strings are.
+func DecodeOwned(data []byte, fn func(d *Decoder)) error {
+	d := &Decoder{b: data, owned: true}
+	d.ws()
+	fn(d)
+	if d.err != nil {
+		return d.err
+	}
+	d.ws()
+	if d.i != len(d.b) {
+		return errSyntax
+	}
+	return nil
+}
+
+// ownedStr reads the string at d.i of a buffer the Decoder owns (see
+// DecodeOwned), with stringBytes' semantics, and returns it without a
+// copy: unescaped in place, where the escapes stood. Writing never
+// passes the input already read, since an escape is never shorter than
+// what it stands for; the one exception, an invalid UTF-8 byte (U+FFFD
+// takes three), which the store never writes, moves the string to a
+// buffer of its own when there is no room.
+func (d *Decoder) ownedStr() string {
+	b := d.b
+	i := d.i + 1
+	start := i
+	for i < len(b) {
+		c := b[i]
+		if c == '"' {
+			d.i = i + 1
+			return aliasString(b[start:i])
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		if c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		i += size
+	}
+	out := b[start:i:len(b)] // written in place while inPlace
+	inPlace := true
+	// room makes sure n more bytes can be written without overwriting
+	// input not yet read (next is where reading resumes).
+	room := func(n, next int) {
+		if inPlace && start+len(out)+n > next {
+			out = append(make([]byte, 0, len(out)+n+(len(b)-next)), out...)
+			inPlace = false
+		}
+	}
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			d.i = i + 1
+			return aliasString(out)
+		case c < 0x20:
+			d.fail(errSyntax)
+			return ""
+		case c == '\\':
+			if i+1 >= len(b) {
+				d.fail(errSyntax)
+				return ""
+			}
+			switch e := b[i+1]; e {
+			case '"', '\\', '/':
+				out = append(out, e)
+				i += 2
+			case 'b':
+				out = append(out, '\b')
+				i += 2
+			case 'f':
+				out = append(out, '\f')
+				i += 2
+			case 'n':
+				out = append(out, '\n')
+				i += 2
+			case 'r':
+				out = append(out, '\r')
+				i += 2
+			case 't':
+				out = append(out, '\t')
+				i += 2
+			case 'u':
+				r := hex4(b[i+2:])
+				if r < 0 {
+					d.fail(errSyntax)
+					return ""
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					// A valid pair is one rune; anything else is U+FFFD
+					// (and the next escape is read on its own).
+					if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
+						if r2 := hex4(b[i+2:]); r2 >= 0 {
+							if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+								out = utf8.AppendRune(out, dec)
+								i += 6
+								break
+							}
+						}
+					}
+					r = utf8.RuneError
+				}
+				out = utf8.AppendRune(out, r)
+			default:
+				d.fail(errSyntax)
+				return ""
+			}
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				room(3, i+1)
+			}
+			out = utf8.AppendRune(out, r) // invalid UTF-8 becomes U+FFFD
+			i += size
+		}
+	}
+	d.fail(errSyntax) // unterminated
+	return ""
+}
+
+// aliasString is b as a string, sharing its memory: b belongs to a
+// Decoder that owns its input, and nothing writes it again.
+func aliasString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// ErrNoMember is returned by ReadMember when the object has no member of
+// the name.
+var ErrNoMember = errors.New("json: no such member")
+
+// ReadMember reads the JSON object r holds only as far as its member
+// name (matched exactly, else case-insensitively) and returns that
+// member's value (its bytes, without the white space between tokens).
+// The members before it are checked for
+// syntax and skipped without being kept, whatever their size; nothing
+// after it is read. A value longer than max bytes is an error, so that a
+// damaged file cannot make the caller hold more than it meant to.
+//
+// Unlike Decode, it takes the first member of the name (a later
+// duplicate is not looked for) and does not check what follows it: it
+// is for records whose writer puts a small member first and a large one
+// after, such as a thread's first message with its initial header.
+func ReadMember(r io.Reader, name string, max int) (json.RawMessage, error) {
+	s := &memberScanner{r: bufio.NewReaderSize(r, 16<<10), max: max}
+	c, err := s.next()
+	if err != nil {
+		return nil, err
+	}
+	if c != '{' {
+		return nil, errType
+	}
+	c, err = s.next()
+	if err != nil || c == '}' {
+		return nil, orNoMember(err)
+	}
+	for {
+		if c != '"' {
+			return nil, errSyntax
+		}
+		s.keep, s.kept = true, s.kept[:0]
+		if err := s.str(); err != nil {
+			return nil, err
+		}
+		key := s.kept[:len(s.kept)-1] // without the closing quote
+		match := len(key) == len(name) && (string(key) == name || bytes.EqualFold(key, []byte(name)))
+		s.keep = false
+		if c, err = s.next(); err != nil || c != ':' {
+			return nil, orSyntax(err)
+		}
+		if c, err = s.next(); err != nil {
+			return nil, err
+		}
+		s.keep, s.kept = match, s.kept[:0]
+		if match {
+			s.kept = append(s.kept, c)
+		}
+		if err := s.value(c, 0); err != nil {
+			return nil, err
+		}
+		if match {
+			return json.RawMessage(s.kept), nil
+		}
+		c, err = s.next()
+		switch {
+		case err != nil:
+			return nil, orSyntax(err)
+		case c == '}':
+			return nil, ErrNoMember
+		case c != ',':
+			return nil, errSyntax
+		}
+		if c, err = s.next(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func orNoMember(err error) error {
+	if err != nil {
+		return err
+	}
+	return ErrNoMember
+}
+
+func orSyntax(err error) error {
+	if err != nil {
+		return err
+	}
+	return errSyntax
+}
+
+// memberScanner reads JSON from a stream, keeping what it reads only
+// while keep is set (the member ReadMember returns, a member name).
+type memberScanner struct {
+	r    *bufio.Reader
+	keep bool
+	kept []byte
+	max  int
+}
+
+// next returns the next byte that is not white space (consumed, and kept
+// when keeping); the end of the input is a syntax error.
+func (s *memberScanner) next() (byte, error) {
+	for {
+		c, err := s.r.ReadByte()
+		if err == io.EOF {
+			return 0, errSyntax
+		}
+		if err != nil {
+			return 0, err
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		if s.keep {
+			if err := s.add([]byte{c}); err != nil {
+				return 0, err
+			}
+		}
+		return c, nil
+	}
+}
+
+func (s *memberScanner) add(p []byte) error {
+	if len(s.kept)+len(p) > s.max {
+		return errTooLong
+	}
+	s.kept = append(s.kept, p...)
+	return nil
+}
+
+var errTooLong = errors.New("json: member longer than the reader's limit")
+
+// str consumes a string whose opening quote was read, up to and with its
+// closing quote, a buffer at a time.
+func (s *memberScanner) str() error {
+	slashes := 0 // backslashes right before the current position
+	for {
+		chunk, err := s.r.ReadSlice('"')
+		if s.keep && len(chunk) > 0 {
+			if aerr := s.add(chunk); aerr != nil {
+				return aerr
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			slashes = trailingSlashes(chunk, slashes)
+			continue
+		case err == io.EOF:
+			return errSyntax
+		case err != nil:
+			return err
+		}
+		if trailingSlashes(chunk[:len(chunk)-1], slashes)%2 == 0 {
+			return nil
+		}
+		slashes = 0 // an escaped quote: the run of backslashes ends with it
+	}
+}
+
+// trailingSlashes counts the backslashes that end b, continuing a run of
+// prev when b is nothing but backslashes.
+func trailingSlashes(b []byte, prev int) int {
+	n := 0
+	for n < len(b) && b[len(b)-1-n] == '\\' {
+		n++
+	}
+	if n == len(b) {
+		return prev + n
+	}
+	return n
+}
+
+// value consumes a value whose first byte c was read.
+func (s *memberScanner) value(c byte, depth int) error {
+	if depth > maxJSONDepth {
+		return errDepth
+	}
+	switch {
+	case c == '"':
+		return s.str()
+	case c == '{' || c == '[':
+		close := byte('}')
+		if c == '[' {
+			close = ']'
+		}
+		c, err := s.next()
+		if err != nil {
+			return err
+		}
+		if c == close {
+			return nil
+		}
+		for {
+			if close == '}' {
+				if c != '"' {
+					return errSyntax
+				}
+				if err := s.str(); err != nil {
+					return err
+				}
+				if c, err = s.next(); err != nil || c != ':' {
+					return orSyntax(err)
+				}
+				if c, err = s.next(); err != nil {
+					return err
+				}
+			}
+			if err := s.value(c, depth+1); err != nil {
+				return err
+			}
+			if c, err = s.next(); err != nil {
+				return err
+			}
+			if c == close {
+				return nil
+			}
+			if c != ',' {
+				return errSyntax
+			}
+			if c, err = s.next(); err != nil {
+				return err
+			}
+		}
+	case c == '-' || c >= '0' && c <= '9' || c == 't' || c == 'f' || c == 'n':
+		// A number or a literal: the bytes up to the next delimiter,
+		// checked by the one decoder that reads them all when kept.
+		tok := []byte{c}
+		for {
+			p, err := s.r.Peek(1)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			x := p[0]
+			if !(x >= '0' && x <= '9' || x >= 'a' && x <= 'z' || x == '.' || x == '+' || x == '-' || x == 'E') {
+				break
+			}
+			s.r.ReadByte()
+			if len(tok) < 64 {
+				tok = append(tok, x)
+			}
+			if s.keep {
+				if err := s.add([]byte{x}); err != nil {
+					return err
+				}
+			}
+		}
+		if !validScalar(tok) {
+			return errSyntax
+		}
+		return nil
+	}
+	return errSyntax
+}
+
+// validScalar reports whether tok is a JSON number or literal.
+func validScalar(tok []byte) bool {
+	switch string(tok) {
+	case "true", "false", "null":
+		return true
+	}
+	d := &Decoder{b: tok}
+	d.number()
+	return d.err == nil && d.i == len(tok)
+}

@@ -1,0 +1,92 @@
+package jsonrec_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/inbox-dev/inbox/internal/jsonrec"
+	"github.com/inbox-dev/inbox/internal/jsonrec/jsonrectest"
+)
+
+// StringLen is exactly what AppendString writes, and DecodeOwned reads
+// back what Decode does, for every escaping rule.
+func FuzzStringLenAndOwnedDecode(f *testing.F) {
+	for _, a := range jsonrectest.Pieces {
+		for _, b := range jsonrectest.Pieces {
+			f.Add(a + b + a)
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		enc := jsonrec.AppendString(nil, s)
+		if got := jsonrec.StringLen(s); got != len(enc) {
+			t.Fatalf("StringLen(%q) = %d, want %d", s, got, len(enc))
+		}
+		// Two strings in a row, so that the second is unescaped in place
+		// behind the first, which must stay intact.
+		rec := append(append(append([]byte("["), enc...), ','), enc...)
+		rec = append(rec, ']')
+		var want []string
+		if err := jsonrec.Decode(rec, func(d *jsonrec.Decoder) { jsonrec.ReadSlice(d, &want, jsonrec.ReadString) }); err != nil {
+			t.Fatalf("decode %s: %v", rec, err)
+		}
+		var got []string
+		if err := jsonrec.DecodeOwned(bytes.Clone(rec), func(d *jsonrec.Decoder) { jsonrec.ReadSlice(d, &got, jsonrec.ReadString) }); err != nil {
+			t.Fatalf("owned decode %s: %v", rec, err)
+		}
+		if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Fatalf("owned decode %s = %q, want %q", rec, got, want)
+		}
+	})
+}
+
+// Raw input the store never writes (invalid UTF-8 right after an escape,
+// so that U+FFFD does not fit in place) decodes as Decode decodes it.
+func TestDecodeOwnedInvalidUTF8(t *testing.T) {
+	for _, in := range []string{"\"\xff\xfe\xfd\"", "\"\\n\xff\xff\xff\xff\"", "\"ab\\u0041\xffcd\xfe\"", "\"\\\\\xff\\\"\xff\""} {
+		var want, got string
+		errWant := jsonrec.Decode([]byte(in), func(d *jsonrec.Decoder) { d.Str(&want) })
+		errGot := jsonrec.DecodeOwned([]byte(in), func(d *jsonrec.Decoder) { d.Str(&got) })
+		if (errWant == nil) != (errGot == nil) || got != want {
+			t.Errorf("DecodeOwned(%q) = %q, %v; want %q, %v", in, got, errGot, want, errWant)
+		}
+	}
+}
+
+func TestReadMember(t *testing.T) {
+	big := strings.Repeat(`x\"\\y\n`, 50000) // escaped quotes and backslashes across buffer boundaries
+	for _, tc := range []struct {
+		name, in, want string
+		err            error
+	}{
+		{"first", `{"thread_header":{"a":[1,"}"]},"body":"` + big + `"}`, `{"a":[1,"}"]}`, nil},
+		{"last", `{"body":"` + big + `","n":-1.5e3,"t":true,"x":null,"o":{"k":["v",{}]},"thread_header":{"s":"\\"}}`, `{"s":"\\"}`, nil},
+		{"folded", `{"Thread_Header":{"a":1}}`, `{"a":1}`, nil},
+		{"spaced", " {\n \"body\" : \"b\" ,\t\"thread_header\" :\n{ \"a\" : 1 } }", `{"a":1}`, nil},
+		{"not first-level", `{"body":{"thread_header":1},"x":2}`, "", jsonrec.ErrNoMember},
+		{"empty", `{}`, "", jsonrec.ErrNoMember},
+		{"truncated in body", `{"body":"` + big[:1000], "", errAny},
+		{"truncated in header", `{"thread_header":{"a":`, "", errAny},
+		{"garbage", `{"body": garbage`, "", errAny},
+		{"not an object", `["thread_header"]`, "", errAny},
+		{"too long", `{"thread_header":"` + big + `"}`, "", errAny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, r := range []func(string) *strings.Reader{strings.NewReader} {
+				got, err := jsonrec.ReadMember(iotest.HalfReader(r(tc.in)), "thread_header", 1<<16)
+				switch {
+				case tc.err == errAny && err == nil:
+					t.Fatalf("got %s, want an error", got)
+				case tc.err != errAny && !errors.Is(err, tc.err):
+					t.Fatalf("got error %v, want %v", err, tc.err)
+				case string(got) != tc.want:
+					t.Fatalf("got %s, want %s", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
