@@ -537,6 +537,9 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 	if err != nil {
 		return nil, err
 	}
+	if opt.Agent == "" {
+		opt.Agent = cur.Agent // wait-reply --agent: that agent is waiting
+	}
 	deadline := time.Now().Add(opt.Timeout)
 	recs, err := b.threadRecords(tid)
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,8 +47,10 @@ import (
 
 // Config is what one runner runs.
 type Config struct {
-	Store       inbox.Bus
-	DB          string   // the store's location, given to tasks as INBOX_DB
+	Store inbox.Bus
+	// DB is the store's location, given to tasks as INBOX_DB without the
+	// secret a NATS store's URL may hold (inbox.SplitNATSURL).
+	DB          string
 	Exec        string   // the command, run as sh -c Exec
 	Concurrency int      // at most this many at once; 0 means all
 	Tasks       []string // task names, started in this order
@@ -62,6 +65,15 @@ type Config struct {
 	// the runner's own, which a group-shared store sets to 007. Empty:
 	// the umask this process started with.
 	Umask string
+	// Secret is the NATS store's password or token when it is not in DB
+	// (inbox.NATSSecret). Tasks never get it in their environment (SPEC
+	// §8): the runner writes it to a file only its user can read, in
+	// SecretDir (the temp directory when empty), names that file in
+	// inbox.EnvNATSPasswordFile and removes it when it returns.
+	Secret    string
+	SecretDir string
+
+	env []string // what a task's environment starts from (Run sets it)
 }
 
 // drainDelay bounds how long a task's standard error (and the copy of its
@@ -94,6 +106,22 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cfg.Umask = fmt.Sprintf("%04o", v)
 	}
+	var cred inbox.NATSCredentials
+	cfg.DB, cred = inbox.SplitNATSURL(cfg.DB, cfg.Secret)
+	cfg.Secret = cred.Secret()
+	env := withoutEnv(os.Environ(), "INBOX_DB", inbox.EnvNATSPassword, inbox.EnvNATSPasswordFile)
+	if cfg.Secret != "" {
+		p, err := writeSecret(cfg.SecretDir, cfg.Secret)
+		if err != nil {
+			// The tasks run all the same; only their own use of the
+			// store will be refused.
+			cfg.Log.Error("cannot hand the store's secret to tasks", "error", err)
+		} else {
+			defer os.Remove(p)
+			env = append(env, inbox.EnvNATSPasswordFile+"="+p)
+		}
+	}
+	cfg.env = env
 	n := cfg.Concurrency
 	if n <= 0 {
 		n = len(cfg.Tasks)
@@ -185,7 +213,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	defer errR.Close()
 	cmd.Stdout, cmd.Stderr = out, errW
 	cmd.WaitDelay = drainDelay
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(slices.Clip(cfg.env),
 		"INBOX_TASK_NAME="+name, "INBOX_AGENT="+name, "INBOX_THREAD="+t.ThreadID,
 		"INBOX_PARENT="+t.Parent, "INBOX_MODEL="+t.Model, "INBOX_DB="+cfg.DB)
 	cmd.SysProcAttr = procAttr()
@@ -257,6 +285,40 @@ loop:
 	}
 	cfg.Log.Info("task finished", "task", name, "success", ok, "error", why, "seconds", time.Since(started).Seconds())
 	return deliverRetrying(ctx, cfg, t, token, ok, why, outPath, stderr.String())
+}
+
+// withoutEnv returns environ without the variables keys names.
+func withoutEnv(environ []string, keys ...string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(keys, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// writeSecret writes secret to a new file in dir (the temp directory when
+// empty) that only its owner can read, and returns its path.
+func writeSecret(dir, secret string) (string, error) {
+	f, err := os.CreateTemp(dir, "inbox-nats-secret-*")
+	if err != nil {
+		return "", fmt.Errorf("create a file for the store's secret: %w", err)
+	}
+	p := f.Name()
+	err = f.Chmod(0o600) // CreateTemp's mode, whatever the umask
+	if err == nil {
+		_, err = f.WriteString(secret + "\n")
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(p)
+		return "", fmt.Errorf("write %s: %w", p, err)
+	}
+	return p, nil
 }
 
 // taskCommand is sh -c command, started with umask (octal): when this

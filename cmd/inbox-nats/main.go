@@ -15,6 +15,7 @@ import (
 )
 
 func main() {
+	cli.HideSecrets()
 	cli.ServeMCP = mcpserver.Serve
 	cli.MigrateToNATS = migrate.ToNATS
 	cli.MigrateFromNATS = migrate.ToDir

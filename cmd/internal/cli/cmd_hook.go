@@ -582,13 +582,21 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 			return nil, err
 		}
 	}
-	db := ""
+	db, secret := "", ""
 	if c.g.dbSet && add {
 		// A user-level hook runs wherever the tool was started, so the
 		// store is named absolutely; a project's runs at the project's
 		// root, where a relative path keeps the settings file portable.
+		// A NATS store's URL is written without its secret (SPEC §8): the
+		// hook finds it in the tool's environment.
 		db = c.g.db
-		if !r.project {
+		switch {
+		case isNATS(db):
+			envSecret, _ := inbox.NATSSecret(c.env.getenv)
+			var cred inbox.NATSCredentials
+			db, cred = inbox.SplitNATSURL(db, envSecret)
+			secret = cred.Secret()
+		case !r.project:
 			if db, err = filepath.Abs(db); err != nil {
 				return nil, usagef("db", "%v", err)
 			}
@@ -612,6 +620,9 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 	changed := !bytes.Equal(old, updated)
 	verb := map[bool]string{true: "install", false: "uninstall"}[add]
 	res.set("file", p).set("changed", changed).set("dry_run", r.dryRun)
+	if secret != "" {
+		res.set("secret_from", []string{inbox.EnvNATSPassword, inbox.EnvNATSPasswordFile})
+	}
 	if r.dryRun {
 		res.set("diff", lineDiff(p, old, updated))
 		res.human = func(w io.Writer) {
@@ -653,6 +664,10 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 		}
 		if add && agent == "" {
 			fmt.Fprintln(w, "The hooks take the agent from INBOX_AGENT in the tool's environment (or install with --agent NAME).")
+		}
+		if secret != "" {
+			fmt.Fprintf(w, "The hooks name the store without its password: they take it from %s, or from the file only you can read that %s names, in the tool's environment (or use a NATS credentials file: creds=FILE in the URL).\n",
+				inbox.EnvNATSPassword, inbox.EnvNATSPasswordFile)
 		}
 	}
 	return res, nil

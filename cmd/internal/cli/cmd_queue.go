@@ -170,7 +170,7 @@ func (r *runCmd) run(c *call) (*result, error) {
 		res.human = func(io.Writer) { fmt.Fprintf(c.env.stderr, "inbox: no queued tasks in %s's queue\n", owner) }
 		return res, nil
 	}
-	pid, err := startRunner(s, c.g.db, n, r.timeout, command, names)
+	pid, err := startRunner(s, c.g.db, c.env.getenv, n, r.timeout, command, names)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,9 @@ var Executable = os.Executable
 
 // startRunner starts a detached runner (a new session, no terminal, its
 // own process group) that outlives this command and the calling shell.
-func startRunner(s inbox.Bus, db string, n, timeout int, command string, names []string) (int, error) {
+// A NATS store's secret (SPEC §8) goes to it in its environment, never in
+// its argv: it may outlive the file this command found it in (a task's).
+func startRunner(s inbox.Bus, db string, getenv func(string) string, n, timeout int, command string, names []string) (int, error) {
 	self, err := Executable()
 	if err != nil {
 		return 0, fmt.Errorf("cannot find the inbox binary to start a runner: %w", err)
@@ -201,12 +203,22 @@ func startRunner(s inbox.Bus, db string, n, timeout int, command string, names [
 	if err != nil {
 		return 0, err
 	}
+	secret, err := inbox.NATSSecret(getenv)
+	if err != nil {
+		return 0, err
+	}
+	db, cred := inbox.SplitNATSURL(db, secret)
+	environ := withoutEnv(os.Environ(), inbox.EnvNATSPassword, inbox.EnvNATSPasswordFile)
+	if s := cred.Secret(); s != "" {
+		environ = append(environ, inbox.EnvNATSPassword+"="+s)
+	}
 	// The runner's tasks start with this process's umask as it started,
 	// not as a group-shared store left it (007), which the runner would
 	// inherit.
 	args := append([]string{"__runner", "--db", db, "--concurrency", strconv.Itoa(n), "--timeout-seconds", strconv.Itoa(timeout),
 		"--umask", queue.StartUmask(), "--exec", command, "--"}, names...)
 	cmd := exec.Command(self, args...)
+	cmd.Env = environ
 	if l, ok := s.(interface{ RunnerLog() string }); ok {
 		logf, err := os.OpenFile(l.RunnerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err == nil {
@@ -247,9 +259,14 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 	}
 	ctx, stop := c.blockingContext()
 	defer stop()
+	secret, err := inbox.NATSSecret(c.env.getenv)
+	if err != nil {
+		return nil, err
+	}
 	log := slog.New(slog.NewTextHandler(c.env.stderr, nil)).With("runner", os.Getpid())
 	return nil, queue.Run(ctx, queue.Config{Store: s, DB: c.g.db, Exec: r.exec, Concurrency: r.concurrency,
-		Tasks: c.args, Log: log, DefaultTimeout: time.Duration(r.timeout) * time.Second, Umask: r.umask})
+		Tasks: c.args, Log: log, DefaultTimeout: time.Duration(r.timeout) * time.Second, Umask: r.umask,
+		Secret: secret, SecretDir: c.env.getenv("XDG_RUNTIME_DIR")})
 }
 
 // queueTasks lists the tasks in the caller's queue (every queue with

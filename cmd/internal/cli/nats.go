@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -50,6 +51,119 @@ func handOver(c *call) error {
 		return inbox.Errorf(inbox.ErrNotFound, "nats_not_installed", "db",
 			"a nats:// store is served by the %s binary, found neither beside this one nor on PATH: build both with go build -o bin/ ./cmd/... (or go install ./cmd/...)", natsBinary)
 	}
-	err := syscall.Exec(bin, append([]string{natsBinary}, c.raw...), os.Environ())
+	args, environ, _ := moveSecrets(c.raw, os.Environ())
+	err := syscall.Exec(bin, append([]string{natsBinary}, args...), environ)
 	return inbox.Internal(fmt.Errorf("run %s: %w", bin, err))
+}
+
+// Secrets (SPEC §8): a NATS store URL's password or token never stays in
+// a process's argv. The hand-over to inbox-nats, and inbox-nats given one
+// directly, move it into the environment (inbox.EnvNATSPassword), where
+// natsbus finds it, and leave the URL without it (nats://USER@HOST/NAME,
+// or nats://HOST/NAME for a token; inbox.SplitNATSURL): what the command
+// shows, what a runner's argv and a task's INBOX_DB hold, and what hook
+// install writes never carry it.
+
+// urlFlags are the flags whose value may be a NATS store URL.
+var urlFlags = []string{"--db", "--from", "--to"}
+
+// moveSecrets returns args and environ with the secrets of the NATS store
+// URLs in them moved out: INBOX_DB and every --db, --from or --to value
+// (before a "--") that holds a password or a token is replaced by the URL
+// without it, and the secret goes to inbox.EnvNATSPassword (one store per
+// command: the last one found wins). argvChanged reports whether args did.
+func moveSecrets(args, environ []string) (outArgs, outEnv []string, argvChanged bool) {
+	getenv := func(k string) string {
+		for i := len(environ) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(environ[i], k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	secret, _ := inbox.NATSSecret(getenv) // a bad file is for natsbus to report
+	moved := ""
+	hide := func(db string) string {
+		if !isNATS(db) {
+			return db
+		}
+		public, cred := inbox.SplitNATSURL(db, secret)
+		if public != db {
+			moved = cred.Secret()
+		}
+		return public
+	}
+	outEnv = environ
+	if db := getenv("INBOX_DB"); db != "" {
+		if public := hide(db); public != db {
+			outEnv = setEnv(outEnv, "INBOX_DB", public)
+		}
+	}
+	outArgs = append([]string(nil), args...)
+	for i := 0; i < len(outArgs); i++ {
+		a := outArgs[i]
+		if a == "--" {
+			break
+		}
+		for _, f := range urlFlags {
+			if a == f && i+1 < len(outArgs) {
+				i++
+				if public := hide(outArgs[i]); public != outArgs[i] {
+					outArgs[i], argvChanged = public, true
+				}
+				break
+			}
+			if v, ok := strings.CutPrefix(a, f+"="); ok {
+				if public := hide(v); public != v {
+					outArgs[i], argvChanged = f+"="+public, true
+				}
+				break
+			}
+		}
+	}
+	if moved != "" {
+		outEnv = setEnv(outEnv, inbox.EnvNATSPassword, moved)
+	}
+	return outArgs, outEnv, argvChanged
+}
+
+// setEnv returns environ with k set to v (and no other k).
+func setEnv(environ []string, k, v string) []string {
+	out := withoutEnv(environ, k)
+	return append(out, k+"="+v)
+}
+
+// withoutEnv returns environ without the variables keys names.
+func withoutEnv(environ []string, keys ...string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(keys, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// HideSecrets takes the secrets of NATS store URLs out of this process's
+// arguments and INBOX_DB, for a binary that serves NATS stores itself
+// (inbox-nats run directly): the secret goes to the environment and, when
+// the arguments held one, the binary runs again with arguments that hold
+// none (execve: the same process), so that its argv never shows it.
+func HideSecrets() {
+	args, environ, argvChanged := moveSecrets(os.Args[1:], os.Environ())
+	if argvChanged {
+		if self, err := os.Executable(); err == nil {
+			syscall.Exec(self, append([]string{os.Args[0]}, args...), environ)
+		}
+		// Not run again: at least nothing this process shows holds it.
+		os.Args = append(os.Args[:1], args...)
+	}
+	for _, k := range []string{"INBOX_DB", inbox.EnvNATSPassword} {
+		for _, kv := range environ {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				os.Setenv(k, v)
+			}
+		}
+	}
 }

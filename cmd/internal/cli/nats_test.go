@@ -3,11 +3,17 @@ package cli
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -238,4 +244,165 @@ func TestScriptsNATS(t *testing.T) {
 func natsStoreFor(server, abs string) string {
 	sum := sha256.Sum256([]byte(abs))
 	return server + "/s" + hex.EncodeToString(sum[:8])
+}
+
+// TestNATSSecretsStayOut runs the real binaries on a store whose server
+// wants a password, given in the store's URL, and looks everywhere it
+// must not show (SPEC §8): an error (a wrong password), the argv of a
+// command handed over to inbox-nats or run as inbox-nats itself, the
+// runner's argv and a task's environment (the task still uses the
+// store), the settings file hook install writes. The runner's file that
+// hands tasks the password is gone once the runner is.
+func TestNATSSecretsStayOut(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the binaries: %v", err)
+	}
+	bin := t.TempDir()
+	build := exec.Command(goBin, "build", "-o", bin+"/", "../../inbox", "../../inbox-nats")
+	build.Env = append(build.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	const password = "s3cretPW"
+	srv := natstest.StartAuth(t, "alice", password)
+	host := strings.TrimPrefix(srv.ClientURL(), "nats://")
+	db := "nats://alice:" + password + "@" + host + "/secrets"
+	public := "nats://alice@" + host + "/secrets"
+	work := t.TempDir()
+	home := filepath.Join(work, "home")
+	var environ []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "INBOX_") && !strings.HasPrefix(kv, "NATS_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "PATH=") {
+			environ = append(environ, kv)
+		}
+	}
+	environ = append(environ, "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(work, "cache"), "WORK="+work)
+	noSecret := func(what, text string) {
+		t.Helper()
+		if strings.Contains(text, password) || strings.Contains(text, "WRONGpw") {
+			t.Errorf("%s shows the password:\n%s", what, text)
+		}
+	}
+	command := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(bin, name), args...)
+		cmd.Env = environ
+		return cmd
+	}
+	runInbox := func(want int, args ...string) string {
+		t.Helper()
+		cmd := command("inbox", args...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		code, err := exitStatus(cmd.Run())
+		if err != nil || code != want {
+			t.Fatalf("inbox %s: exit %d (%v), want %d\n%s%s", strings.Join(args, " "), code, err, want, stdout.String(), stderr.String())
+		}
+		noSecret("inbox "+args[0]+"'s output", stdout.String()+stderr.String())
+		return stdout.String()
+	}
+	jsonOut := func(out string) map[string]any {
+		t.Helper()
+		var v map[string]any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		return v
+	}
+
+	// Errors: a wrong password, as text and as JSON.
+	runInbox(50, "list", "--db", "nats://alice:WRONGpw@"+host+"/secrets")
+	runInbox(50, "list", "--json", "--db", "nats://alice:WRONGpw@"+host+"/secrets")
+	runInbox(0, "init", "--db", db)
+
+	// A blocked wait-reply, handed over by inbox and run as inbox-nats
+	// itself: its argv holds no password.
+	out := runInbox(0, "send", "--db", db, "--agent", "boss", "--json", "w", "a job")
+	tid := jsonOut(out)["thread"].(map[string]any)["thread_id"].(string)
+	for _, name := range []string{"inbox", "inbox-nats"} {
+		w := command(name, "wait-reply", "--db", db, "--agent", "boss", "--thread", tid, "--timeout-seconds", "120")
+		var stderr strings.Builder
+		w.Stderr = &stderr
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Process.Kill(); w.Wait() })
+		waiting := pollFor(30*time.Second, func() bool {
+			for _, a := range jsonOut(runInbox(0, "agents", "--db", db, "--json"))["agents"].([]any) {
+				if a := a.(map[string]any); a["agent"] == "boss" && a["state"] == "waiting" {
+					return true
+				}
+			}
+			return false
+		})
+		if !waiting {
+			t.Fatalf("%s wait-reply never waited: %s", name, stderr.String())
+		}
+		argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", w.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		noSecret(name+" wait-reply's argv", string(argv))
+		if !strings.Contains(string(argv), public) {
+			t.Errorf("%s wait-reply's argv does not name the store without its password (%s): %q", name, public, argv)
+		}
+		w.Process.Kill()
+		w.Wait()
+		noSecret(name+" wait-reply's output", stderr.String())
+	}
+
+	// A task: its environment and its runner's argv hold no password,
+	// yet it uses the store.
+	task := filepath.Join(work, "task.sh")
+	os.WriteFile(task, []byte(`tr '\0' ' ' < /proc/$PPID/cmdline > "$WORK/runner.argv"
+env > "$WORK/task.env"
+inbox send main 'a note from the task' >/dev/null || exit 1
+printf ok
+`), 0o600)
+	runInbox(0, "push", "--db", db, "--name", "t1", "do it")
+	runner := int(jsonOut(runInbox(0, "run", "--db", db, "--json", "--exec", "sh "+task))["runner_pid"].(float64))
+	got := map[string]string{}
+	for range 2 {
+		m := jsonOut(runInbox(0, "receive", "--db", db, "--agent", "main", "--timeout-seconds", "30", "--json"))["message"].(map[string]any)
+		got[m["kind"].(string)] = m["body"].(string)
+	}
+	if got["result"] != "ok" || got["progress"] != "a note from the task" {
+		t.Errorf("the task's messages: %v", got)
+	}
+	env, _ := os.ReadFile(filepath.Join(work, "task.env"))
+	noSecret("the task's environment", string(env))
+	if !strings.Contains(string(env), "INBOX_DB="+public+"\n") {
+		t.Errorf("the task's INBOX_DB is not %s:\n%s", public, env)
+	}
+	argv, _ := os.ReadFile(filepath.Join(work, "runner.argv"))
+	noSecret("the runner's argv", string(argv))
+	if len(argv) == 0 {
+		t.Error("the task did not read its runner's argv")
+	}
+	// The runner's file for its tasks goes with it.
+	if !pollFor(30*time.Second, func() bool { return syscall.Kill(runner, 0) != nil }) {
+		t.Fatalf("the runner (pid %d) did not exit", runner)
+	}
+	for _, kv := range strings.Split(string(env), "\n") {
+		if p, ok := strings.CutPrefix(kv, inbox.EnvNATSPasswordFile+"="); ok {
+			if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the runner left %s behind: %v", p, err)
+			}
+		}
+	}
+
+	// hook install: the settings file names the store without the
+	// password, and the output says where the hook finds it.
+	out = runInbox(0, "hook", "install", "claude", "--db", db, "--agent", "dev")
+	settings, err := os.ReadFile(filepath.Join(home, ".claude", "settings.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecret("the settings file", string(settings))
+	if !strings.Contains(string(settings), "--db "+public) {
+		t.Errorf("the hooks do not name the store %s:\n%s", public, settings)
+	}
+	if !strings.Contains(out, inbox.EnvNATSPassword) {
+		t.Errorf("hook install does not say how the hook gets the password:\n%s", out)
+	}
 }
