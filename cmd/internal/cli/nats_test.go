@@ -314,6 +314,15 @@ func TestNATSSecretsStayOut(t *testing.T) {
 	runInbox(50, "list", "--db", "nats://alice:WRONGpw@"+host+"/secrets")
 	runInbox(50, "list", "--json", "--db", "nats://alice:WRONGpw@"+host+"/secrets")
 	runInbox(0, "init", "--db", db)
+	// The store named by INBOX_DB: the command's output names it without
+	// the password.
+	initEnv := command("inbox", "init")
+	initEnv.Env = append(initEnv.Env, "INBOX_DB="+db)
+	if out, err := initEnv.CombinedOutput(); err != nil || !strings.Contains(string(out), public) {
+		t.Errorf("INBOX_DB=%s inbox init: %v\n%s", db, err, out)
+	} else {
+		noSecret("inbox init's output", string(out))
+	}
 
 	// A blocked wait-reply, handed over by inbox and run as inbox-nats
 	// itself: its argv holds no password.
@@ -404,5 +413,52 @@ printf ok
 	}
 	if !strings.Contains(out, inbox.EnvNATSPassword) {
 		t.Errorf("hook install does not say how the hook gets the password:\n%s", out)
+	}
+}
+
+// moveSecrets takes the password or token of every NATS store URL a
+// command line names (--db, --from, --to, INBOX_DB) into
+// INBOX_NATS_PASSWORD, and nothing else.
+func TestMoveSecrets(t *testing.T) {
+	const h = "127.0.0.1:4222"
+	for _, tc := range []struct {
+		name             string
+		args, env        []string
+		wantArgs         []string
+		wantDB, wantPass string
+	}{
+		{"--db", []string{"list", "--db", "nats://alice:pw@" + h + "/S", "--json"}, nil,
+			[]string{"list", "--db", "nats://alice@" + h + "/S", "--json"}, "", "pw"},
+		{"--db=", []string{"--db=nats://TOK@" + h + "/S", "list"}, nil,
+			[]string{"--db=nats://" + h + "/S", "list"}, "", "TOK"},
+		{"migrate", []string{"migrate", "--from", "dir", "--to", "tls://alice:pw@" + h + "/S"}, nil,
+			[]string{"migrate", "--from", "dir", "--to", "tls://alice@" + h + "/S"}, "", "pw"},
+		{"INBOX_DB", []string{"list"}, []string{"INBOX_DB=nats://alice:pw@" + h + "/S"},
+			[]string{"list"}, "nats://alice@" + h + "/S", "pw"},
+		// A user whose password the environment gives already stays.
+		{"password in env", []string{"list", "--db", "nats://alice@" + h + "/S"}, []string{"INBOX_NATS_PASSWORD=pw"},
+			[]string{"list", "--db", "nats://alice@" + h + "/S"}, "", "pw"},
+		// After "--", and anywhere but a store flag, words are the user's.
+		{"message", []string{"send", "bob", "--", "--db", "nats://alice:pw@" + h + "/S"}, nil,
+			[]string{"send", "bob", "--", "--db", "nats://alice:pw@" + h + "/S"}, "", ""},
+		{"directory", []string{"list", "--db", "some/dir"}, nil, []string{"list", "--db", "some/dir"}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args, env, changed := moveSecrets(tc.args, append([]string{"HOME=/h"}, tc.env...))
+			if !slices.Equal(args, tc.wantArgs) || changed != !slices.Equal(tc.args, tc.wantArgs) {
+				t.Errorf("args %q (changed %v), want %q", args, changed, tc.wantArgs)
+			}
+			got := map[string]string{}
+			for _, kv := range env {
+				k, v, _ := strings.Cut(kv, "=")
+				if _, dup := got[k]; dup {
+					t.Errorf("%s twice in %q", k, env)
+				}
+				got[k] = v
+			}
+			if got["INBOX_DB"] != tc.wantDB || got[inbox.EnvNATSPassword] != tc.wantPass || got["HOME"] != "/h" {
+				t.Errorf("environment %q, want INBOX_DB=%q and %s=%q", env, tc.wantDB, inbox.EnvNATSPassword, tc.wantPass)
+			}
+		})
 	}
 }
