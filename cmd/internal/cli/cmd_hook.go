@@ -592,7 +592,10 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 		db = c.g.db
 		switch {
 		case isNATS(db):
-			envSecret, _ := inbox.NATSSecret(c.env.getenv)
+			envSecret, err := inbox.NATSSecret(c.env.getenv)
+			if err != nil {
+				return nil, err
+			}
 			var cred inbox.NATSCredentials
 			db, cred = inbox.SplitNATSURL(db, envSecret)
 			secret = cred.Secret()

@@ -81,7 +81,14 @@ func moveSecrets(args, environ []string) (outArgs, outEnv []string, argvChanged 
 		}
 		return ""
 	}
-	secret, _ := inbox.NATSSecret(getenv) // a bad file is for natsbus to report
+	secret, err := inbox.NATSSecret(getenv)
+	if err != nil {
+		// natsbus reports the bad file. Meanwhile a user without a
+		// password in a URL is not to be taken for a token and moved to
+		// INBOX_NATS_PASSWORD, which would hide that file: split as if
+		// the environment had a password, so only a URL's own goes.
+		secret = "unread"
+	}
 	moved := ""
 	hide := func(db string) string {
 		if !isNATS(db) {

@@ -442,6 +442,12 @@ func TestMoveSecrets(t *testing.T) {
 		{"message", []string{"send", "bob", "--", "--db", "nats://alice:pw@" + h + "/S"}, nil,
 			[]string{"send", "bob", "--", "--db", "nats://alice:pw@" + h + "/S"}, "", ""},
 		{"directory", []string{"list", "--db", "some/dir"}, nil, []string{"list", "--db", "some/dir"}, "", ""},
+		// An unreadable password file is natsbus's to report: the user
+		// is not taken for a token, which would hide the file.
+		{"bad file", []string{"list", "--db", "nats://alice@" + h + "/S"}, []string{"INBOX_NATS_PASSWORD_FILE=/nonexistent"},
+			[]string{"list", "--db", "nats://alice@" + h + "/S"}, "", ""},
+		{"bad file, password in the URL", []string{"list", "--db", "nats://alice:pw@" + h + "/S"}, []string{"INBOX_NATS_PASSWORD_FILE=/nonexistent"},
+			[]string{"list", "--db", "nats://alice@" + h + "/S"}, "", "pw"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args, env, changed := moveSecrets(tc.args, append([]string{"HOME=/h"}, tc.env...))
