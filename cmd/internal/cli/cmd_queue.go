@@ -105,7 +105,10 @@ once: a detached runner runs each as "sh -c CMD" in its own process group,
 with the prompt on stdin and INBOX_TASK_NAME (also INBOX_AGENT),
 INBOX_THREAD, INBOX_PARENT, INBOX_MODEL and INBOX_DB set, so the task can
 use inbox itself (send progress to its parent, push sub-tasks). The runner
-survives the calling shell.
+survives the calling shell. A task starts with your umask (not a shared
+store's 007). A NATS store's password is never in a task's environment:
+INBOX_DB names the store without it, and INBOX_NATS_PASSWORD_FILE a file
+only you can read, which the runner removes when its tasks are done.
 
 When a task exits 0 its stdout is delivered to the parent's mailbox as a
 result message from the task's name. When it fails, or passes its
