@@ -172,6 +172,7 @@ var natsScripts = []string{
 	"queue_states.txtar",
 	"queue_subagent_push.txtar",
 	"queue_timeout.txtar",
+	"queue_timeout_escaped.txtar",
 	"renew_lease.txtar",
 	"reply_idempotency.txtar",
 	"reply_thread.txtar",
