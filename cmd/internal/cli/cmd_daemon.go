@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -87,6 +90,11 @@ func (r *daemonCmd) run(c *call) (*result, error) {
 	s, err := c.open()
 	if err != nil {
 		return nil, err
+	}
+	if isNATS(c.g.db) {
+		if err := natsLockDir(c.env.getenv); err != nil {
+			return nil, err
+		}
 	}
 	release, err := s.LockDaemon(fmt.Sprintf("pid %d", os.Getpid()))
 	if err != nil {
@@ -186,4 +194,60 @@ func (r *daemonCmd) bridges(c *call, s inbox.Bus, log *slog.Logger) ([]func(cont
 		out = append(out, func(ctx context.Context) error { return run(ctx, cfg) })
 	}
 	return out, nil
+}
+
+// natsLockDir makes sure that the directory where the daemon of a NATS
+// store takes its lock on this machine is safe to use. The lock goes in
+// $XDG_CACHE_HOME/inbox (else $HOME/.cache/inbox) when that can be made;
+// else in the temp directory, as inbox-UID: a directory there may have
+// been made by another user, to see or steal the lock, or to have the
+// daemon write through a symlink. So it is made 0700 when missing and used
+// only if it is a directory (not a symlink) of this user's that no one
+// else may write to; else the daemon refuses to start, saying why. (The
+// order of the choice is the store's own: natsbus's lockPath.)
+func natsLockDir(getenv func(string) string) error {
+	cache := ""
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		cache = filepath.Join(d, "inbox")
+	} else if h := getenv("HOME"); h != "" {
+		cache = filepath.Join(h, ".cache", "inbox")
+	}
+	if cache != "" && os.MkdirAll(cache, 0o700) == nil {
+		return nil
+	}
+	tmp := getenv("TMPDIR")
+	if tmp == "" {
+		tmp = "/tmp"
+	}
+	return privateDir(filepath.Join(tmp, fmt.Sprintf("inbox-%d", os.Getuid())))
+}
+
+// privateDir makes dir (0700) if it is missing and checks that it is a
+// directory, not a symlink, owned by this process's user, that neither
+// its group nor others may write to.
+func privateDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return inbox.Storage(err, "create %s for the daemon's lock", dir)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return inbox.Storage(err, "check %s for the daemon's lock", dir)
+	}
+	why := ""
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		why = "it is a symlink"
+	case !fi.IsDir():
+		why = "it is not a directory"
+	case st != nil && int(st.Uid) != os.Getuid():
+		why = fmt.Sprintf("it belongs to uid %d, not to you (uid %d)", st.Uid, os.Getuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		why = fmt.Sprintf("others may write to it (mode %04o)", fi.Mode().Perm())
+	}
+	if why == "" {
+		return nil
+	}
+	return &inbox.Error{Code: "unsafe_lock_dir", Err: inbox.ErrStorage,
+		Rule: fmt.Sprintf("the daemon's lock directory %s is not safe to use: %s; another user may have made it. Remove it, or set XDG_CACHE_HOME to a directory of your own", dir, why)}
 }

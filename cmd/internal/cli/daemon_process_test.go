@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/natstest"
 	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
@@ -142,3 +145,147 @@ func finished(dir string) int {
 
 // finishedAll reports whether all n descriptors have a .processed file.
 func finishedAll(dir string, n int) bool { return finished(dir) == n }
+
+// TestNATSDaemonLockDir runs the daemon of a NATS store whose lock must
+// fall back to the temp directory ($HOME/.cache cannot be made), with a
+// directory planted there as inbox-UID by someone else: a symlink, a
+// directory others may write to, a file, one owned by another user (as
+// root). The daemon refuses each with a clear error naming the directory
+// and writes nothing through it; with no directory there it makes one,
+// 0700, and serves.
+func TestNATSDaemonLockDir(t *testing.T) {
+	srv := natstest.Start(t)
+	db := natstest.Store(srv, "lockdir")
+	bin := lookInbox(t, "inbox")
+	work := t.TempDir()
+	notDir := filepath.Join(work, "home-is-a-file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	intakeDir := filepath.Join(work, "intake")
+	command := func(tmp string, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(args, "--db", db)...)
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "INBOX_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_CACHE_HOME=") && !strings.HasPrefix(kv, "TMPDIR=") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = append(env, "INBOX_TEST_NATS="+srv.ClientURL(), "INBOX_TEST_DIRS=1", "HOME="+notDir, "TMPDIR="+tmp)
+		return cmd
+	}
+	if out, err := command(work, "init").CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	name := fmt.Sprintf("inbox-%d", os.Getuid())
+	victim := filepath.Join(work, "victim")
+	if err := os.Mkdir(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		plant func(p string) error
+		want  string
+	}{
+		{"symlink", func(p string) error { return os.Symlink(victim, p) }, "symlink"},
+		{"others may write", func(p string) error {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o777)
+		}, "others may write"},
+		{"group may write", func(p string) error {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o770)
+		}, "others may write"},
+		{"file", func(p string) error { return os.WriteFile(p, nil, 0o600) }, "not a directory"},
+		{"another user's", func(p string) error {
+			if os.Getuid() != 0 {
+				return errSkip
+			}
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.Chown(p, 65534, 65534)
+		}, "belongs to uid 65534"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			p := filepath.Join(tmp, name)
+			if err := c.plant(p); err == errSkip {
+				t.Skip("needs root")
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			cmd := command(tmp, "daemon", "--intake", intakeDir)
+			var buf strings.Builder
+			cmd.Stdout, cmd.Stderr = &buf, &buf
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// A daemon that took the directory serves until stopped.
+			timer := time.AfterFunc(20*time.Second, func() { cmd.Process.Signal(os.Interrupt) })
+			err := cmd.Wait()
+			timer.Stop()
+			out := buf.String()
+			code, xerr := exitStatus(err)
+			if xerr != nil {
+				t.Fatalf("%v\n%s", xerr, out)
+			}
+			if code != exitStorage || !strings.Contains(out, p) || !strings.Contains(out, c.want) {
+				t.Errorf("exit %d, output %q; want exit %d naming %s and saying %q", code, out, exitStorage, p, c.want)
+			}
+			if entries, _ := os.ReadDir(victim); len(entries) > 0 {
+				t.Errorf("the daemon wrote %s through the symlink", entries[0].Name())
+			}
+		})
+	}
+
+	// Nothing there: the daemon makes the directory, 0700, and serves.
+	tmp := t.TempDir()
+	cmd := command(tmp, "daemon", "--intake", intakeDir)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	started := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		ok := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "daemon started") && !ok {
+				ok = true
+				started <- true
+			}
+		}
+		if !ok {
+			started <- false
+		}
+	}()
+	select {
+	case ok := <-started:
+		if !ok {
+			t.Fatal("the daemon exited without starting")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon did not start within 20 s")
+	}
+	fi, err := os.Lstat(filepath.Join(tmp, name))
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("lock directory: %v, %v; want a directory 0700", fi, err)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("daemon: %v", err)
+	}
+}
+
+// errSkip is returned by a test case's set-up that cannot run here.
+var errSkip = errors.New("skip")
