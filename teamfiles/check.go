@@ -3,6 +3,7 @@ package teamfiles
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,9 +19,12 @@ import (
 //	team_file_missing_message     a message the store delivered to a member is not in its file
 //	team_file_duplicate_message   a message is in a member's file more than once
 //	team_file_not_taken_in        a line or entry others wrote is not in the store yet
+//	team_file_unsafe              a symlink, FIFO, socket or device in place of a team file or directory
 //
 // With repair, a missing message is written, a duplicate removed (the
-// first copy stays), and what was not taken in is taken in.
+// first copy stays), what was not taken in is taken in, and an unsafe
+// file is set aside as NAME.bad (the planted entry itself is renamed; a
+// symlink's target is never touched).
 
 // expected lists, per "team/member", the messages the store delivered
 // that belong in that member's file, in event order: kind is "jsonl" or
@@ -82,10 +86,21 @@ func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
 	}
 	var out []inbox.Finding
 	add := func(f inbox.Finding) *inbox.Finding { out = append(out, f); return &out[len(out)-1] }
+	unsafe := unsafeFindings(add, repair)
 	for _, t := range b.teams.get() {
 		for _, member := range t.Members {
 			dir := b.memberDir(t.Name, member)
 			current := filepath.Join(dir, inboxName)
+			if _, err := b.checkMemberDir(t.Name, member); errors.Is(err, errUnsafe) {
+				unsafe(err)
+				continue
+			}
+			if planted := memberFilesUnsafe(dir); len(planted) > 0 {
+				for _, err := range planted {
+					unsafe(err)
+				}
+				continue
+			}
 			if _, err := os.Stat(current); err != nil {
 				if len(want[t.Name+"/"+member]) > 0 {
 					f := add(inbox.Finding{Check: "team_file_missing_message", Path: current,
@@ -126,11 +141,57 @@ func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
 		}
 	}
 	if repair && b.dirty {
+		if _, err := dirAt(true, cfg.Dir, stateDir); err != nil {
+			return out, err
+		}
 		if err := writeJSON(b.statePath(), &b.state); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// unsafeFindings returns the function that reports a refused path (an
+// *unsafeError) once as team_file_unsafe through add, setting it aside
+// when repair is set.
+func unsafeFindings(add func(inbox.Finding) *inbox.Finding, repair bool) func(err error) {
+	seen := map[string]bool{}
+	return func(err error) {
+		var ue *unsafeError
+		if !errors.As(err, &ue) || seen[ue.path] {
+			return
+		}
+		seen[ue.path] = true
+		f := add(inbox.Finding{Check: "team_file_unsafe", Path: ue.path,
+			Detail: fmt.Sprintf("%s in place of %s: the bridge never follows or opens it", ue.what, ue.want)})
+		if repair {
+			f.Repaired = setAside(ue.path) == nil
+		}
+	}
+}
+
+// memberFilesUnsafe checks the files of a seed 002 member directory (the
+// inbox, its lock, errors.log, rotated inboxes) for anything but regular
+// files.
+func memberFilesUnsafe(dir string) []error {
+	var out []error
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		n := e.Name()
+		if n != inboxName && n != lockName && n != errorsName && !strings.HasPrefix(n, inboxName+".") || isSetAside(n) {
+			continue
+		}
+		if err := regularOrMissing(filepath.Join(dir, n)); err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// isSetAside reports whether n is the name of a file fsck --repair set
+// aside (NAME.bad, NAME.bad-N).
+func isSetAside(n string) bool {
+	return strings.HasSuffix(n, ".bad") || strings.Contains(n, ".bad-")
 }
 
 func (b *jsonlBridge) writeMissing(team, member string, ms []*inbox.Message) error {
@@ -148,7 +209,7 @@ func inboxFiles(dir string) []string {
 	var out []string
 	for _, e := range entries {
 		n := e.Name()
-		if n == inboxName || strings.HasPrefix(n, inboxName+".") && n != lockName {
+		if (n == inboxName || strings.HasPrefix(n, inboxName+".") && n != lockName) && !isSetAside(n) {
 			out = append(out, filepath.Join(dir, n))
 		}
 	}
@@ -160,7 +221,7 @@ func inboxFiles(dir string) []string {
 func idCounts(dir string) map[string]int {
 	count := map[string]int{}
 	for _, p := range inboxFiles(dir) {
-		f, err := os.Open(p)
+		f, err := openFile(p, os.O_RDONLY, 0)
 		if err != nil {
 			continue
 		}
@@ -197,7 +258,7 @@ func (b *jsonlBridge) dedupe(team, member, id string) error {
 		return strings.Compare(a, c)
 	})
 	for _, p := range files {
-		data, err := os.ReadFile(p)
+		data, err := readFile(p)
 		if err != nil {
 			return err
 		}
@@ -238,8 +299,8 @@ func (b *jsonlBridge) dedupe(team, member, id string) error {
 // offset in a member's current inbox.
 func (b *jsonlBridge) pendingLines(team, member string) int {
 	p := filepath.Join(b.memberDir(team, member), inboxName)
-	fi, err := os.Stat(p)
-	if err != nil {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() {
 		return 0
 	}
 	st := b.state.Files[team+"/"+member]
@@ -247,7 +308,7 @@ func (b *jsonlBridge) pendingLines(team, member string) int {
 	if st != nil && st.Inode == inodeOf(fi) {
 		off = st.Offset
 	}
-	data, err := os.ReadFile(p)
+	data, err := readFile(p)
 	if err != nil || off > int64(len(data)) {
 		return 0
 	}
@@ -278,13 +339,25 @@ func CheckClaude(cfg Config, repair bool) ([]inbox.Finding, error) {
 	} else if err := b.teams.load(last); err != nil {
 		return nil, err
 	}
-	claude := b.claudeTeams()
+	var out []inbox.Finding
+	add := func(f inbox.Finding) *inbox.Finding { out = append(out, f); return &out[len(out)-1] }
+	unsafe := unsafeFindings(add, repair)
+	var claude []string
 	members := map[string][]string{}
-	for _, t := range claude {
+	for _, t := range b.claudeTeams() {
 		ms, err := b.configMembers(t)
+		if errors.Is(err, errUnsafe) {
+			unsafe(err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
+		if _, err := b.inboxFile(t, cfg.Agent, false); errors.Is(err, errUnsafe) {
+			unsafe(err)
+			continue
+		}
+		claude = append(claude, t)
 		members[t] = ms
 	}
 	want, err := expected(cfg.Bus, "claude", func(team, member string) bool {
@@ -293,11 +366,13 @@ func CheckClaude(cfg Config, repair bool) ([]inbox.Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []inbox.Finding
-	add := func(f inbox.Finding) *inbox.Finding { out = append(out, f); return &out[len(out)-1] }
 	for _, team := range claude {
 		for _, member := range members[team] {
 			p := b.inboxPath(team, member)
+			if err := regularOrMissing(p); err != nil {
+				unsafe(err)
+				continue
+			}
 			if member == cfg.Agent {
 				es, err := readEntries(p)
 				if err != nil {

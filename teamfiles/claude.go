@@ -105,7 +105,7 @@ func lockFile(p string) (unlock func(), err error) {
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
-		if fi, serr := os.Stat(lk); serr == nil && time.Since(fi.ModTime()) > lockStale {
+		if fi, serr := os.Lstat(lk); serr == nil && time.Since(fi.ModTime()) > lockStale {
 			// Stale: its holder died. Take it over (as proper-lockfile does).
 			os.Remove(lk)
 			continue
@@ -118,14 +118,13 @@ func lockFile(p string) (unlock func(), err error) {
 	}
 }
 
-// ensureInbox creates an inbox file as Claude Code does: [] exclusively.
+// ensureInbox creates an inbox file as Claude Code does: [] exclusively,
+// in its directory, which must exist. Anything but a regular file already
+// at p is refused.
 func ensureInbox(p string) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := openFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return nil
+		return regularOrMissing(p)
 	}
 	if err != nil {
 		return err
@@ -137,8 +136,10 @@ func ensureInbox(p string) error {
 	return err
 }
 
+// readEntries reads an inbox file; a missing one has no entries, and
+// anything but a regular file is refused.
 func readEntries(p string) ([]*claudeEntry, error) {
-	data, err := os.ReadFile(p)
+	data, err := readFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -155,12 +156,17 @@ func readEntries(p string) ([]*claudeEntry, error) {
 	return es, nil
 }
 
+// writeEntries replaces an inbox file whole (temp file and rename);
+// anything but a regular file at p is refused, not replaced.
 func writeEntries(p string, es []*claudeEntry) error {
 	if es == nil {
 		es = []*claudeEntry{}
 	}
 	data, err := json.MarshalIndent(es, "", "  ")
 	if err != nil {
+		return err
+	}
+	if err := regularOrMissing(p); err != nil {
 		return err
 	}
 	return renameio.WriteFile(p, data, 0o600)
@@ -180,6 +186,8 @@ type claudeBridge struct {
 	pending     map[string][]*claudeEntry
 	pendingN    int
 	pendingLast int64
+
+	refused refusals // planted files already logged
 }
 
 // RunClaude keeps Claude Code's team inboxes under cfg.Dir in step with
@@ -190,8 +198,11 @@ func RunClaude(ctx context.Context, cfg Config) error {
 		return err
 	}
 	b := &claudeBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}}
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, stateDir), 0o700); err != nil {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return err
+	}
+	if _, err := dirAt(true, cfg.Dir, stateDir); err != nil {
+		return fmt.Errorf("claude teams: %w", err)
 	}
 	if err := readJSON(b.statePath(), &b.state); err != nil {
 		return fmt.Errorf("claude teams: read %s: %w", b.statePath(), err)
@@ -290,13 +301,23 @@ func (b *claudeBridge) inboxPath(team, agent string) string {
 	return filepath.Join(b.cfg.Dir, team, "inboxes", agent+".json")
 }
 
+// inboxFile is inboxPath after checking that the team's directory and its
+// inboxes directory are directories (made when create is set and missing).
+func (b *claudeBridge) inboxFile(team, agent string, create bool) (string, error) {
+	dir, err := dirAt(create, b.cfg.Dir, team, "inboxes")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, agent+".json"), nil
+}
+
 // claudeTeams lists the teams under Dir (those with a config.json).
 func (b *claudeBridge) claudeTeams() []string {
 	entries, _ := os.ReadDir(b.cfg.Dir)
 	var out []string
 	for _, e := range entries {
 		if e.IsDir() && inbox.ValidateTeam("team", e.Name()) == nil {
-			if _, err := os.Stat(filepath.Join(b.cfg.Dir, e.Name(), "config.json")); err == nil {
+			if _, err := os.Lstat(filepath.Join(b.cfg.Dir, e.Name(), "config.json")); err == nil {
 				out = append(out, e.Name())
 			}
 		}
@@ -330,7 +351,7 @@ func (b *claudeBridge) discover() {
 	for _, team := range b.claudeTeams() {
 		members, err := b.configMembers(team)
 		if err != nil {
-			b.cfg.Log.Warn("claude teams: read config.json", "team", team, "error", err)
+			b.refused.report(b.cfg.Log, "claude teams: read config.json", err, "team", team)
 			continue
 		}
 		if !slices.Contains(members, b.cfg.Agent) {
@@ -356,9 +377,13 @@ func (b *claudeBridge) discover() {
 				}
 			}
 		}
-		own := b.inboxPath(team, b.cfg.Agent)
-		if err := ensureInbox(own); err != nil {
-			b.cfg.Log.Warn("claude teams: create the bridge's inbox", "team", team, "error", err)
+		own, err := b.inboxFile(team, b.cfg.Agent, true)
+		if err == nil {
+			err = ensureInbox(own)
+		}
+		if err != nil {
+			b.refused.report(b.cfg.Log, "claude teams: create the bridge's inbox", err, "team", team)
+			continue
 		}
 		b.notify.watch(filepath.Dir(own))
 	}
@@ -404,10 +429,16 @@ func claudeOrigin(team, agent string) string { return "teamfile:claude:" + team 
 // ingestTeam takes in the unread entries of the bridge's own inbox in a
 // team, then marks them read under the lock.
 func (b *claudeBridge) ingestTeam(team string) {
-	p := b.inboxPath(team, b.cfg.Agent)
-	es, err := readEntries(p)
+	p, err := b.inboxFile(team, b.cfg.Agent, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var es []*claudeEntry
+	if err == nil {
+		es, err = readEntries(p)
+	}
 	if err != nil {
-		b.cfg.Log.Warn("claude teams: read the bridge's inbox", "team", team, "error", err)
+		b.refused.report(b.cfg.Log, "claude teams: read the bridge's inbox", err, "team", team)
 		return
 	}
 	var done, batch []*claudeEntry
@@ -507,15 +538,16 @@ func (b *claudeBridge) ingestEntry(team string, e *claudeEntry) error {
 }
 
 func (b *claudeBridge) logError(team string, e *claudeEntry, err error) {
+	b.cfg.Log.Warn("claude teams: an entry was not taken in", "team", team, "from", e.From, "error", err)
 	p := filepath.Join(b.cfg.Dir, stateDir, "errors.log")
-	f, ferr := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, ferr := openFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if ferr != nil {
+		b.refused.report(b.cfg.Log, "claude teams: errors.log", ferr)
 		return
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "%s team %s, entry from %q at %s: %v: %s\n", time.Now().UTC().Format(time.RFC3339), team, e.From, e.Timestamp, err,
 		inbox.Shorten(e.Text, 500))
-	b.cfg.Log.Warn("claude teams: an entry was not taken in", "team", team, "from", e.From, "error", err)
 }
 
 // entryOf is m as an entry of a Claude Code inbox: a typed message (other
@@ -609,8 +641,12 @@ func (b *claudeBridge) flushLocked() {
 	for k, es := range b.pending {
 		team, member, _ := strings.Cut(k, "/")
 		if err := b.deliver(team, member, es...); err != nil {
-			b.cfg.Log.Warn("claude teams: deliver", "team", team, "member", member, "entries", len(es), "error", err)
-			continue
+			b.refused.report(b.cfg.Log, "claude teams: deliver", err, "team", team, "member", member, "entries", len(es))
+			if !errors.Is(err, errUnsafe) {
+				continue // retried at the next flush
+			}
+			// A planted file is skipped, not retried for ever: fsck
+			// --repair writes what it missed once it is sound again.
 		}
 		delete(b.pending, k)
 		b.pendingN -= len(es)
@@ -625,11 +661,13 @@ func (b *claudeBridge) flushLocked() {
 // and rename. An entry already there (same sender, time and text) is not
 // added again.
 func (b *claudeBridge) deliver(team, member string, add ...*claudeEntry) error {
-	p := b.inboxPath(team, member)
+	p, err := b.inboxFile(team, member, true)
+	if err != nil {
+		return err
+	}
 	if err := ensureInbox(p); err != nil {
 		return err
 	}
-	var err error
 	for try := 0; try < 50; try++ {
 		var unlock func()
 		if unlock, err = lockFile(p); err == nil {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -200,8 +199,9 @@ func key(kind string, parts ...string) string {
 }
 
 // readJSON reads a JSON file into v; a missing file leaves v as it is.
+// Anything but a regular file at p is refused (safe.go).
 func readJSON(p string, v any) error {
-	data, err := os.ReadFile(p)
+	data, err := readFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -211,13 +211,15 @@ func readJSON(p string, v any) error {
 	return json.Unmarshal(data, v)
 }
 
-// writeJSON writes v to p whole (temp file and rename).
+// writeJSON writes v to p whole (temp file and rename) in its directory,
+// which must exist; anything but a regular file at p is refused, not
+// replaced.
 func writeJSON(p string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	if err := regularOrMissing(p); err != nil {
 		return err
 	}
 	return renameio.WriteFile(p, append(data, '\n'), 0o600)

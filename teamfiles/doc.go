@@ -19,4 +19,24 @@
 //
 // The bridges keep their own state beside the files (see docs/FORMAT.md);
 // losing it costs a rescan, never a message.
+//
+// # Guarantees
+//
+// Nothing inside a team directory is followed or opened blocking when it
+// is not what the bridge would have made (SPEC §8): files are opened with
+// O_NOFOLLOW and O_NONBLOCK and used only when they are regular files,
+// and each directory below the team directory is checked to be a
+// directory, not a symlink. A symlink, FIFO, socket or device planted in
+// place of an inbox, a lock, errors.log, config.json or a team, members or
+// inboxes directory is refused: never written or read through, never
+// waited on. The bridge logs an error naming it once and skips that file
+// or team (a message it could not write there is written by fsck --repair
+// once the file is sound); fsck reports it as team_file_unsafe and
+// --repair renames it aside as NAME.bad.
+//
+// # Caveats
+//
+// The checks look at each path before it is opened: a directory swapped
+// for a symlink between the check and the open is followed (files are
+// opened with O_NOFOLLOW, so only directories have this window).
 package teamfiles

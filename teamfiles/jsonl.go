@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/inbox-dev/inbox"
 )
 
@@ -68,6 +66,8 @@ type jsonlBridge struct {
 	state jsonlState
 	dirty bool
 	ids   map[string]*idSet // per "team/member": the ids of the lines it wrote
+
+	refused refusals // planted files already logged
 }
 
 // idSet is the message ids of the bridge's lines in one inbox file.
@@ -81,8 +81,11 @@ type idSet struct {
 func RunJSONL(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	b := &jsonlBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}, ids: map[string]*idSet{}}
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, stateDir), 0o700); err != nil {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return err
+	}
+	if _, err := dirAt(true, cfg.Dir, stateDir); err != nil {
+		return fmt.Errorf("team dir: %w", err)
 	}
 	if err := readJSON(b.statePath(), &b.state); err != nil {
 		return fmt.Errorf("team dir: read %s: %w", b.statePath(), err)
@@ -195,22 +198,36 @@ func (b *jsonlBridge) save() {
 }
 
 // layout makes every team member's directory and inbox file, and watches
-// the directories.
+// the directories. A member whose directory or inbox is not what the
+// bridge makes (a symlink, a FIFO, …) is skipped, with an error logged.
 func (b *jsonlBridge) layout() {
 	for _, t := range b.teams.get() {
 		for _, m := range t.Members {
-			dir := b.memberDir(t.Name, m)
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				b.cfg.Log.Warn("team dir: create", "dir", dir, "error", err)
+			dir, err := b.ensureMemberDir(t.Name, m)
+			if err != nil {
+				b.refused.report(b.cfg.Log, "team dir: create", err, "team", t.Name, "member", m)
 				continue
 			}
-			f, err := os.OpenFile(filepath.Join(dir, inboxName), os.O_CREATE|os.O_WRONLY, 0o600)
-			if err == nil {
-				f.Close()
+			f, err := openFile(filepath.Join(dir, inboxName), os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				b.refused.report(b.cfg.Log, "team dir: create the inbox", err, "team", t.Name, "member", m)
+				continue
 			}
+			f.Close()
 			b.notify.watch(dir)
 		}
 	}
+}
+
+// ensureMemberDir makes team/members/member under the team directory,
+// refusing any part of it that is not a directory.
+func (b *jsonlBridge) ensureMemberDir(team, member string) (string, error) {
+	return dirAt(true, b.cfg.Dir, team, "members", member)
+}
+
+// checkMemberDir is ensureMemberDir without making anything.
+func (b *jsonlBridge) checkMemberDir(team, member string) (string, error) {
+	return dirAt(false, b.cfg.Dir, team, "members", member)
 }
 
 func (b *jsonlBridge) ingestAll() {
@@ -239,7 +256,7 @@ func (b *jsonlBridge) outbound(ev *inbox.Event) {
 				continue
 			}
 			if err := b.appendLine(t.Name, member, m); err != nil {
-				b.cfg.Log.Warn("team dir: append", "team", t.Name, "member", member, "message", m.MessageID, "error", err)
+				b.refused.report(b.cfg.Log, "team dir: append", err, "team", t.Name, "member", member, "message", m.MessageID)
 			}
 		}
 	}
@@ -282,7 +299,7 @@ func (b *jsonlBridge) idsOf(team, member string, inode uint64) *idSet {
 		return s
 	}
 	s := &idSet{inode: inode, ids: map[string]bool{}}
-	if f, err := os.Open(filepath.Join(b.memberDir(team, member), inboxName)); err == nil {
+	if f, err := openFile(filepath.Join(b.memberDir(team, member), inboxName), os.O_RDONLY, 0); err == nil {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 128<<20)
 		for sc.Scan() {
@@ -296,17 +313,18 @@ func (b *jsonlBridge) idsOf(team, member string, inode uint64) *idSet {
 	return s
 }
 
-func (b *jsonlBridge) lock(dir string) (*flock.Flock, error) {
-	lk := flock.New(filepath.Join(dir, lockName), flock.SetPermissions(0o600))
-	return lk, lk.Lock()
+// lock takes the flock on a member directory's inbox.lock (seed 002's
+// convention).
+func (b *jsonlBridge) lock(dir string) (*fileLock, error) {
+	return lockPath(filepath.Join(dir, lockName))
 }
 
 // appendLine appends m's line to team/member's inbox, unless the file
 // has it already, under the inbox's flock, and rotates the file when it
 // has grown past MaxSize.
 func (b *jsonlBridge) appendLine(team, member string, m *inbox.Message) error {
-	dir := b.memberDir(team, member)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := b.ensureMemberDir(team, member)
+	if err != nil {
 		return err
 	}
 	lk, err := b.lock(dir)
@@ -315,7 +333,7 @@ func (b *jsonlBridge) appendLine(team, member string, m *inbox.Message) error {
 	}
 	defer lk.Unlock()
 	p := filepath.Join(dir, inboxName)
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o600)
+	f, err := openFile(p, os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
@@ -362,7 +380,7 @@ func (b *jsonlBridge) rotate(team, member string, f *os.File) error {
 	if err := os.Rename(filepath.Join(dir, inboxName), filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	nf, err := os.OpenFile(filepath.Join(dir, inboxName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	nf, err := openFile(filepath.Join(dir, inboxName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -383,10 +401,20 @@ func (b *jsonlBridge) rotate(team, member string, f *os.File) error {
 // ingestFile takes in the lines other processes appended to team/member's
 // inbox since the last time, finishing a file someone rotated away first.
 func (b *jsonlBridge) ingestFile(team, member string) {
-	dir := b.memberDir(team, member)
-	k := team + "/" + member
-	fi, err := os.Stat(filepath.Join(dir, inboxName))
+	dir, err := b.checkMemberDir(team, member)
 	if err != nil {
+		if errors.Is(err, errUnsafe) {
+			b.refused.report(b.cfg.Log, "team dir: take in", err, "team", team, "member", member)
+		}
+		return
+	}
+	k := team + "/" + member
+	fi, err := os.Lstat(filepath.Join(dir, inboxName))
+	if err != nil {
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		b.refused.report(b.cfg.Log, "team dir: take in", regularOrMissing(filepath.Join(dir, inboxName)), "team", team, "member", member)
 		return
 	}
 	cur := inodeOf(fi)
@@ -414,7 +442,7 @@ func (b *jsonlBridge) ingestFile(team, member string) {
 func findInode(dir string, inode uint64) string {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), inboxName+".") || e.Name() == lockName {
+		if !strings.HasPrefix(e.Name(), inboxName+".") || e.Name() == lockName || !e.Type().IsRegular() {
 			continue
 		}
 		if fi, err := e.Info(); err == nil && inodeOf(fi) == inode {
@@ -428,8 +456,11 @@ func findInode(dir string, inode uint64) string {
 // (one commit of the store each). It reports false when it stopped early
 // (a failure to be retried).
 func (b *jsonlBridge) ingestPath(team, member, p string, st *fileState) bool {
-	f, err := os.Open(p)
+	f, err := openFile(p, os.O_RDONLY, 0)
 	if err != nil {
+		if errors.Is(err, errUnsafe) {
+			b.refused.report(b.cfg.Log, "team dir: take in", err, "team", team, "member", member)
+		}
 		return false
 	}
 	defer f.Close()
@@ -512,17 +543,17 @@ func (b *jsonlBridge) ingestLines(team, member string, st *fileState, lines [][]
 // the inbox, with its line number.
 func (b *jsonlBridge) logError(team, member string, lineNo int64, err error, line []byte) {
 	p := filepath.Join(b.memberDir(team, member), errorsName)
-	f, ferr := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if ferr != nil {
-		b.cfg.Log.Warn("team dir: errors.log", "error", ferr)
-		return
-	}
-	defer f.Close()
 	msg := err.Error()
 	var ie *inbox.Error
 	if errors.As(err, &ie) {
 		msg = ie.Render(func(f string) string { return f })
 	}
-	fmt.Fprintf(f, "%s line %d: %s: %s\n", time.Now().UTC().Format(time.RFC3339), lineNo, msg, inbox.Shorten(string(line), 500))
 	b.cfg.Log.Warn("team dir: a line was not taken in", "team", team, "member", member, "line", lineNo, "error", msg)
+	f, ferr := openFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if ferr != nil {
+		b.refused.report(b.cfg.Log, "team dir: errors.log", ferr, "team", team, "member", member)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s line %d: %s: %s\n", time.Now().UTC().Format(time.RFC3339), lineNo, msg, inbox.Shorten(string(line), 500))
 }

@@ -1,0 +1,340 @@
+package teamfiles
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/spool"
+)
+
+// logBuffer collects a bridge's log while it runs.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runBridge runs run (RunJSONL or RunClaude) on dir with its log in a
+// buffer, until the test ends; it fails the test if the bridge does not
+// catch up (a planted FIFO must not hang it).
+func runBridge(t *testing.T, run func(context.Context, Config) error, s inbox.Bus, dir string) (*logBuffer, func()) {
+	t.Helper()
+	log := &logBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, Config{Bus: s, Dir: dir, Sweep: 100 * time.Millisecond, Ready: ready,
+			Log: slog.New(slog.NewTextHandler(log, nil))})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("bridge: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the bridge did not catch up within 10 s (blocked on a planted file?); log:\n%s", log)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("bridge: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("the bridge did not stop within 10 s; log:\n%s", log)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	return log, stop
+}
+
+// mustMkfifo makes a FIFO at p.
+func mustMkfifo(t *testing.T, p string) {
+	t.Helper()
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unchanged checks that a file outside the team directory still holds
+// want, or still does not exist (want "").
+func unchanged(t *testing.T, p, want string) {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	switch {
+	case want == "" && err == nil:
+		t.Errorf("%s was created through a planted symlink: %q", p, data)
+	case want != "" && string(data) != want:
+		t.Errorf("%s was changed through a planted symlink: %q, want %q (%v)", p, data, want, err)
+	}
+}
+
+// emptyDir checks that a directory outside the team directory is empty.
+func emptyDir(t *testing.T, dir string) {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		t.Errorf("%s was written through a planted symlink: %s", dir, e.Name())
+	}
+}
+
+// TestJSONLPlantedFiles plants, in seed 002's team directory, a symlink
+// in place of a member's inbox, of a member's directory, of a team's
+// directory, of an inbox.lock and of an errors.log, and a FIFO in place
+// of an inbox. The bridge never writes or reads through the symlinks,
+// never blocks on the FIFO, logs an error naming each, and serves the
+// members whose files are sound; fsck reports each and --repair sets the
+// planted file aside, leaving its target alone.
+func TestJSONLPlantedFiles(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	dir := t.TempDir()
+	outside := t.TempDir()
+	members := []string{"lead", "symlinked", "fifo", "linkdir", "lockless", "sound"}
+	if _, err := s.CreateTeam("lead", "alpha", members); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateTeam("lead", "beta", []string{"lead", "sound"}); err != nil {
+		t.Fatal(err)
+	}
+	memberDir := func(team, m string) string { return filepath.Join(dir, team, "members", m) }
+	for _, m := range members {
+		if m != "linkdir" {
+			if err := os.MkdirAll(memberDir("alpha", m), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A line in the symlink's target that must not be taken in.
+	victim := filepath.Join(outside, "victim")
+	const victimText = `{"type":"message","from":"intruder","to":"symlinked","timestamp":"2026-02-15T11:15:00Z","content":{"text":"read through"}}` + "\n"
+	os.WriteFile(victim, []byte(victimText), 0o600)
+	os.Symlink(victim, filepath.Join(memberDir("alpha", "symlinked"), "inbox"))
+	mustMkfifo(t, filepath.Join(memberDir("alpha", "fifo"), "inbox"))
+	victimDir := filepath.Join(outside, "dir")
+	os.Mkdir(victimDir, 0o700)
+	os.Symlink(victimDir, memberDir("alpha", "linkdir"))
+	victimTeam := filepath.Join(outside, "team")
+	os.Mkdir(victimTeam, 0o700)
+	os.Symlink(victimTeam, filepath.Join(dir, "beta"))
+	victimLock := filepath.Join(outside, "lock")
+	os.Symlink(victimLock, filepath.Join(memberDir("alpha", "lockless"), "inbox.lock"))
+	victimLog := filepath.Join(outside, "errors")
+	os.WriteFile(victimLog, []byte("kept\n"), 0o600)
+	os.Symlink(victimLog, filepath.Join(memberDir("alpha", "lead"), "errors.log"))
+	// A bad line, whose report errors.log must not take, then a good one:
+	// once the good one is in the store, the bad one was handled.
+	os.WriteFile(filepath.Join(memberDir("alpha", "lead"), "inbox"), []byte("not json\n"+
+		`{"type":"message","from":"sound","to":"lead","timestamp":"2026-02-15T11:15:00Z","content":{"text":"after the bad line"}}`+"\n"), 0o600)
+
+	log, stop := runBridge(t, RunJSONL, s, dir)
+	r, err := s.Send(inbox.SendInput{From: "lead", To: "@alpha", Content: inbox.Content{Body: "to everyone"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sound member's line is the marker: the others had their turn.
+	sound := filepath.Join(memberDir("alpha", "sound"), "inbox")
+	eventually(t, "the sound member's line", func() bool {
+		data, _ := os.ReadFile(sound)
+		return bytes.Contains(data, []byte(r.Message.MessageID))
+	})
+	eventually(t, "the good line after the bad one", func() bool {
+		items, _ := s.Mailbox("lead", "sound")
+		return len(items) == 1
+	})
+	stop()
+	unchanged(t, victim, victimText)
+	unchanged(t, victimLock, "")
+	unchanged(t, victimLog, "kept\n")
+	emptyDir(t, victimDir)
+	emptyDir(t, victimTeam)
+	if fi, err := os.Lstat(filepath.Join(memberDir("alpha", "fifo"), "inbox")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO: %v, %v", fi, err)
+	}
+	if items, _ := s.Mailbox("symlinked", "intruder"); len(items) > 0 {
+		t.Errorf("a line was read through the symlink: %+v", items[0].Message)
+	}
+	for _, want := range []string{"symlinked/inbox", "fifo/inbox", "members/linkdir", "beta", "lockless/inbox.lock", "lead/errors.log"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log does not name %s:\n%s", want, log)
+		}
+	}
+	if !strings.Contains(log.String(), "level=ERROR") {
+		t.Errorf("the refusals are not logged as errors:\n%s", log)
+	}
+
+	// fsck reports the planted files, and --repair sets them aside.
+	fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flagged []string
+	for _, f := range fs {
+		if f.Check == "team_file_unsafe" {
+			flagged = append(flagged, f.Path)
+		}
+	}
+	for _, want := range []string{
+		filepath.Join(memberDir("alpha", "symlinked"), "inbox"),
+		filepath.Join(memberDir("alpha", "fifo"), "inbox"),
+		memberDir("alpha", "linkdir"),
+		filepath.Join(dir, "beta"),
+		filepath.Join(memberDir("alpha", "lockless"), "inbox.lock"),
+		filepath.Join(memberDir("alpha", "lead"), "errors.log"),
+	} {
+		if !slices.Contains(flagged, want) {
+			t.Errorf("fsck does not report %s (it reports %q)", want, flagged)
+		}
+	}
+	fs, err = CheckJSONL(Config{Bus: s, Dir: dir}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.Check == "team_file_unsafe" && !f.Repaired {
+			t.Errorf("not set aside: %+v", f)
+		}
+	}
+	fs, err = CheckJSONL(Config{Bus: s, Dir: dir}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.Check == "team_file_unsafe" {
+			t.Errorf("still reported after repair: %+v", f)
+		}
+	}
+	unchanged(t, victim, victimText)
+	unchanged(t, victimLog, "kept\n")
+	emptyDir(t, victimDir)
+	emptyDir(t, victimTeam)
+	if _, err := os.Lstat(filepath.Join(memberDir("alpha", "symlinked"), "inbox.bad")); err != nil {
+		t.Errorf("the planted inbox was not set aside as inbox.bad: %v", err)
+	}
+}
+
+// TestClaudePlantedFiles plants, in Claude Code's team directory, a
+// symlink in place of a team's inboxes directory, of a member's inbox and
+// of the bridge's own inbox, and FIFOs in place of a member's inbox and of
+// a team's config.json. The bridge never writes or reads through them,
+// never blocks, logs an error naming each, and serves the sound members;
+// fsck reports each and --repair sets it aside.
+func TestClaudePlantedFiles(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	dir := t.TempDir()
+	outside := t.TempDir()
+	// alpha: inboxes is a symlink to a directory outside.
+	writeConfig(t, dir, "alpha", "lead", "researcher")
+	victimDir := filepath.Join(outside, "inboxes")
+	os.Mkdir(victimDir, 0o700)
+	os.RemoveAll(filepath.Join(dir, "alpha", "inboxes"))
+	os.Symlink(victimDir, filepath.Join(dir, "alpha", "inboxes"))
+	// beta: a symlinked inbox, a FIFO inbox, a sound one.
+	writeConfig(t, dir, "beta", "lead", "researcher", "writer", "sound")
+	victim := filepath.Join(outside, "researcher.json")
+	os.WriteFile(victim, []byte("[]"), 0o600)
+	os.Symlink(victim, filepath.Join(dir, "beta", "inboxes", "researcher.json"))
+	mustMkfifo(t, filepath.Join(dir, "beta", "inboxes", "writer.json"))
+	// gamma: config.json is a FIFO. delta: the bridge's own inbox is a
+	// symlink to entries that must not be taken in.
+	os.MkdirAll(filepath.Join(dir, "gamma", "inboxes"), 0o700)
+	mustMkfifo(t, filepath.Join(dir, "gamma", "config.json"))
+	writeConfig(t, dir, "delta", "lead", "inbox")
+	victimOwn := filepath.Join(outside, "own.json")
+	const ownText = `[{"from":"lead","text":"read through","timestamp":"2026-02-12T10:15:31.120Z","read":false}]`
+	os.WriteFile(victimOwn, []byte(ownText), 0o600)
+	os.Symlink(victimOwn, filepath.Join(dir, "delta", "inboxes", "inbox.json"))
+
+	log, stop := runBridge(t, RunClaude, s, dir)
+	eventually(t, "team beta", func() bool { _, err := s.Team("beta"); return err == nil })
+	eventually(t, "team alpha", func() bool { _, err := s.Team("alpha"); return err == nil })
+	if _, err := s.Send(inbox.SendInput{From: "lead", To: "@alpha", Content: inbox.Content{Body: "to alpha"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(inbox.SendInput{From: "lead", To: "@beta", Content: inbox.Content{Body: "to beta"}}); err != nil {
+		t.Fatal(err)
+	}
+	sound := filepath.Join(dir, "beta", "inboxes", "sound.json")
+	eventually(t, "the sound member's entry", func() bool {
+		es, _ := readEntries(sound)
+		return slices.ContainsFunc(es, func(e *claudeEntry) bool { return e.Text == "to beta" })
+	})
+	stop()
+	emptyDir(t, victimDir)
+	unchanged(t, victim, "[]")
+	unchanged(t, victimOwn, ownText)
+	if fi, err := os.Lstat(filepath.Join(dir, "beta", "inboxes", "writer.json")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO: %v, %v", fi, err)
+	}
+	if items, _ := s.Mailbox("inbox", "lead"); len(items) > 0 {
+		t.Errorf("an entry was read through the symlink: %+v", items[0].Message)
+	}
+	for _, want := range []string{"alpha/inboxes", "beta/inboxes/researcher.json", "beta/inboxes/writer.json", "gamma/config.json", "delta/inboxes/inbox.json"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log does not name %s:\n%s", want, log)
+		}
+	}
+
+	fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flagged []string
+	for _, f := range fs {
+		if f.Check == "team_file_unsafe" {
+			flagged = append(flagged, f.Path)
+		}
+	}
+	for _, want := range []string{
+		filepath.Join(dir, "alpha", "inboxes"),
+		filepath.Join(dir, "beta", "inboxes", "researcher.json"),
+		filepath.Join(dir, "beta", "inboxes", "writer.json"),
+		filepath.Join(dir, "gamma", "config.json"),
+		filepath.Join(dir, "delta", "inboxes", "inbox.json"),
+	} {
+		if !slices.Contains(flagged, want) {
+			t.Errorf("fsck does not report %s (it reports %q)", want, flagged)
+		}
+	}
+	if _, err := CheckClaude(Config{Bus: s, Dir: dir}, true); err != nil {
+		t.Fatal(err)
+	}
+	fs, err = CheckClaude(Config{Bus: s, Dir: dir}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.Check == "team_file_unsafe" {
+			t.Errorf("still reported after repair: %+v", f)
+		}
+	}
+	emptyDir(t, victimDir)
+	unchanged(t, victim, "[]")
+	unchanged(t, victimOwn, ownText)
+}
