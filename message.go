@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
 // BlobStager is where NewMessage puts content too large to keep inline:
@@ -18,6 +22,125 @@ type BlobStager interface {
 	BlobArtifact(b *Blob) ArtifactInput
 	// DiscardBlob drops a staged blob that no message took.
 	DiscardBlob(b *Blob)
+}
+
+// DefaultMaxBlob is the largest body, payload or task output a store
+// takes when its maker set no maximum (SPEC §8 "Input without end is
+// bounded"): a store records its own (inbox init --max-blob).
+const DefaultMaxBlob = 1 << 30
+
+// SizeChecker is a BlobStager whose store bounds what a message carries
+// (SPEC §8 "Input without end is bounded"). CheckSize refuses (with
+// TooLarge) n bytes of field, held in memory and to be stored in the
+// message itself: more than the store's maximum, or than its file
+// system has room for. Content staged as a blob is bounded by
+// StageBlob, which stops reading past the limit.
+type SizeChecker interface {
+	CheckSize(field string, n int64) error
+}
+
+// checkSize asks bs, when it bounds content, whether n bytes of field
+// may be stored.
+func checkSize(bs BlobStager, field string, n int) error {
+	if sc, ok := bs.(SizeChecker); ok {
+		return sc.CheckSize(field, int64(n))
+	}
+	return nil
+}
+
+// TooLarge refuses n bytes of field (n < 0: an amount not known, read
+// past the limit and no further) for being over limit bytes, where
+// what names the limit ("this store's maximum (max_blob)", "the free
+// space ..."), and remedy says what else raises it. The error is
+// ErrInvalidInput, code too_large; it says what to do instead.
+func TooLarge(field string, n, limit int64, what, remedy string) *Error {
+	size := "is larger than"
+	if n >= 0 {
+		size = "is " + sizeAndBytes(n) + ", over"
+	}
+	return &Error{Code: "too_large", Field: field, Err: ErrInvalidInput, Rule: fmt.Sprintf(
+		"%s %s of %s: store the content in a file and attach its path instead ({artifact}: the path is stored, the file is not copied), or %s",
+		size, what, sizeAndBytes(limit), remedy)}
+}
+
+// sizeAndBytes is n for people with its exact count ("1 MiB (1048576
+// bytes)", "57.2 MiB (60000000 bytes)"), or the count alone when the
+// short form would hide the difference ("1048577 bytes", not "1.0 MiB").
+func sizeAndBytes(n int64) string {
+	s := FormatSize(n)
+	switch {
+	case strings.HasSuffix(s, " bytes") || strings.HasSuffix(s, " byte"):
+		return s
+	case strings.Contains(s, ".0 "):
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%s (%d bytes)", s, n)
+}
+
+// sizeUnits are the units ParseSize knows, with their values.
+var sizeUnits = map[string]int64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+	"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+	"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+	"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+}
+
+// ParseSize reads a size in bytes as field: a positive integer, with a
+// unit or not. K, M, G and T (or KiB, MiB, GiB, TiB) are powers of 1024;
+// KB, MB, GB and TB powers of 1000; case does not matter, and a space
+// may separate number and unit: 1073741824, 512MiB, 1G, 64 KB.
+func ParseSize(field, s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	unit, ok := sizeUnits[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if i == 0 || !ok {
+		return 0, Invalid(field, "is %q, not a size: give a number of bytes (1073741824) or a number and a unit (512MiB, 1GiB; K, M, G, T are powers of 1024, KB, MB, GB, TB powers of 1000)", s)
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil || n > math.MaxInt64/unit {
+		return 0, Invalid(field, "is %q, more than inbox can count (%d bytes)", s, int64(math.MaxInt64))
+	}
+	if n == 0 {
+		return 0, Invalid(field, "is %q: a size must be at least one byte", s)
+	}
+	return n * unit, nil
+}
+
+// FormatSize renders n bytes for people: a whole number of the largest
+// binary unit it is a multiple of (1 GiB, 512 MiB, 1000 bytes), else one
+// decimal of the largest unit it reaches (57.2 MiB).
+func FormatSize(n int64) string {
+	units := []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
+	for _, u := range units {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	for _, u := range units {
+		if n >= u.size {
+			return fmt.Sprintf("%.1f %s", float64(n)/float64(u.size), u.name)
+		}
+	}
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// JSONSize is how many bytes m.AppendJSON writes, at most (exactly, but
+// for a payload that is not compact): what a caller encoding a large
+// message makes room for first, so that its buffer never copies itself.
+func (m *Message) JSONSize() int {
+	c := *m
+	c.Body, c.PayloadJSON = "", nil
+	return len(c.AppendJSON(nil)) - len(`""`) - len("null") + jsonrec.StringLen(m.Body) + max(len(m.PayloadJSON), len("null"))
 }
 
 // NewMessage validates c and builds an unsaved message from it: the
@@ -47,8 +170,15 @@ func NewMessage(now time.Time, from, to, kind string, c Content, defSummary stri
 			return fail(err)
 		}
 		blobs, body = append(slices.Clip(blobs), b), ""
+	} else if err := checkSize(bs, "body", len(body)); err != nil {
+		return fail(err)
 	} else if err := ValidateText("body", body, MaxInline); err != nil {
 		return fail(err)
+	}
+	if len(c.PayloadJSON) <= MaxInline {
+		if err := checkSize(bs, "payload_json", len(c.PayloadJSON)); err != nil {
+			return fail(err)
+		}
 	}
 	payload, err := ValidJSON("payload_json", c.PayloadJSON, "{}", 0)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
@@ -96,9 +97,102 @@ func isHex64(s string) bool {
 	return true
 }
 
+// Bounds (SPEC §8 "Input without end is bounded"). A body, payload or
+// task output larger than the store's maximum (inbox.json's max_blob,
+// inbox.DefaultMaxBlob unless init said otherwise) or than its file
+// system can take is refused (inbox.TooLarge: invalid input, exit 30),
+// and nothing of it stays behind. StageBlob reads a stream only up to
+// the limit and one byte more, so an endless source (/dev/zero, a FIFO
+// that never closes) ends in a refusal, not in a full disk.
+//
+// The free space is the file system's space available to the store's
+// user (statfs), less a margin kept for the store's own writes (its
+// log, its records): freeMargin. Content under largeContent is not
+// weighed against it (a write on a full disk then fails as a storage
+// error), so that small messages cost no statfs.
+
+// MaxBlob is the largest body, payload or task output the store takes,
+// in bytes: what inbox init --max-blob recorded, else
+// inbox.DefaultMaxBlob. Whatever captures content for a message (a task
+// runner capturing output) stops at it: past MaxBlob bytes the content
+// will be refused.
+func (s *Store) MaxBlob() int64 { return s.maxBlob }
+
+// maxBlobWhat names the store's maximum in a refusal.
+const maxBlobWhat = "this store's maximum (max_blob)"
+
+// CheckSize refuses n bytes of field, held in memory and to be stored in
+// its message, when they are over the store's maximum or the room on its
+// file system (inline content is written twice: the message's file and
+// its log line). It is what inbox.NewMessage asks (inbox.SizeChecker).
+func (s *Store) CheckSize(field string, n int64) error {
+	if n > s.maxBlob {
+		return inbox.TooLarge(field, n, s.maxBlob, maxBlobWhat, "raise the maximum (inbox init --max-blob SIZE)")
+	}
+	if n < largeContent {
+		return nil
+	}
+	if room, sp, ok := s.room(); ok && 2*n > room {
+		return tooLargeForDisk(field, n, room/2, sp)
+	}
+	return nil
+}
+
+// CheckSize bounds the content NewMessage is given (see Store.CheckSize).
+func (b blobStager) CheckSize(field string, n int64) error { return b.s.CheckSize(field, n) }
+
+// statfs is syscall.Statfs; tests replace it to play a full disk.
+var statfs = syscall.Statfs
+
+// fsSpace is what statfs says of the store's file system.
+type fsSpace struct{ free, total int64 }
+
+// freeMargin is the space kept free on the store's file system: 64 MiB,
+// or a twentieth of a file system smaller than 1.25 GiB.
+func freeMargin(total int64) int64 { return min(64<<20, total/20) }
+
+// roomFor is how many bytes content may take on a file system with the
+// given space: what is free less the margin (never below zero).
+func roomFor(sp fsSpace) int64 { return max(0, sp.free-freeMargin(sp.total)) }
+
+// room is the room on the store's file system for content (see roomFor);
+// ok is false when statfs fails, and nothing is then refused for space.
+func (s *Store) room() (room int64, sp fsSpace, ok bool) {
+	var st syscall.Statfs_t
+	if err := statfs(s.tmpDir(), &st); err != nil {
+		return 0, fsSpace{}, false
+	}
+	bs := int64(st.Bsize)
+	sp = fsSpace{free: int64(st.Bavail) * bs, total: int64(st.Blocks) * bs}
+	return roomFor(sp), sp, true
+}
+
+func tooLargeForDisk(field string, n, room int64, sp fsSpace) error {
+	return inbox.TooLarge(field, n, room, fmt.Sprintf("the room on the store's file system (%s free, less %s kept free)",
+		inbox.FormatSize(sp.free), inbox.FormatSize(freeMargin(sp.total))), "free space on it")
+}
+
+// blobLimit is how many bytes a blob staged now may have: the store's
+// maximum, or less when the file system has less room; tooLarge is the
+// refusal of more.
+func (s *Store) blobLimit(field string) (limit int64, tooLarge func(n int64) error) {
+	limit = s.maxBlob
+	tooLarge = func(n int64) error {
+		return inbox.TooLarge(field, n, s.maxBlob, maxBlobWhat, "raise the maximum (inbox init --max-blob SIZE)")
+	}
+	if room, sp, ok := s.room(); ok && room < limit {
+		limit = room
+		tooLarge = func(n int64) error { return tooLargeForDisk(field, n, room, sp) }
+	}
+	return limit, tooLarge
+}
+
 // StageBlob copies r into a staged blob (a temp file in the store, fsynced
-// and hashed on the way).
+// and hashed on the way). It reads at most one byte past the store's
+// limit (see MaxBlob and the free space): content over it is refused with
+// inbox.TooLarge, its temp file removed, the rest of r left unread.
 func (s *Store) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
+	limit, tooLarge := s.blobLimit(field)
 	f, err := os.CreateTemp(s.tmpDir(), "blob-*")
 	if err != nil {
 		return nil, inbox.Storage(err, "stage blob")
@@ -111,13 +205,19 @@ func (s *Store) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
 			os.Remove(f.Name())
 		}
 	}()
+	// The lock tells the sweep of tmp/ that a writer is alive, however
+	// long its source pauses (see sweepTemps).
+	syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if err := f.Chmod(s.fileMode); err != nil {
 		return nil, inbox.Storage(err, "stage blob")
 	}
 	d := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, d), r)
+	n, err := io.Copy(io.MultiWriter(f, d), io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, inbox.Storage(err, "stage blob")
+	}
+	if n > limit {
+		return nil, tooLarge(-1)
 	}
 	if !s.unsynced {
 		flushes.Add(1)

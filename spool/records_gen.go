@@ -9,7 +9,7 @@ import (
 	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
-var logEventJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "type", "status", "state", "message", "idem", "task", "team"}
+var logEventJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "type", "status", "state", "idem", "task", "team", "message"}
 
 func jsonAppendLogEvent(b []byte, v *logEvent) []byte {
 	b = append(b, '{')
@@ -57,14 +57,6 @@ func jsonAppendLogEvent(b []byte, v *logEvent) []byte {
 			b = jsonAppendHeader(b, v.State)
 		}
 	}
-	if v.Message != nil {
-		b = append(b, ",\"message\":"...)
-		if v.Message == nil {
-			b = append(b, "null"...)
-		} else {
-			b = jsonAppendMsgFile(b, v.Message)
-		}
-	}
 	if v.Idem != nil {
 		b = append(b, ",\"idem\":"...)
 		if v.Idem == nil {
@@ -83,6 +75,14 @@ func jsonAppendLogEvent(b []byte, v *logEvent) []byte {
 			b = append(b, "null"...)
 		} else {
 			b = jsonAppendTeamRecord(b, v.Team)
+		}
+	}
+	if v.Message != nil {
+		b = append(b, ",\"message\":"...)
+		if v.Message == nil {
+			b = append(b, "null"...)
+		} else {
+			b = jsonAppendMsgFile(b, v.Message)
 		}
 	}
 	return append(b, '}')
@@ -122,13 +122,13 @@ func jsonReadLogEvent(d *jsonrec.Decoder, v *logEvent) {
 		case 14:
 			jsonrec.ReadPtr(d, &v.State, jsonReadHeader)
 		case 15:
-			jsonrec.ReadPtr(d, &v.Message, jsonReadMsgFile)
-		case 16:
 			jsonrec.ReadPtr(d, &v.Idem, jsonReadIdemRecord)
-		case 17:
+		case 16:
 			d.Str(&v.Task)
-		case 18:
+		case 17:
 			jsonrec.ReadPtr(d, &v.Team, jsonReadTeamRecord)
+		case 18:
+			jsonrec.ReadPtr(d, &v.Message, jsonReadMsgFile)
 		default:
 			d.Skip()
 		}
@@ -425,10 +425,36 @@ func (v *header) decodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadHeader(d, v) })
 }
 
-var msgFileJSONMembers = []string{"message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra", "thread_header", "idempotency_key", "idempotency_command"}
+var msgFileJSONMembers = []string{"thread_header", "idempotency_key", "idempotency_command", "message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra"}
 
 func jsonAppendMsgFile(b []byte, v *msgFile) []byte {
 	b = append(b, '{')
+	n := len(b)
+	if v.InitialHeader != nil {
+		b = append(b, "\"thread_header\":"...)
+		if v.InitialHeader == nil {
+			b = append(b, "null"...)
+		} else {
+			b = jsonAppendHeader(b, v.InitialHeader)
+		}
+	}
+	if v.IdempotencyKey != "" {
+		if len(b) > n {
+			b = append(b, ',')
+		}
+		b = append(b, "\"idempotency_key\":"...)
+		b = jsonrec.AppendString(b, v.IdempotencyKey)
+	}
+	if v.IdempotencyCommand != "" {
+		if len(b) > n {
+			b = append(b, ',')
+		}
+		b = append(b, "\"idempotency_command\":"...)
+		b = jsonrec.AppendString(b, v.IdempotencyCommand)
+	}
+	if len(b) > n {
+		b = append(b, ',')
+	}
 	b = append(b, "\"message_id\":"...)
 	b = jsonrec.AppendString(b, v.MessageID)
 	b = append(b, ",\"thread_id\":"...)
@@ -487,22 +513,6 @@ func jsonAppendMsgFile(b []byte, v *msgFile) []byte {
 		b = append(b, ",\"extra\":"...)
 		b = jsonrec.AppendRaw(b, v.Extra)
 	}
-	if v.InitialHeader != nil {
-		b = append(b, ",\"thread_header\":"...)
-		if v.InitialHeader == nil {
-			b = append(b, "null"...)
-		} else {
-			b = jsonAppendHeader(b, v.InitialHeader)
-		}
-	}
-	if v.IdempotencyKey != "" {
-		b = append(b, ",\"idempotency_key\":"...)
-		b = jsonrec.AppendString(b, v.IdempotencyKey)
-	}
-	if v.IdempotencyCommand != "" {
-		b = append(b, ",\"idempotency_command\":"...)
-		b = jsonrec.AppendString(b, v.IdempotencyCommand)
-	}
 	return append(b, '}')
 }
 
@@ -510,51 +520,51 @@ func jsonReadMsgFile(d *jsonrec.Decoder, v *msgFile) {
 	d.Object(func(name []byte) {
 		switch jsonrec.Match(name, msgFileJSONMembers) {
 		case 0:
-			d.Str(&v.MessageID)
-		case 1:
-			d.Str(&v.ThreadID)
-		case 2:
-			d.Int(&v.Seq)
-		case 3:
-			d.Str(&v.FromAgent)
-		case 4:
-			d.Str(&v.ToAgent)
-		case 5:
-			jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
-		case 6:
-			d.Str(&v.Kind)
-		case 7:
-			d.Str(&v.Type)
-		case 8:
-			d.Str(&v.Summary)
-		case 9:
-			d.Str(&v.Body)
-		case 10:
-			d.Raw(&v.PayloadJSON)
-		case 11:
-			d.Str(&v.CreatedAt)
-		case 12:
-			d.Int64(&v.EventID)
-		case 13:
-			jsonrec.ReadSlice(d, &v.Artifacts, func(d *jsonrec.Decoder, x *inbox.Artifact) { x.ReadJSON(d) })
-		case 14:
-			d.Str(&v.Status)
-		case 15:
-			d.Bool(&v.Damaged)
-		case 16:
-			d.Str(&v.RequestID)
-		case 17:
-			d.Str(&v.AckID)
-		case 18:
-			d.Str(&v.Timestamp)
-		case 19:
-			d.Raw(&v.Extra)
-		case 20:
 			jsonrec.ReadPtr(d, &v.InitialHeader, jsonReadHeader)
-		case 21:
+		case 1:
 			d.Str(&v.IdempotencyKey)
-		case 22:
+		case 2:
 			d.Str(&v.IdempotencyCommand)
+		case 3:
+			d.Str(&v.MessageID)
+		case 4:
+			d.Str(&v.ThreadID)
+		case 5:
+			d.Int(&v.Seq)
+		case 6:
+			d.Str(&v.FromAgent)
+		case 7:
+			d.Str(&v.ToAgent)
+		case 8:
+			jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
+		case 9:
+			d.Str(&v.Kind)
+		case 10:
+			d.Str(&v.Type)
+		case 11:
+			d.Str(&v.Summary)
+		case 12:
+			d.Str(&v.Body)
+		case 13:
+			d.Raw(&v.PayloadJSON)
+		case 14:
+			d.Str(&v.CreatedAt)
+		case 15:
+			d.Int64(&v.EventID)
+		case 16:
+			jsonrec.ReadSlice(d, &v.Artifacts, func(d *jsonrec.Decoder, x *inbox.Artifact) { x.ReadJSON(d) })
+		case 17:
+			d.Str(&v.Status)
+		case 18:
+			d.Bool(&v.Damaged)
+		case 19:
+			d.Str(&v.RequestID)
+		case 20:
+			d.Str(&v.AckID)
+		case 21:
+			d.Str(&v.Timestamp)
+		case 22:
+			d.Raw(&v.Extra)
 		default:
 			d.Skip()
 		}
@@ -613,7 +623,7 @@ func (v *idemRecord) decodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadIdemRecord(d, v) })
 }
 
-var formatInfoJSONMembers = []string{"format", "version", "shared", "created_at"}
+var formatInfoJSONMembers = []string{"format", "version", "shared", "created_at", "max_blob"}
 
 func jsonAppendFormatInfo(b []byte, v *formatInfo) []byte {
 	b = append(b, '{')
@@ -625,6 +635,10 @@ func jsonAppendFormatInfo(b []byte, v *formatInfo) []byte {
 	b = strconv.AppendBool(b, v.Shared)
 	b = append(b, ",\"created_at\":"...)
 	b = jsonrec.AppendString(b, v.CreatedAt)
+	if v.MaxBlob != 0 {
+		b = append(b, ",\"max_blob\":"...)
+		b = strconv.AppendInt(b, v.MaxBlob, 10)
+	}
 	return append(b, '}')
 }
 
@@ -639,6 +653,8 @@ func jsonReadFormatInfo(d *jsonrec.Decoder, v *formatInfo) {
 			d.Bool(&v.Shared)
 		case 3:
 			d.Str(&v.CreatedAt)
+		case 4:
+			d.Int64(&v.MaxBlob)
 		default:
 			d.Skip()
 		}
@@ -651,7 +667,7 @@ func (v *formatInfo) decodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadFormatInfo(d, v) })
 }
 
-var formatFieldsJSONMembers = []string{"format", "version", "shared", "created_at"}
+var formatFieldsJSONMembers = []string{"format", "version", "shared", "created_at", "max_blob"}
 
 func jsonAppendFormatFields(b []byte, v *formatFields) []byte {
 	b = append(b, '{')
@@ -663,6 +679,10 @@ func jsonAppendFormatFields(b []byte, v *formatFields) []byte {
 	b = strconv.AppendBool(b, v.Shared)
 	b = append(b, ",\"created_at\":"...)
 	b = jsonrec.AppendString(b, v.CreatedAt)
+	if v.MaxBlob != 0 {
+		b = append(b, ",\"max_blob\":"...)
+		b = strconv.AppendInt(b, v.MaxBlob, 10)
+	}
 	return append(b, '}')
 }
 
@@ -677,6 +697,8 @@ func jsonReadFormatFields(d *jsonrec.Decoder, v *formatFields) {
 			d.Bool(&v.Shared)
 		case 3:
 			d.Str(&v.CreatedAt)
+		case 4:
+			d.Int64(&v.MaxBlob)
 		default:
 			d.Skip()
 		}

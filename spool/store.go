@@ -53,6 +53,10 @@ type formatInfo struct {
 	Version   int    `json:"version"`
 	Shared    bool   `json:"shared"`
 	CreatedAt string `json:"created_at"`
+	// MaxBlob is the largest body, payload or task output the store
+	// takes, in bytes (inbox init --max-blob); stores made before it
+	// have none, which means inbox.DefaultMaxBlob.
+	MaxBlob int64 `json:"max_blob,omitempty"`
 }
 
 // formatFields is inbox.json as read, its version kept raw so that a bad
@@ -62,6 +66,7 @@ type formatFields struct {
 	Version   json.RawMessage `json:"version"`
 	Shared    bool            `json:"shared"`
 	CreatedAt string          `json:"created_at"`
+	MaxBlob   int64           `json:"max_blob,omitempty"`
 }
 
 // formatProbe is the part of inbox.json read first: format and version
@@ -117,6 +122,7 @@ type Store struct {
 	// checkpointEvery is Options.CheckpointEvery, defaulted.
 	checkpointEvery int
 	lockTimeout     time.Duration // Options.LockTimeout
+	maxBlob         int64         // inbox.json's max_blob, defaulted
 }
 
 // Store is a Bus on a directory.
@@ -134,13 +140,47 @@ func (s *Store) DefaultIntake() string { return filepath.Join(s.dir, intakeDir) 
 // sets the process umask to 007 (see shareUmask), as Open does for a shared
 // store. It reports whether it created the store.
 func Init(dir string, shared bool) (created bool, err error) {
+	return InitWith(dir, InitOptions{Shared: shared})
+}
+
+// InitOptions are what a store is made with.
+type InitOptions struct {
+	// Shared makes the store group-shared (see Init).
+	Shared bool
+	// MaxBlob is the largest body, payload or task output the store
+	// takes, in bytes; 0 means inbox.DefaultMaxBlob. It is recorded in
+	// inbox.json, so that every process using the store applies it.
+	MaxBlob int64
+}
+
+// InitWith is Init with options. On a store that exists already it
+// changes nothing, but for a MaxBlob that differs from the store's: that
+// becomes the store's maximum (inbox.json rewritten whole), for every
+// process that opens it from then on.
+func InitWith(dir string, o InitOptions) (created bool, err error) {
 	if dir == "" {
 		return false, inbox.Invalid("db", "is empty")
 	}
-	if _, err := readFormat(dir); err == nil {
-		return false, nil
+	if o.MaxBlob < 0 {
+		return false, inbox.Invalid("max_blob", "is %d: a size must be at least one byte", o.MaxBlob)
+	}
+	if info, err := readFormat(dir); err == nil {
+		if o.MaxBlob == 0 || o.MaxBlob == info.MaxBlob {
+			return false, nil
+		}
+		info.MaxBlob = o.MaxBlob
+		fileMode, _ := modes(info.Shared)
+		if err := publishFile(filepath.Join(dir, formatFile), filepath.Join(dir, tmpDirName), fileMode, info.appendJSON(nil)); err != nil {
+			return false, err
+		}
+		return false, syncDir(dir)
 	} else if !errors.Is(err, inbox.ErrNotInitialized) {
 		return false, err
+	}
+	shared := o.Shared
+	maxBlob := o.MaxBlob
+	if maxBlob == 0 {
+		maxBlob = inbox.DefaultMaxBlob
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return false, inbox.Invalid("db", "%s exists, is not empty and holds no inbox store; choose another {db}", dir)
@@ -188,12 +228,25 @@ func Init(dir string, shared bool) (created bool, err error) {
 			return false, err
 		}
 	}
-	info := formatInfo{Format: formatName, Version: FormatVersion, Shared: shared, CreatedAt: inbox.FormatTime(time.Now())}
+	info := formatInfo{Format: formatName, Version: FormatVersion, Shared: shared, CreatedAt: inbox.FormatTime(time.Now()), MaxBlob: maxBlob}
 	// inbox.json goes last: its presence means the store is complete.
 	if err := publishFile(filepath.Join(dir, formatFile), filepath.Join(dir, tmpDirName), fileMode, info.appendJSON(nil)); err != nil {
 		return false, err
 	}
 	return true, syncDir(dir)
+}
+
+// ReadMaxBlob returns the maximum of the store at dir (see
+// Store.MaxBlob) without opening it.
+func ReadMaxBlob(dir string) (int64, error) {
+	info, err := readFormat(dir)
+	if err != nil {
+		return 0, err
+	}
+	if info.MaxBlob == 0 {
+		return inbox.DefaultMaxBlob, nil
+	}
+	return info.MaxBlob, nil
 }
 
 func modes(shared bool) (file, dir os.FileMode) {
@@ -233,7 +286,7 @@ func readFormat(dir string) (*formatInfo, error) {
 			"store %s: inbox.json has format version %s, which is not a version number; this inbox reads version %d",
 			dir, orNone(version), FormatVersion)}
 	}
-	info := formatInfo{Format: f.Format, Version: int(n), Shared: f.Shared, CreatedAt: f.CreatedAt}
+	info := formatInfo{Format: f.Format, Version: int(n), Shared: f.Shared, CreatedAt: f.CreatedAt, MaxBlob: f.MaxBlob}
 	if info.Version > FormatVersion {
 		return nil, &inbox.Error{Code: "unsupported_format", Err: inbox.ErrFormat,
 			Rule: fmt.Sprintf("store %s has format version %d; this inbox reads version %d (upgrade inbox)", dir, info.Version, FormatVersion)}
@@ -241,6 +294,10 @@ func readFormat(dir string) (*formatInfo, error) {
 	if info.Version < 1 {
 		return nil, &inbox.Error{Code: "unsupported_format", Err: inbox.ErrFormat,
 			Rule: fmt.Sprintf("store %s has format version %d, which no inbox wrote; inbox.json is damaged", dir, info.Version)}
+	}
+	if info.MaxBlob < 0 {
+		return nil, &inbox.Error{Code: "unsupported_format", Err: inbox.ErrFormat,
+			Rule: fmt.Sprintf("store %s has max_blob %d, which is not a size; inbox.json is damaged (inbox init --max-blob SIZE sets it again)", dir, info.MaxBlob)}
 	}
 	return &info, nil
 }
@@ -256,7 +313,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		shareUmask()
 	}
 	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced,
-		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout}
+		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout, maxBlob: info.MaxBlob}
+	if s.maxBlob == 0 {
+		s.maxBlob = inbox.DefaultMaxBlob
+	}
 	if s.checkpointEvery == 0 {
 		s.checkpointEvery = checkpointEvery
 	}

@@ -1,10 +1,12 @@
 package spool
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"hash/fnv"
 	"io/fs"
 	"os"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
+	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
 // Files inside a thread directory.
@@ -97,13 +100,18 @@ func standIn(tid string, seq int) *inbox.Message {
 // message the thread's initial header, which stands as the header until
 // the first change creates thread.log. A new thread thus costs two inodes
 // (its directory and its first message), not three.
+//
+// The header comes first in the file, before the message and its body,
+// so that reading it takes the file's first bytes, not the whole file
+// (initialHeader). Files written before this order have it last; readers
+// find it there too.
 type msgFile struct {
-	inbox.Message
 	InitialHeader *header `json:"thread_header,omitempty"`
 	// IdempotencyKey and IdempotencyCommand record the key of the
 	// thread-creating send that wrote this first message (see idem.go).
 	IdempotencyKey     string `json:"idempotency_key,omitempty"`
 	IdempotencyCommand string `json:"idempotency_command,omitempty"`
+	inbox.Message
 }
 
 // readHeader loads a thread's header: the last valid line of thread.log,
@@ -159,22 +167,44 @@ func (s *Store) newestState(pos Pos, tid string, newest *header) (*header, error
 	return newest, err
 }
 
+// maxHeaderBytes bounds the header initialHeader reads: far above any
+// real one (a subject, ids, a recipient list), so that a damaged file
+// cannot make a reader hold much.
+const maxHeaderBytes = 16 << 20
+
+// initialHeader reads the initial header of the thread whose directory
+// is dir from its first message. It reads the file only as far as the
+// header: in files written since the header comes first, a few hundred
+// bytes, never the body; in older files the members before it are
+// skipped as they stream past, never held.
 func initialHeader(dir, tid string) (*header, error) {
-	data, err := readFile(filepath.Join(dir, msgName(1)))
+	f, err := openRead(filepath.Join(dir, msgName(1)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, inbox.NotFound("thread %s not found", tid) // absent, or created but never committed
 	}
 	if err != nil {
 		return nil, inbox.Storage(err, "read thread %s", tid)
 	}
-	var m msgFile
-	if err := m.decodeJSON(data); err != nil {
+	defer f.Close()
+	size := 16 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() < int64(size) {
+		size = int(fi.Size()) + 1 // the buffer need not be larger than the file
+	}
+	raw, err := jsonrec.ReadMember(bufio.NewReaderSize(f, size), "thread_header", maxHeaderBytes)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, jsonrec.ErrNoMember), err == nil && string(raw) == "null":
+		return nil, inbox.NotFound("thread %s not found", tid)
+	case errors.As(err, &pe):
+		return nil, inbox.Storage(err, "read thread %s", tid)
+	case err != nil:
 		return nil, corrupt(errors.Join(errDamaged, err), "thread %s: first message is not valid JSON", tid)
 	}
-	if m.InitialHeader == nil {
-		return nil, inbox.NotFound("thread %s not found", tid)
+	var h header
+	if err := h.decodeJSON(raw); err != nil {
+		return nil, corrupt(errors.Join(errDamaged, err), "thread %s: first message is not valid JSON", tid)
 	}
-	return m.InitialHeader, nil
+	return &h, nil
 }
 
 // readLeaseFile reads lease.json; a missing or torn file gives nil (the
@@ -236,8 +266,10 @@ func (s *Store) readMessageAt(dir, tid string, seq int) (*inbox.Message, error) 
 	if err != nil {
 		return nil, inbox.Storage(err, "read message %d of %s", seq, tid)
 	}
+	// data is the message's alone: its strings share it, so a large body
+	// is held once, as read.
 	var m inbox.Message
-	if err := m.DecodeJSON(data); err != nil {
+	if err := jsonrec.DecodeOwned(data, m.ReadJSON); err != nil {
 		return nil, corrupt(errors.Join(errDamaged, err), "thread %s: message #%d is not valid JSON", tid, seq)
 	}
 	return &m, nil
@@ -576,14 +608,19 @@ type stagedFile struct {
 	tmp, target string
 }
 
-// stage writes data to a temp file in tmp/ destined for path.
-func (s *Store) stage(path string, data []byte) (*stagedFile, error) {
+// stage writes data (the concatenation of its parts) to a temp file in
+// tmp/ destined for path.
+func (s *Store) stage(path string, data ...[]byte) (*stagedFile, error) {
 	f, err := os.CreateTemp(s.tmpDir(), ".stage-")
 	if err != nil {
 		return nil, inbox.Storage(err, "write %s", path)
 	}
 	st := &stagedFile{tmp: f.Name(), target: path}
-	_, err = f.Write(data)
+	for _, part := range data {
+		if _, err = f.Write(part); err != nil {
+			break
+		}
+	}
 	if err == nil && s.fileMode != 0o600 { // CreateTemp made it 0600
 		err = f.Chmod(s.fileMode)
 	}
@@ -612,9 +649,13 @@ func (t *tx) messageFile() *msgFile {
 // commit point instead of a header line.
 func (t *tx) commit() error { return t.s.commitAll([]*tx{t}) }
 
-// event builds the transaction's event with the given id, its line ending
-// at end, and records it in the header (which names its last event).
-func (t *tx) event(id int64, segment, start int64) []byte {
+// event builds the transaction's event line with the given id, the line
+// starting at start, and records it in the header (which names its last
+// event). A change that adds a message carries it as the line's last
+// member, and msg is that member's value inside line: the message's file
+// is written from the same bytes (messageFileData), so that a large body
+// is encoded once, into a buffer made to its size, and held once.
+func (t *tx) event(id int64, segment, start int64) (line, msg []byte) {
 	ev := t.ev
 	ev.EventID = id
 	ev.RunID, ev.TaskID, ev.ThreadID = t.h.RunID, t.h.TaskID, t.tid
@@ -626,14 +667,75 @@ func (t *tx) event(id int64, segment, start int64) []byte {
 		ev.PayloadJSON = json.RawMessage("{}")
 	}
 	le := &logEvent{Event: ev, State: snapshot(t.h), Idem: t.idem, Task: t.taskName}
-	if t.msg != nil {
-		le.Message = t.messageFile()
+	head := le.appendJSON(nil)
+	if t.msg == nil {
+		line = sealLine(head)
+	} else {
+		// The line as le.appendJSON would write it with the message, its
+		// last member: the head without its closing brace, the message,
+		// the brace.
+		mf := t.messageFile()
+		b := make([]byte, 0, len(head)+len(msgMember)+mf.sizeHint()+1+crcSuffixLen+1)
+		b = append(append(b, head[:len(head)-1]...), msgMember...)
+		at := len(b)
+		b = mf.appendJSON(b)
+		msg = b[at:len(b):len(b)]
+		line = sealLine(append(b, '}'))
 	}
-	line := encodeEvent(le)
 	t.h.LastEventID = id
 	t.h.LogPos = Pos{Segment: segment, Offset: start + int64(len(line))}
 	t.h.LastEvent = &ev
-	return line
+	return line, msg
+}
+
+// msgMember introduces a line's message (see logEvent).
+const msgMember = `,"message":`
+
+// sealLine turns a JSON object into a checksummed line, as encodeLine
+// does, in place: body's capacity, when it has room for the checksum,
+// becomes the line's.
+func sealLine(body []byte) []byte {
+	sum := crc32.ChecksumIEEE(body)
+	line := append(body[:len(body)-1], `,"crc":"`...)
+	const hex = "0123456789abcdef"
+	for i := 7; i >= 0; i-- {
+		line = append(line, hex[(sum>>(4*uint(i)))&15])
+	}
+	return append(line, '"', '}', '\n')
+}
+
+// largeContent is the size of a body and payload past which encoding a
+// message first measures it, so that its buffer is made once to its
+// size (a buffer that grows copies what it holds at every step, and
+// each copy it leaves adds to the process's peak memory).
+const largeContent = 1 << 20
+
+// sizeHint is how many bytes mf.appendJSON writes: exactly, for a
+// message with large content; a guess that is usually enough otherwise.
+func (mf *msgFile) sizeHint() int {
+	n := len(mf.Body) + len(mf.PayloadJSON)
+	if n < largeContent {
+		return n + 1024
+	}
+	c := *mf
+	c.Body, c.PayloadJSON = "", json.RawMessage("{}")
+	payload := len(mf.PayloadJSON) // compacted when written: at most this
+	if payload == 0 {
+		payload = len("null")
+	}
+	return len(c.appendJSON(nil)) - len(`""`) - len(`{}`) + jsonrec.StringLen(mf.Body) + payload
+}
+
+// messageFileData is what the message file of the change holds, given
+// msg, the message as its event line carries it: the same bytes, after
+// the initial header for a new thread's first message (which comes
+// first in the file, see msgFile).
+func (t *tx) messageFileData(msg []byte) [][]byte {
+	if t.old != nil {
+		return [][]byte{msg}
+	}
+	head := append([]byte(`{"thread_header":`), t.h.appendJSON(nil)...)
+	return [][]byte{append(head, ','), msg[1:]}
 }
 
 // commitAll commits transactions on distinct threads together: one
@@ -663,8 +765,8 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			}
 		}
 	}()
-	stage := func(path string, data []byte) (*stagedFile, error) {
-		st, err := s.stage(path, data)
+	stage := func(path string, data ...[]byte) (*stagedFile, error) {
+		st, err := s.stage(path, data...)
 		if err == nil {
 			pending = append(pending, st)
 		}
@@ -708,17 +810,17 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 		}
 		// The event, and with it the header's log position, come first: the
 		// header names its event, and the message its event id.
-		line := t.event(id, ap.first, off)
-		lines = append(lines, line...)
+		line, msg := t.event(id, ap.first, off)
+		if len(txs) == 1 {
+			lines = line
+		} else {
+			lines = append(lines, line...)
+		}
 		off += int64(len(line))
 		id++
 		var first, msgFileSt *stagedFile
 		if t.msg != nil {
-			mf := t.messageFile()
-			if fresh {
-				mf.InitialHeader = t.h
-			}
-			st, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), mf.appendJSON(nil))
+			st, err := stage(filepath.Join(t.dir, msgName(t.msg.Seq)), t.messageFileData(msg)...)
 			if err != nil {
 				return err
 			}

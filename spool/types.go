@@ -38,13 +38,17 @@ type leaseRecord struct {
 // idempotency record it wrote and the task it registered. The log is the
 // commit point of durability (docs/ARCHITECTURE.md): replay after a power
 // cut rebuilds every file a logged change had written from these.
+//
+// The message is the line's last member, so that a writer can encode it
+// straight into the line and write the message's file from the same
+// bytes (tx.event); lines written before this order have it before idem.
 type logEvent struct {
 	inbox.Event
 	State   *header     `json:"state,omitempty"`
-	Message *msgFile    `json:"message,omitempty"`
 	Idem    *idemRecord `json:"idem,omitempty"`
 	Task    string      `json:"task,omitempty"`
 	Team    *teamRecord `json:"team,omitempty"`
+	Message *msgFile    `json:"message,omitempty"`
 }
 
 // teamRecord is teams/<name>.json: the team as its newest change (the

@@ -211,8 +211,8 @@ var ErrNoMember = errors.New("json: no such member")
 // duplicate is not looked for) and does not check what follows it: it
 // is for records whose writer puts a small member first and a large one
 // after, such as a thread's first message with its initial header.
-func ReadMember(r io.Reader, name string, max int) (json.RawMessage, error) {
-	s := &memberScanner{r: bufio.NewReaderSize(r, 16<<10), max: max}
+func ReadMember(r *bufio.Reader, name string, max int) (json.RawMessage, error) {
+	s := &memberScanner{r: r, max: max, kept: make([]byte, 0, 256)}
 	c, err := s.next()
 	if err != nil {
 		return nil, err

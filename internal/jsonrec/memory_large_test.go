@@ -1,6 +1,7 @@
 package jsonrec_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"strings"
@@ -75,7 +76,7 @@ func TestReadMember(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, r := range []func(string) *strings.Reader{strings.NewReader} {
-				got, err := jsonrec.ReadMember(iotest.HalfReader(r(tc.in)), "thread_header", 1<<16)
+				got, err := jsonrec.ReadMember(bufio.NewReaderSize(iotest.HalfReader(r(tc.in)), 16), "thread_header", 1<<16)
 				switch {
 				case tc.err == errAny && err == nil:
 					t.Fatalf("got %s, want an error", got)

@@ -183,6 +183,7 @@ func orDefault(s, def string) string {
 
 // messageResult is the JSON of a call that wrote a message.
 func messageResult(out *inbox.Result) *result {
+	releaseLarge(out.Message)
 	res := &result{}
 	res.set("thread", out.Thread).set("message", out.Message)
 	if out.Lease != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"time"
@@ -74,7 +75,10 @@ func (r *showCmd) run(c *call) (*result, error) {
 		res.set("cursor", cur)
 	}
 	now := time.Now()
-	res.human = func(w io.Writer) {
+	res.human = func(out io.Writer) {
+		// Buffered: a long body is written a line at a time.
+		w := bufio.NewWriterSize(out, 64<<10)
+		defer w.Flush()
 		if v.Archived {
 			fmt.Fprintln(w, "(archived: read-only)")
 		}

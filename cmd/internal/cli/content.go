@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -61,6 +63,12 @@ func (f *contentFlags) content(c *call, s inbox.Bus) (inbox.Content, error) {
 // (not UTF-8, or holding NUL bytes), or any file with --blob, is not read
 // into memory: it is staged as a blob of the store, which the message
 // carries as an artifact.
+//
+// Input is bounded (SPEC §8): a file larger than the store's maximum
+// (inbox init --max-blob) is refused before a byte is read, and a stream
+// (stdin, a pipe, a FIFO, a device) is read no further than one byte
+// past it, then refused; either way with too_large (exit 30) naming
+// --body-file, and nothing left in the store.
 func (f *contentFlags) readBody(c *call, s inbox.Bus) (string, []*inbox.Blob, error) {
 	if f.bodyFile == "" {
 		if f.asBlob {
@@ -72,33 +80,174 @@ func (f *contentFlags) readBody(c *call, s inbox.Bus) (string, []*inbox.Blob, er
 		return "", nil, usagef("body-file", "give --body or --body-file, not both")
 	}
 	var r io.Reader = c.env.stdin
+	file, _ := r.(*os.File) // stdin redirected from a file has a size too
 	if f.bodyFile != "-" {
-		file, err := os.Open(f.bodyFile)
-		if err != nil {
+		var err error
+		if file, err = os.Open(f.bodyFile); err != nil {
 			return "", nil, usagef("body-file", "--body-file %s: %v", f.bodyFile, errText(err))
 		}
 		defer file.Close()
-		if fi, err := file.Stat(); err == nil && !fi.Mode().IsRegular() && !fi.Mode().IsDir() {
-			// A pipe or device: read it as a stream, like stdin.
-		} else if err == nil && fi.IsDir() {
+		if fi, err := file.Stat(); err == nil && fi.IsDir() {
 			return "", nil, usagef("body-file", "--body-file %s is a directory", f.bodyFile)
 		}
+		// A pipe or device is read as a stream, like stdin.
 		r = file
+	}
+	limit := maxBlob(s)
+	size := int64(-1) // unknown: a stream
+	if file != nil {
+		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+	}
+	if size > limit {
+		return "", nil, inbox.TooLarge("body_file", size, limit, "this store's maximum (max_blob)", "raise the maximum (inbox init --max-blob SIZE)")
 	}
 	if f.asBlob {
 		b, err := s.StageBlob("body", r)
-		return "", blobs(b), err
+		return "", blobs(b), asBodyFile(err)
 	}
-	// Read up to the inline limit; past it, the rest streams into a blob.
-	data, err := io.ReadAll(io.LimitReader(r, inbox.MaxInline+1))
+	// Text up to the inline limit is read into memory; past it, or at the
+	// first NUL byte, the rest streams into a blob.
+	body, text, head, n, err := readInline(r, min(inbox.MaxInline, limit), size)
 	if err != nil {
 		return "", nil, usagef("body-file", "--body-file %s: %v", f.bodyFile, errText(err))
 	}
-	if len(data) <= inbox.MaxInline && utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
-		return string(data), nil, nil
+	if text {
+		return body, nil, nil
 	}
-	b, err := s.StageBlob("body", io.MultiReader(bytes.NewReader(data), r))
-	return "", blobs(b), err
+	if n > limit {
+		return "", nil, inbox.TooLarge("body_file", -1, limit, "this store's maximum (max_blob)", "raise the maximum (inbox init --max-blob SIZE)")
+	}
+	b, err := s.StageBlob("body", io.MultiReader(head, r))
+	return "", blobs(b), asBodyFile(err)
+}
+
+// maxBlob is the largest body the store takes (spool's MaxBlob, which
+// inbox init --max-blob sets); inbox.DefaultMaxBlob for a bus that does
+// not say.
+func maxBlob(s inbox.Bus) int64 {
+	if m, ok := s.(interface{ MaxBlob() int64 }); ok {
+		return m.MaxBlob()
+	}
+	return inbox.DefaultMaxBlob
+}
+
+// asBodyFile makes a refusal of the body, read from --body-file, name
+// that flag.
+func asBodyFile(err error) error {
+	var se *inbox.Error
+	if errors.As(err, &se) && se.Code == "too_large" && se.Field == "body" {
+		c := *se
+		c.Field = "body_file"
+		return &c
+	}
+	return err
+}
+
+// readInline reads r into a string when it is text (UTF-8 without NUL
+// bytes) of at most max bytes: text is true. Otherwise it stops, at the
+// first NUL byte or past max bytes, without reading further than max+1,
+// and head reads again the n bytes it took, to go before the rest of r.
+// size, when not negative, is how many bytes r holds (a regular file):
+// the string is then made to that size at once, and a file over max is
+// not read at all.
+func readInline(r io.Reader, max, size int64) (body string, text bool, head io.Reader, n int64, err error) {
+	if size > max {
+		return "", false, strings.NewReader(""), 0, nil
+	}
+	if size >= 0 {
+		var sb strings.Builder
+		sb.Grow(int(size) + 1) // one byte more: a file that grew shows without a copy
+		n, err := io.Copy(&sb, io.LimitReader(r, max+1))
+		if err != nil {
+			return "", false, nil, 0, err
+		}
+		body := sb.String()
+		if n <= max && isText(body) {
+			return body, true, nil, n, nil
+		}
+		return "", false, strings.NewReader(body), n, nil
+	}
+	// A stream: read in chunks, then make the string once its size is
+	// known (a growing buffer would copy itself at every step).
+	var chunks [][]byte
+	chunk := 64 << 10
+	for n <= max {
+		buf := make([]byte, min(int64(chunk), max+1-n))
+		k, err := io.ReadFull(r, buf)
+		chunks, n = append(chunks, buf[:k]), n+int64(k)
+		if bytes.IndexByte(buf[:k], 0) >= 0 {
+			break // not text: a blob
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return "", false, nil, 0, err
+		}
+		chunk = min(2*chunk, 4<<20)
+	}
+	if n > max || bytes.IndexByte(chunks[len(chunks)-1], 0) >= 0 {
+		readers := make([]io.Reader, len(chunks))
+		for i, c := range chunks {
+			readers[i] = bytes.NewReader(c)
+		}
+		return "", false, io.MultiReader(readers...), n, nil
+	}
+	var sb strings.Builder
+	sb.Grow(int(n))
+	for _, c := range chunks {
+		sb.Write(c)
+	}
+	body = sb.String()
+	if n >= 8<<20 {
+		// The chunks are garbage now: hand their memory back before the
+		// message is encoded, so that the body is held once, not twice.
+		chunks = nil
+		debug.FreeOSMemory()
+	}
+	if !isText(body) {
+		return "", false, strings.NewReader(body), n, nil
+	}
+	return body, true, nil, n, nil
+}
+
+// isText reports whether s can be a message's body: UTF-8 without NUL
+// bytes.
+func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
+// growFor makes room in b for msgs as JSON when they carry large
+// content, so that encoding them never copies the output built so far:
+// a buffer that grows copies itself at every step, and each copy it
+// leaves behind adds to the process's peak memory.
+func growFor(b []byte, msgs ...*inbox.Message) []byte {
+	n := 0
+	for _, m := range msgs {
+		if m != nil {
+			n += len(m.Body) + len(m.PayloadJSON)
+		}
+	}
+	if n < 1<<20 {
+		return b
+	}
+	need := 64 << 10 // the rest of the response
+	for _, m := range msgs {
+		if m != nil {
+			need += m.JSONSize()
+		}
+	}
+	return slices.Grow(b, need)
+}
+
+// releaseLarge hands the memory a large message's writing used (its log
+// line, its file's encoding: garbage once the call returned) back to
+// the system before the response is built, so that the body is held at
+// most twice (the message and its output), not three or four times.
+func releaseLarge(m *inbox.Message) {
+	if m != nil && len(m.Body)+len(m.PayloadJSON) >= 8<<20 {
+		debug.FreeOSMemory()
+	}
 }
 
 func blobs(b *inbox.Blob) []*inbox.Blob {

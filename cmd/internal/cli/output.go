@@ -100,7 +100,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 	case *inbox.Thread:
 		return appendRecord(b, v), nil
 	case *inbox.Message:
-		return appendRecord(b, v), nil
+		return appendRecord(growFor(b, v), v), nil
 	case *inbox.Lease:
 		return appendRecord(b, v), nil
 	case *inbox.Event:
@@ -110,7 +110,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 	case []*inbox.Thread:
 		return appendRecords(b, v), nil
 	case []*inbox.Message:
-		return appendRecords(b, v), nil
+		return appendRecords(growFor(b, v...), v), nil
 	case []*inbox.Event:
 		return appendRecords(b, v), nil
 	}
@@ -278,7 +278,7 @@ func transcript(w io.Writer, v *inbox.ThreadView, now time.Time) {
 		}
 		fmt.Fprintf(w, "    %s\n", m.Summary)
 		if m.Body != "" && m.Body != m.Summary {
-			for _, line := range strings.Split(strings.TrimRight(m.Body, "\n"), "\n") {
+			for line := range strings.SplitSeq(strings.TrimRight(m.Body, "\n"), "\n") {
 				fmt.Fprintf(w, "    │ %s\n", line)
 			}
 		}
