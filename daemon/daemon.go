@@ -3,8 +3,10 @@
 // writes their .result and .outcome files, and expires leases.
 //
 // One goroutine owns all state. It wakes on fsnotify events for the intake
-// directory and the event log, on a slow sweep timer (the safety net when
-// notifications are lost) and on the next lease expiry.
+// directory, its parent (so that an intake directory moved away, deleted
+// or replaced is noticed at once and watched anew) and the event log, on a
+// slow sweep timer (the safety net when notifications are lost) and on the
+// next lease expiry.
 //
 // # Guarantees
 //
@@ -21,6 +23,11 @@
 //     status, also for threads that finished while the daemon was down.
 //   - A burst is processed in full, in name order; files present at start
 //     are processed at start.
+//   - A descriptor is answered under its own name (NAME.task.json.result,
+//     .processed, .failed, .outcome) whenever NAME.task.json.processed is
+//     a legal file name (at most 255 bytes): the daemon's temp files have
+//     short names of their own. Only a longer name is answered under the
+//     SHA-256 of the name (FileBase).
 //
 // # Caveats
 //

@@ -76,7 +76,8 @@ have not collected. receive blocks until one is there (oldest first; --lifo
 newest first; --from only that sender's), collects it and prints it. Each
 message is collected once, even when two of your processes receive at the
 same time; collected messages stay in their threads (show still has them).
-Exit 10 with "woke":false on timeout. The agent is --agent, else
+Exit 10 with "woke":false on timeout; 130 or 143 with "interrupted":true
+when SIGINT or SIGTERM ends the wait. The agent is --agent, else
 INBOX_AGENT, else main.
 
 Task results arrive here: a finished task's output is a result message from

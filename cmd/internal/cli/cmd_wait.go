@@ -174,13 +174,15 @@ cursor, so it is never returned twice. Or give the cursor yourself:
 ID. With no cursor and no agent, only messages written after the call starts
 count. The output's next_event_id is the cursor for the next wait. On a
 thread that is already done, failed or cancelled it returns at once with the
-message that ended it. On timeout it exits 10 with "woke":false.
+message that ended it. On timeout it exits 10 with "woke":false; SIGINT
+(Ctrl-C) or SIGTERM ends it at once with 130 or 143 and "interrupted":true.
 
 Request/response (seed 002): --request-id R waits for the response to the
 request that carries R (send or reply --request-id R, or --request): any
 later message of the thread carrying R, of any kind, found at once if it
 came before the wait. --types task_status_response,… waits for typed
-messages of those types.
+messages of those types. --kinds and --types also take the seed's
+answer|control|result notation.
 
 wait-reply waits on one thread for messages; "inbox watch" waits on all of an
 agent's threads for new threads and status changes.`,
@@ -272,7 +274,8 @@ var watchCommand = &command{
 after --after-event N): a new thread assigned to it, or a thread it is
 assigned to or created changing status (only the statuses in --status, if
 given). Prints the event and the thread, and next_event_id to continue from.
-Exit 10 with "woke":false on timeout.
+Exit 10 with "woke":false on timeout; 130 or 143 with "interrupted":true
+when SIGINT or SIGTERM ends the wait.
 
 Use watch as a leader waiting for results (--status done,failed,blocked) or as
 an idle worker waiting for work (--status pending); use wait-reply to wait for
@@ -354,7 +357,9 @@ var eventsCommand = &command{
 monotonic event_id. --thread keeps one thread's events, --after-event starts
 after a cursor. --follow keeps streaming new events as they are appended
 until interrupted; with --json each event is then one JSON object per line,
-for leaders and orchestrators that tail the bus.`,
+for leaders and orchestrators that tail the bus. SIGINT or SIGTERM ends the
+stream with 130 or 143; with --json its last line is then
+{"ok":false,"command":"events","woke":false,"interrupted":true,"next_event_id":N,…}.`,
 	examples: []string{
 		"inbox events --thread thr_01...",
 		"inbox events --after-event 120 --follow --json",
