@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,5 +139,37 @@ func TestHeaderOfAnOlderFirstMessage(t *testing.T) {
 	v, err := s.Show(tid)
 	if err != nil || v.Messages[0].Body != bigText(2<<20) {
 		t.Fatalf("show: %v", err)
+	}
+}
+
+// A header longer than the first read of the file (a thread offered to
+// hundreds of agents) is read on from the file.
+func TestLongHeaderIsReadWhole(t *testing.T) {
+	s, db := openTemp(t)
+	var to []string
+	for i := range 400 {
+		to = append(to, fmt.Sprintf("agent-%03d-%s", i, strings.Repeat("x", 40)))
+	}
+	r, err := s.Send(inbox.SendInput{From: "boss", To: strings.Join(to, ","), Subject: "for everyone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(db, threadsDir, r.Thread.ThreadID, msgName(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 16<<10 {
+		t.Fatalf("the first message is %d bytes; the test wants a header past 16 KiB", len(data))
+	}
+	var mf msgFile
+	if err := mf.decodeJSON(data); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.readHeader(r.Thread.ThreadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(h.appendJSON(nil), mf.InitialHeader.appendJSON(nil)) || len(h.Recipients) != 400 {
+		t.Errorf("header read: %d recipients, want 400 and the file's header", len(h.Recipients))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -174,8 +175,8 @@ const maxHeaderBytes = 16 << 20
 
 // initialHeader reads the initial header of the thread whose directory
 // is dir from its first message. It reads the file only as far as the
-// header: in files written since the header comes first, a few hundred
-// bytes, never the body; in older files the members before it are
+// header: in files written since the header comes first, one read of its
+// first bytes, never the body; in older files the members before it are
 // skipped as they stream past, never held.
 func initialHeader(dir, tid string) (*header, error) {
 	f, err := openRead(filepath.Join(dir, msgName(1)))
@@ -186,11 +187,20 @@ func initialHeader(dir, tid string) (*header, error) {
 		return nil, inbox.Storage(err, "read thread %s", tid)
 	}
 	defer f.Close()
-	size := 16 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() < int64(size) {
-		size = int(fi.Size()) + 1 // the buffer need not be larger than the file
+	buf := make([]byte, 4<<10)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, inbox.Storage(err, "read thread %s", tid)
 	}
-	raw, err := jsonrec.ReadMember(bufio.NewReaderSize(f, size), "thread_header", maxHeaderBytes)
+	buf = buf[:n]
+	if rest, ok := bytes.CutPrefix(buf, []byte(`{"thread_header":`)); ok {
+		var h header
+		if _, err := jsonrec.DecodePrefix(rest, func(d *jsonrec.Decoder) { jsonReadHeader(d, &h) }); err == nil {
+			return &h, nil
+		}
+		// A header longer than what was read, or damaged: read on.
+	}
+	raw, err := jsonrec.ReadMember(bufio.NewReaderSize(io.MultiReader(bytes.NewReader(buf), f), 16<<10), "thread_header", maxHeaderBytes)
 	var pe *fs.PathError
 	switch {
 	case errors.Is(err, jsonrec.ErrNoMember), err == nil && string(raw) == "null":

@@ -71,6 +71,20 @@ func DecodeOwned(data []byte, fn func(d *Decoder)) error {
 	return nil
 }
 
+// DecodePrefix decodes with fn the one value data starts with (after
+// white space) and returns how many bytes it took; what follows is not
+// looked at. A value cut short by the end of data is an error, as a
+// damaged one is: a caller reading a file's first bytes reads on.
+func DecodePrefix(data []byte, fn func(d *Decoder)) (int, error) {
+	d := &Decoder{b: data}
+	d.ws()
+	fn(d)
+	if d.err != nil {
+		return 0, d.err
+	}
+	return d.i, nil
+}
+
 // ownedStr reads the string at d.i of a buffer the Decoder owns (see
 // DecodeOwned), with stringBytes' semantics, and returns it without a
 // copy: unescaped in place, where the escapes stood. Writing never

@@ -91,3 +91,14 @@ func TestReadMember(t *testing.T) {
 }
 
 var errAny = errors.New("any error")
+
+func TestDecodePrefix(t *testing.T) {
+	var got []string
+	n, err := jsonrec.DecodePrefix([]byte(` ["a","b\n"],"rest`), func(d *jsonrec.Decoder) { jsonrec.ReadSlice(d, &got, jsonrec.ReadString) })
+	if err != nil || n != 12 || len(got) != 2 || got[1] != "b\n" {
+		t.Errorf("DecodePrefix = %d, %v, %q; want 12, nil, [a b\\n]", n, err, got)
+	}
+	if _, err := jsonrec.DecodePrefix([]byte(`["a","b`), func(d *jsonrec.Decoder) { jsonrec.ReadSlice(d, &got, jsonrec.ReadString) }); err == nil {
+		t.Error("a value cut short decoded")
+	}
+}
