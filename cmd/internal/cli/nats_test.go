@@ -95,6 +95,7 @@ func natsForTests() {
 // activity, a missing or symlinked store directory, the store path in
 // output or in a task's environment.
 var natsScripts = []string{
+	"intake_strict.txtar",
 	"agents_unknown_recipient.txtar",
 	"archive_idempotency.txtar",
 	"archive_retry.txtar",
