@@ -177,7 +177,7 @@ func (d *Decoder) Skip() {
 	case c == '[':
 		d.Array(d.Skip)
 	case c == '"':
-		d.stringBytes()
+		d.skipString()
 	case c == 't':
 		d.literal("true")
 	case c == 'f':

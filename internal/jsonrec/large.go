@@ -71,6 +71,45 @@ func DecodeOwned(data []byte, fn func(d *Decoder)) error {
 	return nil
 }
 
+// skipString consumes the string at d.i, checked as stringBytes checks
+// it, without unescaping it anywhere: skipping a member (a message's
+// body, when only its head is read) costs no memory, however large.
+func (d *Decoder) skipString() {
+	b := d.b
+	i := d.i + 1
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			d.i = i + 1
+			return
+		case c < 0x20:
+			d.fail(errSyntax)
+			return
+		case c != '\\':
+			i++
+			continue
+		}
+		if i+1 >= len(b) {
+			break
+		}
+		switch b[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if hex4(b[i+2:]) < 0 {
+				d.fail(errSyntax)
+				return
+			}
+			i += 6
+		default:
+			d.fail(errSyntax)
+			return
+		}
+	}
+	d.fail(errSyntax) // unterminated
+}
+
 // DecodePrefix decodes with fn the one value data starts with (after
 // white space) and returns how many bytes it took; what follows is not
 // looked at. A value cut short by the end of data is an error, as a

@@ -3,6 +3,7 @@ package jsonrec_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -101,4 +102,21 @@ func TestDecodePrefix(t *testing.T) {
 	if _, err := jsonrec.DecodePrefix([]byte(`["a","b`), func(d *jsonrec.Decoder) { jsonrec.ReadSlice(d, &got, jsonrec.ReadString) }); err == nil {
 		t.Error("a value cut short decoded")
 	}
+}
+
+// Skip, which skips strings without unescaping them, accepts exactly
+// what encoding/json takes for valid JSON.
+func FuzzSkip(f *testing.F) {
+	for _, s := range jsonrectest.Pieces {
+		f.Add([]byte(`{"a":` + string(jsonrec.AppendString(nil, s)) + `,"b":[1,"` + s + `"]}`))
+	}
+	for _, s := range []string{`"\u00e9\ud83d\ude00"`, `"\u12"`, `"\x"`, `"a`, `"\`, "\"\x01\"", `"\/\b\f\n\r\t\"\\"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := jsonrec.Decode(data, func(d *jsonrec.Decoder) { d.Skip() })
+		if valid := json.Valid(data); (err == nil) != valid {
+			t.Fatalf("Skip(%q): %v; json.Valid says %v", data, err, valid)
+		}
+	})
 }
