@@ -52,11 +52,12 @@ func StringLen(s string) int {
 }
 
 // DecodeOwned is Decode for a buffer the caller hands over: data must
-// not be read or written by anyone once it is passed, because the
+// not be read or written by anyone once it is passed, because the long
 // strings decoded from it share its memory (a string without escapes is
 // the bytes where it stands, and one with escapes is unescaped in
 // place, over its own escaped form). So a record read from a file costs
-// the file's bytes once, however large its strings are.
+// the file's bytes once, however large its strings are. Short strings
+// are copied, so that keeping one does not keep the buffer.
 func DecodeOwned(data []byte, fn func(d *Decoder)) error {
 	d := &Decoder{b: data, owned: true}
 	d.ws()
@@ -239,11 +240,17 @@ func (d *Decoder) ownedStr() string {
 	return ""
 }
 
-// aliasString is b as a string, sharing its memory: b belongs to a
-// Decoder that owns its input, and nothing writes it again.
+// aliasMin is the length from which a decoded string shares its
+// buffer. A shorter one (an id, a name, a time) is copied: a process
+// that keeps it must not keep the whole buffer (a message's file, with
+// its body) with it.
+const aliasMin = 4 << 10
+
+// aliasString is b as a string, sharing its memory when it is long: b
+// belongs to a Decoder that owns its input, and nothing writes it again.
 func aliasString(b []byte) string {
-	if len(b) == 0 {
-		return ""
+	if len(b) < aliasMin {
+		return string(b)
 	}
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }

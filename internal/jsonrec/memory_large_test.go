@@ -120,3 +120,23 @@ func FuzzSkip(f *testing.F) {
 		}
 	})
 }
+
+// Long strings share the buffer (unescaped in place); they read back as
+// Decode reads them, and the strings before them stay intact.
+func TestDecodeOwnedLong(t *testing.T) {
+	for _, p := range jsonrectest.Pieces {
+		long := strings.Repeat(p+"x", 5000)
+		enc := jsonrec.AppendString(nil, long)
+		rec := []byte(`[` + string(enc) + `,"id",` + string(enc) + `]`)
+		var want, got []string
+		if err := jsonrec.Decode(rec, func(d *jsonrec.Decoder) { jsonrec.ReadSlice(d, &want, jsonrec.ReadString) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := jsonrec.DecodeOwned(bytes.Clone(rec), func(d *jsonrec.Decoder) { jsonrec.ReadSlice(d, &got, jsonrec.ReadString) }); err != nil {
+			t.Fatalf("%q: %v", p, err)
+		}
+		if len(got) != 3 || got[0] != want[0] || got[1] != "id" || got[2] != want[2] {
+			t.Fatalf("%q: owned decode differs", p)
+		}
+	}
+}
