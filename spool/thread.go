@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -168,6 +169,10 @@ func (s *Store) newestState(pos Pos, tid string, newest *header) (*header, error
 	return newest, err
 }
 
+// headBufs hold the first bytes of first messages while their headers
+// are read (fetch and list read many; the header's strings are copies).
+var headBufs = sync.Pool{New: func() any { return new([4 << 10]byte) }}
+
 // maxHeaderBytes bounds the header initialHeader reads: far above any
 // real one (a subject, ids, a recipient list), so that a damaged file
 // cannot make a reader hold much.
@@ -187,7 +192,9 @@ func initialHeader(dir, tid string) (*header, error) {
 		return nil, inbox.Storage(err, "read thread %s", tid)
 	}
 	defer f.Close()
-	buf := make([]byte, 4<<10)
+	bp := headBufs.Get().(*[4 << 10]byte)
+	defer headBufs.Put(bp)
+	buf := bp[:]
 	n, err := io.ReadFull(f, buf)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		return nil, inbox.Storage(err, "read thread %s", tid)
