@@ -15,7 +15,8 @@ var initCommand = &command{
 	name: "init", short: "create the store (safe to repeat)",
 	long: `Create an inbox store: a directory holding threads, messages, leases, read
 cursors, an event log and an index. Running it again on an existing store
-changes nothing. Every other command needs the store to exist.
+changes nothing (but its maximum, with --max-blob). Every other command
+needs the store to exist.
 
 The store is --db, else $INBOX_DB, else .agents/inbox in the current
 directory. Directories are 0700 and files 0600; --shared makes them 0770 and
