@@ -721,13 +721,13 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			if !repair {
 				continue
 			}
-			bad, err := setAside(p)
-			if err != nil {
-				return nil, err
+			bad, aerr := setAside(p)
+			if aerr != nil {
+				return nil, aerr
 			}
-			ok, err := s.rebuildMessage(tid, seq, h, li)
-			if err != nil {
-				return nil, err
+			ok, rerr := s.rebuildMessage(tid, seq, h, li)
+			if rerr != nil {
+				return nil, rerr
 			}
 			if ok {
 				f.Detail += "; set aside as " + filepath.Base(bad) + " and rebuilt whole from the event log line that carries it"
@@ -753,7 +753,14 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			add(inbox.Finding{Check: "stale_header", ThreadID: tid, Detail: fmt.Sprintf(
 				"latest_message_id %s but message #%d is %s", h.LatestMessageID, seq, m.MessageID)})
 		}
-		byEvent[m.EventID] = m
+		// Kept for the whole check: what restoring the log and checking
+		// acknowledgments read, not the body or a large payload.
+		slim := *m
+		slim.Body, slim.Extra = "", nil
+		if slim.Type != inbox.TypeAcknowledgment {
+			slim.PayloadJSON = nil
+		}
+		byEvent[m.EventID] = &slim
 		if _, ok := li.msgs[m.MessageID]; !ok && m.EventID >= li.first && !li.inGap(m.EventID) {
 			f := add(inbox.Finding{Check: "missing_event", ThreadID: tid, Path: filepath.Join(dir, msgName(seq)),
 				Detail: fmt.Sprintf("message %s has no event in the log", m.MessageID)})
