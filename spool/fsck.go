@@ -272,10 +272,11 @@ func (s *Store) restartLog() error {
 // logIndex is what fsck learns from the event log (and, in blobs, from
 // the messages as it reads them).
 type logIndex struct {
-	ids    map[int64]string        // event id → thread id
-	msgs   map[string]int64        // message id → event id
-	adds   map[string]*inbox.Event // "thread#seq" → the event that added that message
-	addAt  map[string]Pos          // "thread#seq" → where that event's line ends (messageFromLog reads it)
+	ids    map[int64]string                    // event id → thread id
+	msgs   map[string]int64                    // message id → event id
+	adds   map[string]*inbox.Event             // "thread#seq" → the event that added that message
+	addAt  map[string]Pos                      // "thread#seq" → where that event's line ends (messageFromLog reads it)
+	reads  map[string]map[string]*inbox.Cursor // thread → agent → the newest cursor the log records
 	newest map[string]*logEvent
 	first  int64               // the first id of the oldest segment still in the log
 	blobs  map[string]blobMeta // blob path → what a message says of it
@@ -296,7 +297,7 @@ func (li *logIndex) hasOwnEvent(h *header) bool {
 
 func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Finding, repair bool) (*logIndex, error) {
 	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*inbox.Event{},
-		addAt: map[string]Pos{}, newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
+		addAt: map[string]Pos{}, reads: map[string]map[string]*inbox.Cursor{}, newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
 	segs, err := s.log.segments()
 	if err != nil {
 		return nil, err
@@ -389,6 +390,9 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add func(inbox.Finding) *inbox.Find
 			li.ids[ev.EventID] = ev.ThreadID
 			if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
 				li.msgs[ev.MessageID] = ev.EventID
+			}
+			if ev.EventType == inbox.EventThreadRead {
+				li.noteRead(&ev.Event)
 			}
 			if ev.State != nil {
 				e := ev
@@ -775,6 +779,25 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 			}
 		}
 	}
+	// Read cursors against the log: a mark-read commits its event first,
+	// so a cursor behind its newest logged move lost its line (a failure
+	// or a kill between the two); repair writes it.
+	for agent, c := range li.reads[tid] {
+		cur, err := s.readCursor(tid, agent)
+		if err != nil || (cur != nil && cur.LastReadSeq >= c.LastReadSeq) || c.LastReadSeq > h.MessageCount {
+			continue
+		}
+		have := 0
+		if cur != nil {
+			have = cur.LastReadSeq
+		}
+		f := add(inbox.Finding{Check: "cursor_behind_log", ThreadID: tid, Path: filepath.Join(dir, cursorName(agent)),
+			Detail: fmt.Sprintf("%s's read cursor is at #%d, but the log records a mark-read up to #%d", agent, have, c.LastReadSeq)})
+		if repair {
+			_, _, err := s.appendLine(filepath.Join(dir, cursorName(agent)), encodeLine(c.AppendJSON(nil)), maxCursorLog, true)
+			f.Repaired = err == nil
+		}
+	}
 	// The lease file against the header (one planted in its place is
 	// already reported, and set aside on repair).
 	l, err := s.readLeaseFile(tid)
@@ -1064,4 +1087,24 @@ func (s *Store) fsckHeaderLog(tid string, li *logIndex, add func(inbox.Finding) 
 	f.Detail += "; set aside as " + filepath.Base(bad) + " and rebuilt from the thread's newest logged state"
 	f.Repaired = true
 	return nil
+}
+
+// noteRead records a thread.read event as the newest cursor of its agent.
+func (li *logIndex) noteRead(ev *inbox.Event) {
+	var p struct {
+		ID  string `json:"last_read_message_id"`
+		Seq int    `json:"last_read_seq"`
+	}
+	if ev.Agent == "" || json.Unmarshal(ev.PayloadJSON, &p) != nil {
+		return
+	}
+	byAgent := li.reads[ev.ThreadID]
+	if byAgent == nil {
+		byAgent = map[string]*inbox.Cursor{}
+		li.reads[ev.ThreadID] = byAgent
+	}
+	if old := byAgent[ev.Agent]; old == nil || p.Seq > old.LastReadSeq {
+		byAgent[ev.Agent] = &inbox.Cursor{ThreadID: ev.ThreadID, AgentID: ev.Agent, LastReadMessageID: p.ID,
+			LastReadSeq: p.Seq, ReadAt: ev.CreatedAt}
+	}
 }

@@ -164,3 +164,23 @@ func TestFsckRebuildsTheHeaderFromTheLog(t *testing.T) {
 		})
 	}
 }
+
+// TestFsckBringsACursorUpToItsEvent: a mark-read whose event committed
+// but whose cursor line was never written (killed between the two) is
+// found by fsck (cursor_behind_log) and the cursor moved on repair.
+func TestFsckBringsACursorUpToItsEvent(t *testing.T) {
+	s, _, tid := rebuildStore(t)
+	markReadDies = func() bool { return true }
+	_, err := s.MarkRead("boss", tid, 0)
+	markReadDies = nil
+	if err == nil {
+		t.Fatal("the mark-read should have died between its writes")
+	}
+	if c, _ := s.readCursor(tid, "boss"); c != nil {
+		t.Fatalf("the cursor moved although its line was never written: %+v", c)
+	}
+	mustRepairClean(t, s, "cursor_behind_log")
+	if c, _ := s.readCursor(tid, "boss"); c == nil || c.LastReadSeq != 3 {
+		t.Fatalf("cursor after the repair: %+v, want #3", c)
+	}
+}
