@@ -22,6 +22,22 @@
 // A task's message goes when its process exits, or at its timeout,
 // whatever the processes it started outside its process group (setsid)
 // do: they may keep its output open, never its message back.
+//
+// A task's output is bounded like any content (SPEC §8 "Input without end
+// is bounded"): the runner reads it through a pipe and writes at most the
+// store's maximum (its MaxBlob, inbox init --max-blob; else
+// inbox.DefaultMaxBlob) to the capture file, and asks the store for room
+// as it grows (inbox.SizeChecker). Past either bound the task is stopped
+// as a timeout stops it and fails at once, its partial output the last
+// 64 KiB it printed; the capture file never holds more than the maximum
+// and is removed whatever happens.
+//
+// # Caveats
+//
+// The room asked for while capturing is the room to store the output
+// so far once more (what inline output costs: its message and its log
+// line), so a store whose file system is nearly full stops a large output
+// sooner than a body staged as a blob would be refused.
 package queue
 
 import (
@@ -84,6 +100,17 @@ const drainDelay = time.Second
 // maxStderr bounds the standard error kept from a task: its last lines
 // explain a failure.
 const maxStderr = 64 << 10
+
+// maxPartial bounds the partial output of a task stopped for the size of
+// its output: its last 64 KiB (less under a smaller store maximum).
+const maxPartial = 64 << 10
+
+// roomStep is how much output a task may print between two questions to
+// the store about its room (a statfs each).
+const roomStep = 1 << 20
+
+// captureBuffer is the size of the reads from a task's standard output.
+const captureBuffer = 128 << 10
 
 // Run runs the configured tasks and returns when all have finished (or
 // ctx is cancelled, in which case running tasks are killed and reported
@@ -180,38 +207,46 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	token := claimed.Lease.LeaseToken
 	outPath, err := s.TaskOutputPath(name)
 	if err != nil {
-		return deliverRetrying(ctx, cfg, t, token, false, "cannot capture the task's output: "+err.Error(), "", "")
+		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot capture the task's output: " + err.Error()})
 	}
 	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
-		return deliverRetrying(ctx, cfg, t, token, false, "cannot capture the task's output: "+err.Error(), "", "")
+		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot capture the task's output: " + err.Error()})
 	}
 	defer os.Remove(outPath)
 	defer out.Close()
+	limit := outputLimit(s)
 	cmd := taskCommand(cfg.Exec, cfg.Umask)
 	if t.PromptBlob != "" {
 		pf, err := s.OpenBlob(t.PromptBlob)
 		if err != nil {
-			return deliverRetrying(ctx, cfg, t, token, false, "cannot read the task's prompt: "+err.Error(), "", "")
+			return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot read the task's prompt: " + err.Error()})
 		}
 		defer pf.Close()
 		cmd.Stdin = pf
 	} else {
 		cmd.Stdin = strings.NewReader(t.Prompt)
 	}
-	// Standard error comes through a pipe of our own rather than one
-	// exec copies from: Wait then returns when the task's process exits,
-	// even while a process it started in another session (setsid) holds
-	// the pipe open. WaitDelay bounds exec's copy of the prompt to stdin
-	// the same way.
+	// Standard output and standard error come through pipes of our own
+	// rather than ones exec copies from: Wait then returns when the
+	// task's process exits, even while a process it started in another
+	// session (setsid) holds them open. WaitDelay bounds exec's copy of
+	// the prompt to stdin the same way. Standard output is copied to the
+	// capture file up to the store's limit (capture).
 	var stderr tail
-	stderr.max = maxStderr
+	stderr.max = int(min(maxStderr, limit))
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		return deliverRetrying(ctx, cfg, t, token, false, "cannot capture the task's standard error: "+err.Error(), "", "")
+		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot capture the task's standard error: " + err.Error()})
 	}
 	defer errR.Close()
-	cmd.Stdout, cmd.Stderr = out, errW
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		errW.Close()
+		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot capture the task's output: " + err.Error()})
+	}
+	defer outR.Close()
+	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.WaitDelay = drainDelay
 	cmd.Env = append(slices.Clip(cfg.env),
 		"INBOX_TASK_NAME="+name, "INBOX_AGENT="+name, "INBOX_THREAD="+t.ThreadID,
@@ -219,14 +254,21 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	cmd.SysProcAttr = procAttr()
 	started := time.Now()
 	err = cmd.Start()
-	errW.Close() // the task holds it now
+	errW.Close() // the task holds them now
+	outW.Close()
 	if err != nil {
-		return deliverRetrying(ctx, cfg, t, token, false, "cannot start the task: "+err.Error(), "", "")
+		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot start the task: " + err.Error()})
 	}
 	drained := make(chan struct{})
 	go func() {
 		io.Copy(&stderr, errR)
 		close(drained)
+	}()
+	capt := &capture{f: out, s: s, limit: limit, next: roomStep}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.CopyBuffer(capt, outR, make([]byte, captureBuffer))
+		copied <- err
 	}()
 	pgid := cmd.Process.Pid
 	rec := &inbox.TaskRunner{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: inbox.FormatTime(started)}
@@ -247,11 +289,22 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	renew := time.NewTicker(time.Duration(lease/3) * time.Second)
 	defer renew.Stop()
 	why := ""
-	var waitErr error
+	var waitErr, copyErr error
+	truncated := false // stopped for its output's size
 loop:
 	for {
 		select {
 		case waitErr = <-done:
+			break loop
+		case copyErr = <-copied:
+			copied = nil
+			if copyErr == nil {
+				continue // it closed its standard output, and may run on
+			}
+			// Past the store's limit, or out of room: stopped as a
+			// timeout stops it, failed at once.
+			why, truncated = captureFailure(copyErr, capt.n, limit)
+			waitErr = stop(pgid, done, cfg.Grace)
 			break loop
 		case <-renew.C:
 			if _, err := s.Renew(name, t.ThreadID, lease, token); err != nil {
@@ -268,11 +321,22 @@ loop:
 		}
 	}
 	// Whatever the task started in its group goes with it. What it
-	// started elsewhere may hold standard error open for ever: what is in
-	// the pipe is read, for drainDelay at most.
+	// started elsewhere may hold its standard output and error open for
+	// ever: what is in the pipes is read, for drainDelay at most.
 	syscall.Kill(-pgid, syscall.SIGKILL)
 	errR.SetReadDeadline(time.Now().Add(drainDelay))
+	outR.SetReadDeadline(time.Now().Add(drainDelay))
 	<-drained
+	if copied != nil {
+		copyErr = <-copied
+		if errors.Is(copyErr, os.ErrDeadlineExceeded) {
+			copyErr = nil // held open elsewhere: what came in time is the output
+		}
+		if copyErr != nil && why == "" {
+			// Over the limit in what it printed last.
+			why, truncated = captureFailure(copyErr, capt.n, limit)
+		}
+	}
 	if errors.Is(waitErr, exec.ErrWaitDelay) {
 		waitErr = nil // exited 0; only the copy of its prompt was cut short
 	}
@@ -283,9 +347,82 @@ loop:
 			why += ": " + lastLine(e)
 		}
 	}
-	cfg.Log.Info("task finished", "task", name, "success", ok, "error", why, "seconds", time.Since(started).Seconds())
-	return deliverRetrying(ctx, cfg, t, token, ok, why, outPath, stderr.String())
+	cfg.Log.Info("task finished", "task", name, "success", ok, "error", why, "seconds", time.Since(started).Seconds(), "output_bytes", capt.n)
+	return deliverRetrying(ctx, cfg, t, token, outcome{ok: ok, why: why, outPath: outPath, stderr: stderr.String(), truncated: truncated})
 }
+
+// outputLimit is the largest output a task of s may print: the store's
+// maximum (SPEC §8), inbox.DefaultMaxBlob for a bus that does not say.
+func outputLimit(s inbox.Bus) int64 {
+	if m, ok := s.(interface{ MaxBlob() int64 }); ok {
+		if n := m.MaxBlob(); n > 0 {
+			return n
+		}
+	}
+	return inbox.DefaultMaxBlob
+}
+
+// checkSize asks s, when it bounds content (inbox.SizeChecker), whether
+// n bytes of field may be stored in a message.
+func checkSize(s inbox.Bus, field string, n int64) error {
+	if sc, ok := s.(inbox.SizeChecker); ok {
+		return sc.CheckSize(field, n)
+	}
+	return nil
+}
+
+// errOverLimit is returned by a capture's Write past its limit.
+var errOverLimit = errors.New("output over the limit")
+
+// capture writes a task's standard output to its capture file, bounded
+// (SPEC §8): at most limit bytes, the rest refused with errOverLimit;
+// and every roomStep bytes it asks the store whether it has room for
+// what it holds (checkSize), failing with the store's refusal when not.
+type capture struct {
+	f     *os.File
+	s     inbox.Bus
+	limit int64
+	n     int64 // bytes written
+	next  int64 // the size at which to ask for room again
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	if over := c.n + int64(len(p)) - c.limit; over > 0 {
+		k, err := c.f.Write(p[:int64(len(p))-over])
+		c.n += int64(k)
+		if err == nil {
+			err = errOverLimit
+		}
+		return k, err
+	}
+	if end := c.n + int64(len(p)); end >= c.next {
+		if err := checkSize(c.s, "output", end); err != nil {
+			return 0, err
+		}
+		c.next = end + roomStep
+	}
+	k, err := c.f.Write(p)
+	c.n += int64(k)
+	return k, err
+}
+
+// captureFailure says why the capture of a task's output stopped with
+// err after n bytes: truncated when for its size (the partial output is
+// then its last bytes).
+func captureFailure(err error, n, limit int64) (why string, truncated bool) {
+	switch {
+	case errors.Is(err, errOverLimit):
+		return fmt.Sprintf("output over the store's maximum of %s (max_blob): the task was stopped; partial_output is the last %s of it (inbox init --max-blob SIZE raises the maximum)",
+			inbox.FormatSize(limit), inbox.FormatSize(partialLimit(limit))), true
+	case errors.Is(err, inbox.ErrInvalidInput):
+		return fmt.Sprintf("the task was stopped after %s of output: %v", inbox.FormatSize(n), err), true
+	}
+	return "cannot capture the task's output: " + err.Error(), false
+}
+
+// partialLimit is how much of an output stopped for its size its failure
+// keeps: maxPartial, or the store's maximum when smaller.
+func partialLimit(limit int64) int64 { return min(maxPartial, limit) }
 
 // withoutEnv returns environ without the variables keys names.
 func withoutEnv(environ []string, keys ...string) []string {
@@ -334,14 +471,28 @@ func taskCommand(command, umask string) *exec.Cmd {
 	return exec.Command("/bin/sh", "-c", command)
 }
 
+// outcome is how a task ended, as its message tells it.
+type outcome struct {
+	ok      bool
+	why     string // why it failed
+	outPath string // its captured standard output ("": none)
+	stderr  string // the last of its standard error
+	// truncated: it was stopped for the size of its output, whose last
+	// bytes (partialLimit) are the partial output.
+	truncated bool
+}
+
 // deliverRetrying delivers a finished task's message, retrying while the
 // store refuses for a storage error (a full disk may be freed): a task
-// must not stay "running" after its process exited. It gives up when the
-// runner is stopped; then Reap reports the task failed.
-func deliverRetrying(ctx context.Context, cfg Config, t *inbox.Task, token int64, ok bool, why, outPath, stderr string) error {
+// must not stay "running" after its process exited. A message the store
+// refuses as invalid (content over its limits) becomes a failure saying
+// so, and that failure, when refused too, goes without the output and
+// standard error: the parent always hears. It gives up when the runner is
+// stopped; then Reap reports the task failed.
+func deliverRetrying(ctx context.Context, cfg Config, t *inbox.Task, token int64, o outcome) error {
 	wait := 100 * time.Millisecond
 	for {
-		err := deliver(cfg.Store, t, token, ok, why, outPath, stderr)
+		err := deliver(cfg.Store, t, token, o)
 		switch {
 		case err == nil:
 			return nil
@@ -350,6 +501,15 @@ func deliverRetrying(ctx context.Context, cfg Config, t *inbox.Task, token int64
 			// or reaped.
 			cfg.Log.Info("task already finished; its result was not needed", "task", t.Name, "error", err)
 			return nil
+		case errors.Is(err, inbox.ErrInvalidInput) && o.ok:
+			cfg.Log.Warn("the store refused the task's result; it fails instead", "task", t.Name, "error", err)
+			o.ok, o.why, o.truncated = false, "the store refused the task's output: "+err.Error(), true
+			continue
+		case errors.Is(err, inbox.ErrInvalidInput) && (o.outPath != "" || o.stderr != ""):
+			cfg.Log.Warn("the store refused the task's failure; it goes without its output", "task", t.Name, "error", err)
+			o.why += " (its output and standard error were not kept: " + err.Error() + ")"
+			o.outPath, o.stderr = "", ""
+			continue
 		case !errors.Is(err, inbox.ErrStorage):
 			return err
 		}
@@ -376,8 +536,11 @@ func stop(pgid int, done <-chan error, grace time.Duration) error {
 }
 
 // output is a task's captured standard output as a message carries it:
-// inline text when it is UTF-8 without NUL bytes and at most
-// spool.MaxInline bytes, else a blob adopted from the capture file.
+// inline text when it is UTF-8 without NUL bytes, at most
+// inbox.MaxInline bytes and the store takes it inline (checkSize: its
+// maximum, its room), else a blob adopted from the capture file (which
+// costs no room: the blob is another name for it). A capture larger than
+// the store's maximum is refused (inbox.TooLarge), never adopted.
 func output(s inbox.Bus, outPath, field string) (text string, blob *inbox.Blob, err error) {
 	if outPath == "" {
 		return "", nil, nil
@@ -387,14 +550,17 @@ func output(s inbox.Bus, outPath, field string) (text string, blob *inbox.Blob, 
 		return "", nil, nil
 	}
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("read the task's output: %w", err)
 	}
-	if fi.Size() <= inbox.MaxInline {
+	if limit := outputLimit(s); fi.Size() > limit {
+		return "", nil, inbox.TooLarge(field, fi.Size(), limit, "this store's maximum (max_blob)", "raise the maximum (inbox init --max-blob SIZE)")
+	}
+	if fi.Size() <= inbox.MaxInline && checkSize(s, field, fi.Size()) == nil {
 		data, err := os.ReadFile(outPath)
 		if err != nil {
-			return "", nil, err
+			return "", nil, fmt.Errorf("read the task's output: %w", err)
 		}
-		if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
+		if isText(data) {
 			return string(data), nil, nil
 		}
 	}
@@ -402,12 +568,53 @@ func output(s inbox.Bus, outPath, field string) (text string, blob *inbox.Blob, 
 	return "", b, err
 }
 
+// outputTail is the last max bytes of the capture at outPath as a
+// message carries them: inline text (without the pieces of a character
+// cut at the start) when that is text, else a staged blob.
+func outputTail(s inbox.Bus, outPath, field string, max int64) (text string, blob *inbox.Blob, err error) {
+	if outPath == "" {
+		return "", nil, nil
+	}
+	f, err := os.Open(outPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("read the task's output: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", nil, fmt.Errorf("read the task's output: %w", err)
+	}
+	off := fi.Size() - min(fi.Size(), max)
+	data := make([]byte, fi.Size()-off)
+	n, err := f.ReadAt(data, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", nil, fmt.Errorf("read the task's output: %w", err)
+	}
+	data = data[:n]
+	cut := data
+	for i := 0; i < utf8.UTFMax-1 && off > 0 && len(cut) > 0 && !utf8.RuneStart(cut[0]); i++ {
+		cut = cut[1:]
+	}
+	if isText(cut) {
+		return string(cut), nil, nil
+	}
+	b, err := s.StageBlob(field, bytes.NewReader(data))
+	return "", b, err
+}
+
+// isText reports whether data can be a message's text: UTF-8 without NUL
+// bytes.
+func isText(data []byte) bool { return utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 }
+
 // deliver finishes the task's thread: done with its output as the result,
 // or failed with the error and partial output. Either way the parent gets
 // a message from the task.
-func deliver(s inbox.Bus, t *inbox.Task, token int64, ok bool, why, outPath, stderr string) error {
-	if ok {
-		text, blob, err := output(s, outPath, "body")
+func deliver(s inbox.Bus, t *inbox.Task, token int64, o outcome) error {
+	if o.ok {
+		text, blob, err := output(s, o.outPath, "body")
 		if err != nil {
 			return err
 		}
@@ -422,32 +629,69 @@ func deliver(s inbox.Bus, t *inbox.Task, token int64, ok bool, why, outPath, std
 		_, err = s.Done(t.Name, t.ThreadID, token, c)
 		return err
 	}
-	c, err := failure(s, why, outPath)
+	c, err := failure(s, o.why, o.outPath, o.truncated)
 	if err != nil {
 		return err
 	}
-	c.Summary, c.Body = "task "+t.Name+" failed: "+inbox.Shorten(why, 300), stderr
+	c.Summary, c.Body = "task "+t.Name+" failed: "+inbox.Shorten(o.why, 300), o.stderr
 	_, err = s.Fail(t.Name, t.ThreadID, token, c)
 	return err
 }
 
 // failure is the content of a failure message: the payload
-// {"success":false,"error":…,"partial_output":…}, with a partial output
-// that cannot be inline in a blob ("partial_output_blob" names it).
-func failure(s inbox.Bus, why, outPath string) (inbox.Content, error) {
-	text, blob, err := output(s, outPath, "partial_output")
-	if err != nil {
-		return inbox.Content{}, err
+// {"success":false,"error":…,"partial_output":…}. The partial output is
+// the capture at outPath, or its last bytes (partialLimit) when it was
+// stopped for its size (truncated) or is over the store's maximum, with
+// "partial_output_truncated":true; when it cannot be inline (not text, or
+// the payload would be over the store's limits) it is a blob, which
+// "partial_output_blob" names.
+func failure(s inbox.Bus, why, outPath string, truncated bool) (inbox.Content, error) {
+	var text string
+	var blob *inbox.Blob
+	var err error
+	if !truncated {
+		text, blob, err = output(s, outPath, "partial_output")
+		var ie *inbox.Error
+		if errors.As(err, &ie) && ie.Code == "too_large" {
+			truncated = true
+		} else if err != nil {
+			return inbox.Content{}, err
+		}
+	}
+	if truncated {
+		if text, blob, err = outputTail(s, outPath, "partial_output", partialLimit(outputLimit(s))); err != nil {
+			return inbox.Content{}, err
+		}
 	}
 	p := map[string]any{"success": false, "error": why, "partial_output": text}
-	var c inbox.Content
-	if blob != nil {
-		p["partial_output_blob"] = blob.Ref()
-		c.Blobs = []*inbox.Blob{blob}
+	if truncated {
+		p["partial_output_truncated"] = true
 	}
 	payload, err := json.Marshal(p)
 	if err != nil {
 		return inbox.Content{}, err
+	}
+	if text != "" && checkSize(s, "payload_json", int64(len(payload))) != nil {
+		// Escaped in JSON the text is over what the store takes inline
+		// (a newline is two bytes there): a blob instead, the capture
+		// file itself when it is whole.
+		p["partial_output"] = ""
+		if truncated {
+			blob, err = s.StageBlob("partial_output", strings.NewReader(text))
+		} else {
+			blob, err = s.AdoptBlob("partial_output", outPath)
+		}
+		if err != nil {
+			return inbox.Content{}, err
+		}
+	}
+	var c inbox.Content
+	if blob != nil {
+		p["partial_output_blob"] = blob.Ref()
+		c.Blobs = []*inbox.Blob{blob}
+		if payload, err = json.Marshal(p); err != nil {
+			return inbox.Content{}, err
+		}
 	}
 	c.PayloadJSON = string(payload)
 	return c, nil
@@ -463,7 +707,7 @@ func Cancel(s inbox.Bus, t *inbox.Task, agent, reason, key string, grace time.Du
 		why += ": " + reason
 	}
 	outPath, _ := s.TaskOutputPath(t.Name)
-	c, err := failure(s, why, outPath)
+	c, err := failure(s, why, outPath, false)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +786,8 @@ func Reap(s inbox.Bus, tasks []*inbox.Task) ([]string, error) {
 			why = "the runner died before the task started"
 		}
 		outPath, _ := s.TaskOutputPath(t.Name)
-		if err := deliver(s, t, t.LeaseToken, false, why, outPath, ""); err != nil {
+		o := outcome{why: why, outPath: outPath}
+		if err := deliver(s, t, t.LeaseToken, o); err != nil {
 			if errors.Is(err, inbox.ErrInvalidState) || errors.Is(err, inbox.ErrLeaseConflict) || errors.Is(err, inbox.ErrStaleToken) {
 				continue // finished or taken over meanwhile
 			}
@@ -554,7 +799,7 @@ func Reap(s inbox.Bus, tasks []*inbox.Task) ([]string, error) {
 			if cerr != nil {
 				continue
 			}
-			if err := deliver(s, t, c.Lease.LeaseToken, false, why, outPath, ""); err != nil {
+			if err := deliver(s, t, c.Lease.LeaseToken, o); err != nil {
 				return reaped, err
 			}
 		}
