@@ -59,6 +59,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/safefile"
 )
 
 // Config is what one runner runs.
@@ -209,7 +210,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	if err != nil {
 		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot capture the task's output: " + err.Error()})
 	}
-	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	out, err := safefile.OpenFile(outPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot capture the task's output: " + err.Error()})
 	}
@@ -575,7 +576,7 @@ func outputTail(s inbox.Bus, outPath, field string, max int64) (text string, blo
 	if outPath == "" {
 		return "", nil, nil
 	}
-	f, err := os.Open(outPath)
+	f, err := safefile.OpenFile(outPath, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil, nil
 	}

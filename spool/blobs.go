@@ -242,6 +242,9 @@ func (s *Store) AdoptBlob(field, path string) (*inbox.Blob, error) {
 		return nil, inbox.Storage(err, "read %s", path)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > s.maxBlob {
+		return nil, inbox.TooLarge(field, fi.Size(), s.maxBlob, maxBlobWhat, "raise the maximum (inbox init --max-blob SIZE)")
+	}
 	d := sha256.New()
 	n, err := io.Copy(d, f)
 	if err != nil {

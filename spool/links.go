@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/safefile"
 )
 
 // Symbolic links inside the store. inbox never makes one, and refuses to
@@ -77,7 +78,7 @@ func (s *Store) fsckSymlinks(add func(inbox.Finding) *inbox.Finding, repair bool
 				}
 			}
 		case t&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0:
-			f := add(inbox.Finding{Check: "planted_file", Path: p, Detail: describeMode(t) +
+			f := add(inbox.Finding{Check: "planted_file", Path: p, Detail: safefile.TypeName(t) +
 				" inside the store, where inbox only makes regular files; it is neither read nor written"})
 			if repair {
 				rel, _ := filepath.Rel(s.dir, p)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/inbox-dev/inbox/internal/safefile"
 )
 
 // staleTempAge is how long a temp file in tmp/ must have gone unwritten
@@ -32,7 +34,7 @@ func (s *Store) sweepTemps(now time.Time) int {
 		}
 		p := filepath.Join(s.tmpDir(), e.Name())
 		if fi.Mode().IsRegular() {
-			f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+			f, err := safefile.OpenFile(p, os.O_RDONLY, 0)
 			if err != nil {
 				continue
 			}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/inbox-dev/inbox/internal/safefile"
 )
 
 // Nothing inside a team directory is followed or opened blocking when it
@@ -42,47 +44,18 @@ func (e *unsafeError) Error() string {
 func (e *unsafeError) Unwrap() error { return errUnsafe }
 
 // typeName says what a file of mode is.
-func typeName(mode fs.FileMode) string {
-	switch {
-	case mode&fs.ModeSymlink != 0:
-		return "a symlink"
-	case mode&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case mode&fs.ModeSocket != 0:
-		return "a socket"
-	case mode&fs.ModeDevice != 0:
-		return "a device"
-	case mode.IsDir():
-		return "a directory"
-	case mode.IsRegular():
-		return "a regular file"
-	}
-	return "a special file"
-}
+func typeName(mode fs.FileMode) string { return safefile.TypeName(mode) }
 
 // openFile opens p like os.OpenFile (flag, and perm for a file it
 // creates) but never follows a symlink at p, never blocks on a FIFO, and
 // returns only a regular file: anything else is an *unsafeError.
 func openFile(p string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
-	if err != nil {
-		// ELOOP: a symlink; ENXIO: a FIFO without a reader opened for
-		// writing; EISDIR, ENODEV, EOPNOTSUPP (a socket): other kinds.
-		if fi, lerr := os.Lstat(p); lerr == nil && !fi.Mode().IsRegular() {
-			return nil, &unsafeError{path: p, what: typeName(fi.Mode()), want: "a regular file"}
-		}
-		return nil, err
+	f, err := safefile.OpenFile(p, flag, perm)
+	var nr *safefile.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, &unsafeError{path: p, what: nr.What, want: "a regular file"}
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &unsafeError{path: p, what: typeName(fi.Mode()), want: "a regular file"}
-	}
-	return f, nil
+	return f, err
 }
 
 // readFile is os.ReadFile through openFile.

@@ -356,16 +356,23 @@ func parseLockTimeout(v string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
+	return parseDurationFlag("lock-timeout", v, "30s or 2m", "")
+}
+
+// parseDurationFlag reads the value v of --flag: a Go duration (such as
+// example) or a whole number of seconds, more than 0 (why, when given,
+// says why in the error).
+func parseDurationFlag(flag, v, example, why string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		n, nerr := strconv.Atoi(v)
 		if nerr != nil {
-			return 0, usagef("lock-timeout", "--lock-timeout %q must be a duration such as 30s or 2m, or a whole number of seconds", v)
+			return 0, usagef(flag, "--%s %q must be a duration such as %s, or a whole number of seconds", flag, v, example)
 		}
 		d = time.Duration(n) * time.Second
 	}
 	if d <= 0 {
-		return 0, usagef("lock-timeout", "--lock-timeout %q must be more than 0", v)
+		return 0, usagef(flag, "--%s %q must be more than 0%s", flag, v, why)
 	}
 	return d, nil
 }

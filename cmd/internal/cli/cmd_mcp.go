@@ -242,18 +242,7 @@ func loopback(addr string) error {
 // parseIdleTimeout reads --idle-timeout: a Go duration or a whole number
 // of seconds, more than 0.
 func parseIdleTimeout(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		n, nerr := strconv.Atoi(v)
-		if nerr != nil {
-			return 0, usagef("idle-timeout", "--idle-timeout %q must be a duration such as 30m or 90s, or a whole number of seconds", v)
-		}
-		d = time.Duration(n) * time.Second
-	}
-	if d <= 0 {
-		return 0, usagef("idle-timeout", "--idle-timeout %q must be more than 0: idle sessions always expire", v)
-	}
-	return d, nil
+	return parseDurationFlag("idle-timeout", v, "30m or 90s", ": idle sessions always expire")
 }
 
 // mcpTokenFile is where the HTTP server writes its token: --token-file
