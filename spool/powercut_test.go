@@ -172,6 +172,9 @@ func runPowerCuts(t *testing.T, cuts int, writerOpts Options) (lost int) {
 		crashMachine(t, store, w.EventID)
 		n := checkRecovery(t, store, l, round)
 		lost += n
+		if (round+1)%100 == 0 {
+			t.Logf("%d cuts so far, %d acknowledged operations lost", round+1, lost)
+		}
 		if n > 0 && skipLogFlush {
 			return lost // the negative control has what it came for
 		}
