@@ -63,14 +63,26 @@ type ledger struct {
 	// dispatched is how many descriptors the daemon had answered, as of
 	// the last check.
 	dispatched int
+	// acked is signalled (without blocking) whenever an operation is
+	// acknowledged, so that a round's cut can wait for one.
+	acked chan struct{}
 }
 
 func newLedger() *ledger {
 	return &ledger{threads: map[string]string{}, msgs: map[string]string{}, tokens: map[string]int64{},
-		done: map[string]bool{}, reads: map[string]*inbox.Cursor{}, mail: map[string]bool{}}
+		done: map[string]bool{}, reads: map[string]*inbox.Cursor{}, mail: map[string]bool{}, acked: make(chan struct{}, 1)}
+}
+
+// ack signals that a writer was told an operation succeeded.
+func (l *ledger) ack() {
+	select {
+	case l.acked <- struct{}{}:
+	default:
+	}
 }
 
 func (l *ledger) result(r *inbox.Result) {
+	defer l.ack()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r.Thread != nil && r.Message != nil && r.Message.Seq == 1 {
@@ -156,7 +168,18 @@ func runPowerCuts(t *testing.T, cuts int, writerOpts Options) (lost int) {
 			defer wg.Done()
 			drop(ctx, filepath.Join(db, intakeDir), round)
 		}()
+		select { // a signal from an earlier round is stale
+		case <-l.acked:
+		default:
+		}
 		time.Sleep(time.Duration(5+r.IntN(120)) * time.Millisecond)
+		// A round that acknowledged nothing yet (a loaded machine: the
+		// writers still opening the store) tests nothing: the cut waits
+		// for the first acknowledgment.
+		select {
+		case <-l.acked:
+		case <-time.After(30 * time.Second):
+		}
 		// The cut, while the writers write: what they do from here on
 		// fails, and what no flush covered is gone.
 		if err := fsys.Cut(); err != nil {
@@ -263,6 +286,7 @@ func markRead(s *Store, l *ledger, agent, tid string) error {
 			l.reads[key] = c
 		}
 		l.mu.Unlock()
+		l.ack()
 	}
 	return err
 }
