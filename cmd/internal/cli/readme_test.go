@@ -55,7 +55,7 @@ func TestReadmeSnippets(t *testing.T) {
 	if len(blocks) < 5 {
 		t.Fatalf("README.md has %d sh blocks; expected the build block and the walkthrough", len(blocks))
 	}
-	if !strings.Contains(blocks[0], "go build") || !strings.Contains(blocks[0], "go test ./...") {
+	if !strings.Contains(blocks[0], "go build") || !strings.Contains(blocks[0], "go test -timeout 30m ./...") {
 		t.Fatalf("the README's first sh block must build and test:\n%s", blocks[0])
 	}
 
