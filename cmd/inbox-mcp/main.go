@@ -12,7 +12,13 @@ import (
 	"github.com/inbox-dev/inbox/cmd/internal/mcpserver"
 )
 
+// version is the binary's version, set at build time with
+// go build -ldflags "-X main.version=1.2.3"; when empty, inbox reports the
+// module version go install recorded, else "dev".
+var version string
+
 func main() {
+	cli.SetVersion(version)
 	cli.ServeMCP = mcpserver.Serve
 	os.Exit(cli.Main())
 }

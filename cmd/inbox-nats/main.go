@@ -14,7 +14,13 @@ import (
 	"github.com/inbox-dev/inbox/natsbus"
 )
 
+// version is the binary's version, set at build time with
+// go build -ldflags "-X main.version=1.2.3"; when empty, inbox reports the
+// module version go install recorded, else "dev".
+var version string
+
 func main() {
+	cli.SetVersion(version)
 	cli.HideSecrets()
 	cli.ServeMCP = mcpserver.Serve
 	cli.MigrateToNATS = migrate.ToNATS

@@ -11,4 +11,12 @@ import (
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
 )
 
-func main() { os.Exit(cli.Main()) }
+// version is the binary's version, set at build time with
+// go build -ldflags "-X main.version=1.2.3"; when empty, inbox reports the
+// module version go install recorded, else "dev".
+var version string
+
+func main() {
+	cli.SetVersion(version)
+	os.Exit(cli.Main())
+}

@@ -413,9 +413,20 @@ func lookup(name string) *command {
 	return nil
 }
 
-// version may be set at build time with -ldflags "-X main.version=…";
-// otherwise buildVersion reads the module version go install recorded.
+// version is the version a binary's main package set with SetVersion
+// (from its own -ldflags "-X main.version=…"); otherwise buildVersion
+// reads the module version go install recorded.
 var version = "dev"
+
+// SetVersion sets the version the binary reports (--version, inbox
+// version, the MCP server's implementation): each main package passes the
+// version it was built with (-ldflags "-X main.version=…"). An empty v
+// changes nothing.
+func SetVersion(v string) {
+	if v != "" {
+		version = v
+	}
+}
 
 // buildVersion is the version to report: -X main.version when set, else
 // the module version of a "go install …@vX" build, else "dev" (a build
