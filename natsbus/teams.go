@@ -3,9 +3,7 @@ package natsbus
 import (
 	"encoding/json"
 	"errors"
-	"slices"
 	"sort"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -46,29 +44,34 @@ func (b *Bus) Team(name string) (*inbox.Team, error) {
 		return nil, err
 	}
 	if t == nil {
-		return nil, b.noTeam("team", name)
+		return nil, inbox.NoTeam(teamDir{b}, "team", name)
 	}
 	return t, nil
 }
 
-func (b *Bus) noTeam(field, name string) error {
-	msg := "team " + name + " does not exist"
-	if field == "to" {
-		msg = "@" + name + " names no team"
+// teamDir is the bus as the rules of package inbox see its teams.
+type teamDir struct{ b *Bus }
+
+var _ inbox.Directory = teamDir{}
+
+func (d teamDir) FindTeam(name string) (*inbox.Team, error) {
+	t, _, err := d.b.team(name)
+	return t, err
+}
+
+func (d teamDir) TeamNames() ([]string, error) {
+	teams, err := d.b.Teams()
+	if err != nil {
+		return nil, err
 	}
 	var names []string
-	if teams, err := b.Teams(); err == nil {
-		for _, t := range teams {
-			names = append(names, t.Name)
-		}
+	for _, t := range teams {
+		names = append(names, t.Name)
 	}
-	if len(names) > 0 {
-		msg += " (teams: " + strings.Join(names, ", ") + ")"
-	} else {
-		msg += " (create it with inbox team create)"
-	}
-	return inbox.Errorf(inbox.ErrNotFound, "team_not_found", field, "%s", msg)
+	return names, nil
 }
+
+func (d teamDir) Teams() ([]*inbox.Team, error) { return d.b.Teams() }
 
 // Teams lists every team, by name.
 func (b *Bus) Teams() ([]*inbox.Team, error) {
@@ -88,74 +91,29 @@ func (b *Bus) teamsOf(agent string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, t := range teams {
-		if slices.Contains(t.Members, agent) {
-			out = append(out, t.Name)
-		}
-	}
-	return out, nil
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
+	return inbox.TeamsOf(teams, agent), nil
 }
 
 // CreateTeam creates a team; a team of that name must not exist.
 func (b *Bus) CreateTeam(by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(by, name, members, false, inbox.EventTeamCreated, func(t *inbox.Team, ms []string) ([]string, error) {
-		if t.CreatedAt != "" {
-			return nil, inbox.Errorf(inbox.ErrConflict, "team_exists", "team",
-				"team %s already exists with members %s: add members with inbox team add", name, orNone(strings.Join(t.Members, ", ")))
-		}
-		t.Members = ms
-		return ms, nil
-	})
+	return b.changeTeam(by, name, members, inbox.EventTeamCreated)
 }
 
 // AddMembers adds members to a team; those already in it stay as they are.
 func (b *Bus) AddMembers(by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(by, name, members, true, inbox.EventTeamMembersAdded, func(t *inbox.Team, ms []string) ([]string, error) {
-		var added []string
-		for _, m := range ms {
-			if !slices.Contains(t.Members, m) {
-				t.Members = append(t.Members, m)
-				added = append(added, m)
-			}
-		}
-		return added, nil
-	})
+	return b.changeTeam(by, name, members, inbox.EventTeamMembersAdded)
 }
 
 // RemoveMembers removes members from a team; each must be a member.
 func (b *Bus) RemoveMembers(by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(by, name, members, true, inbox.EventTeamMembersRemoved, func(t *inbox.Team, ms []string) ([]string, error) {
-		for _, m := range ms {
-			if !slices.Contains(t.Members, m) {
-				return nil, inbox.Errorf(inbox.ErrNotFound, "not_a_member", "member",
-					"%s is not a member of team %s (members: %s)", m, name, orNone(strings.Join(t.Members, ", ")))
-			}
-		}
-		t.Members = slices.DeleteFunc(t.Members, func(m string) bool { return slices.Contains(ms, m) })
-		return ms, nil
-	})
+	return b.changeTeam(by, name, members, inbox.EventTeamMembersRemoved)
 }
 
-// changeTeam decides a change of the team from its current state and
-// publishes it under the team subject's compare-and-set, deciding again
-// when another change got in first.
-func (b *Bus) changeTeam(by, name string, members []string, exist bool, evType string,
-	change func(t *inbox.Team, members []string) ([]string, error)) (*inbox.Team, error) {
-	if err := inbox.ValidateAgent("agent", by); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateTeam("team", name); err != nil {
-		return nil, err
-	}
-	ms, err := inbox.ValidateMembers(members, exist)
+// changeTeam decides a change of the team (inbox.TeamChange) from its
+// current state and publishes it under the team subject's compare-and-set,
+// deciding again when another change got in first.
+func (b *Bus) changeTeam(by, name string, members []string, evType string) (*inbox.Team, error) {
+	c, err := inbox.PrepareTeamChange(by, name, members, evType)
 	if err != nil {
 		return nil, err
 	}
@@ -164,39 +122,19 @@ func (b *Bus) changeTeam(by, name string, members []string, exist bool, evType s
 		if err != nil {
 			return nil, err
 		}
-		if exist && cur == nil {
-			return nil, b.noTeam("team", name)
-		}
-		t := &inbox.Team{}
-		if cur != nil {
-			*t = *cur
-			t.Members = slices.Clone(cur.Members)
-		}
-		changed, err := change(t, ms)
+		now := inbox.FormatTime(b.now())
+		t, changed, err := c.Apply(teamDir{b}, cur, now)
 		if err != nil {
 			return nil, err
-		}
-		if t.Members == nil {
-			t.Members = []string{}
 		}
 		if cur != nil && len(changed) == 0 {
 			return cur, nil
 		}
-		now := inbox.FormatTime(b.now())
-		if t.CreatedAt == "" {
-			t.Name, t.CreatedBy, t.CreatedAt = name, by, now
-		}
-		t.UpdatedAt = now
-		summary := map[string]string{
-			inbox.EventTeamCreated:        "team " + name + " created",
-			inbox.EventTeamMembersAdded:   "added to team " + name + ": " + strings.Join(changed, ", "),
-			inbox.EventTeamMembersRemoved: "removed from team " + name + ": " + strings.Join(changed, ", "),
-		}[evType]
 		payload, _ := json.Marshal(struct {
 			Team    string   `json:"team"`
 			Members []string `json:"members"`
 		}{name, changed})
-		r := &record{Team: t, Event: inbox.Event{Source: b.source, EventType: evType, Agent: by, Summary: summary,
+		r := &record{Team: t, Event: inbox.Event{Source: b.source, EventType: evType, Agent: by, Summary: c.Summary(changed),
 			PayloadJSON: payload, CreatedAt: now}}
 		data, _ := json.Marshal(r)
 		ctx, cancel := b.ctx()
@@ -214,49 +152,8 @@ func (b *Bus) changeTeam(by, name string, members []string, exist bool, evType s
 	}
 }
 
-// resolve expands an address into the agents a message goes to: the
-// agents it names, then the members of the teams it names other than the
-// sender, in order and once each; "all" is the sender's one team.
+// resolve expands an address into the agents a message goes to
+// (inbox.Resolve over the bus's teams).
 func (b *Bus) resolve(from string, a inbox.Address) ([]string, error) {
-	out := slices.Clone(a.Agents)
-	teams := a.Teams
-	if a.All {
-		mine, err := b.teamsOf(from)
-		if err != nil {
-			return nil, err
-		}
-		switch len(mine) {
-		case 0:
-			return nil, inbox.Invalid("to", "%q means every member of the sender's team, but %s is in no team: address a team as @TEAM or agents as a,b", inbox.AllAgents, from)
-		case 1:
-			if !slices.Contains(teams, mine[0]) {
-				teams = append(slices.Clip(teams), mine[0])
-			}
-		default:
-			return nil, inbox.Invalid("to", "%q is ambiguous: %s is in teams %s; address one as @TEAM", inbox.AllAgents, from, strings.Join(mine, ", "))
-		}
-	}
-	for _, name := range teams {
-		t, _, err := b.team(name)
-		if err != nil {
-			return nil, err
-		}
-		if t == nil {
-			return nil, b.noTeam("to", name)
-		}
-		n := 0
-		for _, m := range t.Members {
-			if m == from {
-				continue
-			}
-			n++
-			if !slices.Contains(out, m) {
-				out = append(out, m)
-			}
-		}
-		if n == 0 {
-			return nil, inbox.Invalid("to", "team %s has no member other than %s: add members with inbox team add %s AGENT", name, orNone(from), name)
-		}
-	}
-	return out, nil
+	return inbox.Resolve(teamDir{b}, from, a)
 }

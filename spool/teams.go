@@ -54,23 +54,26 @@ func (s *Store) Team(name string) (*inbox.Team, error) {
 		return nil, err
 	}
 	if r == nil {
-		return nil, s.noTeam("team", name)
+		return nil, inbox.NoTeam(teamDir{s}, "team", name)
 	}
 	return &r.Team, nil
 }
 
-func (s *Store) noTeam(field, name string) error {
-	msg := "team " + name + " does not exist"
-	if field == "to" {
-		msg = "@" + name + " names no team"
+// teamDir is the store as the rules of package inbox see its teams.
+type teamDir struct{ s *Store }
+
+var _ inbox.Directory = teamDir{}
+
+func (d teamDir) FindTeam(name string) (*inbox.Team, error) {
+	r, err := d.s.readTeam(name)
+	if r == nil || err != nil {
+		return nil, err
 	}
-	if names, _ := s.teamNames(); len(names) > 0 {
-		msg += " (teams: " + strings.Join(names, ", ") + ")"
-	} else {
-		msg += " (create it with inbox team create)"
-	}
-	return inbox.Errorf(inbox.ErrNotFound, "team_not_found", field, "%s", msg)
+	return &r.Team, nil
 }
+
+func (d teamDir) TeamNames() ([]string, error)  { return d.s.teamNames() }
+func (d teamDir) Teams() ([]*inbox.Team, error) { return d.s.Teams() }
 
 func (s *Store) teamNames() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, teamsDir))
@@ -115,68 +118,29 @@ func (s *Store) teamsOf(agent string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, t := range teams {
-		if slices.Contains(t.Members, agent) {
-			out = append(out, t.Name)
-		}
-	}
-	return out, nil
+	return inbox.TeamsOf(teams, agent), nil
 }
 
 // CreateTeam creates a team; a team of that name must not exist.
 func (s *Store) CreateTeam(by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(by, name, members, false, inbox.EventTeamCreated, func(r *teamRecord, ms []string) ([]string, error) {
-		if r.CreatedAt != "" {
-			return nil, inbox.Errorf(inbox.ErrConflict, "team_exists", "team",
-				"team %s already exists with members %s: add members with inbox team add", name, orNone(strings.Join(r.Members, ", ")))
-		}
-		r.Members = ms
-		return ms, nil
-	})
+	return s.changeTeam(by, name, members, inbox.EventTeamCreated)
 }
 
 // AddMembers adds members to a team; those already in it stay as they are.
 func (s *Store) AddMembers(by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(by, name, members, true, inbox.EventTeamMembersAdded, func(r *teamRecord, ms []string) ([]string, error) {
-		var added []string
-		for _, m := range ms {
-			if !slices.Contains(r.Members, m) {
-				r.Members = append(r.Members, m)
-				added = append(added, m)
-			}
-		}
-		return added, nil
-	})
+	return s.changeTeam(by, name, members, inbox.EventTeamMembersAdded)
 }
 
 // RemoveMembers removes members from a team; each must be a member.
 func (s *Store) RemoveMembers(by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(by, name, members, true, inbox.EventTeamMembersRemoved, func(r *teamRecord, ms []string) ([]string, error) {
-		for _, m := range ms {
-			if !slices.Contains(r.Members, m) {
-				return nil, inbox.Errorf(inbox.ErrNotFound, "not_a_member", "member",
-					"%s is not a member of team %s (members: %s)", m, name, orNone(strings.Join(r.Members, ", ")))
-			}
-		}
-		r.Members = slices.DeleteFunc(r.Members, func(m string) bool { return slices.Contains(ms, m) })
-		return ms, nil
-	})
+	return s.changeTeam(by, name, members, inbox.EventTeamMembersRemoved)
 }
 
-// changeTeam applies change to the team under its lock and commits it as
-// an event of type evType. exist says the team must exist (else it must
-// not: change sees an empty record). change returns the members the
-// event names; none means nothing changed, and nothing is written.
-func (s *Store) changeTeam(by, name string, members []string, exist bool, evType string,
-	change func(r *teamRecord, members []string) ([]string, error)) (*inbox.Team, error) {
-	if err := inbox.ValidateAgent("agent", by); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateTeam("team", name); err != nil {
-		return nil, err
-	}
-	ms, err := inbox.ValidateMembers(members, exist)
+// changeTeam decides the change (inbox.TeamChange) under the team's lock
+// and commits it as an event of type evType. A change that changes
+// nothing writes nothing.
+func (s *Store) changeTeam(by, name string, members []string, evType string) (*inbox.Team, error) {
+	c, err := inbox.PrepareTeamChange(by, name, members, evType)
 	if err != nil {
 		return nil, err
 	}
@@ -195,36 +159,21 @@ func (s *Store) changeTeam(by, name string, members []string, exist bool, evType
 	if err != nil {
 		return nil, err
 	}
-	if exist && cur == nil {
-		return nil, s.noTeam("team", name)
-	}
-	r := &teamRecord{}
+	var curTeam *inbox.Team
 	if cur != nil {
-		r.Team = cur.Team
-		r.Members = slices.Clone(cur.Members)
+		curTeam = &cur.Team
 	}
-	changed, err := change(r, ms)
+	now := inbox.FormatTime(s.now())
+	next, changed, err := c.Apply(teamDir{s}, curTeam, now)
 	if err != nil {
 		return nil, err
-	}
-	if r.Members == nil {
-		r.Members = []string{}
 	}
 	if cur != nil && len(changed) == 0 {
 		return &cur.Team, nil // nothing to do
 	}
-	now := inbox.FormatTime(s.now())
-	if r.CreatedAt == "" {
-		r.Name, r.CreatedBy, r.CreatedAt = name, by, now
-	}
-	r.UpdatedAt = now
-	summary := map[string]string{
-		inbox.EventTeamCreated:        "team " + name + " created",
-		inbox.EventTeamMembersAdded:   "added to team " + name + ": " + strings.Join(changed, ", "),
-		inbox.EventTeamMembersRemoved: "removed from team " + name + ": " + strings.Join(changed, ", "),
-	}[evType]
+	r := &teamRecord{Team: *next}
 	payload := jsonrec.Fields{}.Str("team", name).Strs("members", changed).JSON()
-	ev := &logEvent{Event: inbox.Event{Source: s.source, EventType: evType, Agent: by, Summary: summary,
+	ev := &logEvent{Event: inbox.Event{Source: s.source, EventType: evType, Agent: by, Summary: c.Summary(changed),
 		PayloadJSON: payload, CreatedAt: now}, Team: r}
 	p := s.teamPath(name)
 	var undo func()
@@ -274,50 +223,8 @@ func (s *Store) writeTeamFile(p string, r, cur *teamRecord) (undo func(), err er
 	}, nil
 }
 
-// resolve expands an address into the agents a message goes to: the
-// agents it names, then the members of the teams it names other than the
-// sender, in order and once each. "all" is the sender's team, when it is
-// in exactly one.
+// resolve expands an address into the agents a message goes to
+// (inbox.Resolve over the store's teams).
 func (s *Store) resolve(from string, a inbox.Address) ([]string, error) {
-	out := slices.Clone(a.Agents)
-	teams := a.Teams
-	if a.All {
-		mine, err := s.teamsOf(from)
-		if err != nil {
-			return nil, err
-		}
-		switch len(mine) {
-		case 0:
-			return nil, inbox.Invalid("to", "%q means every member of the sender's team, but %s is in no team: address a team as @TEAM or agents as a,b", inbox.AllAgents, from)
-		case 1:
-			if !slices.Contains(teams, mine[0]) {
-				teams = append(slices.Clip(teams), mine[0])
-			}
-		default:
-			return nil, inbox.Invalid("to", "%q is ambiguous: %s is in teams %s; address one as @TEAM", inbox.AllAgents, from, strings.Join(mine, ", "))
-		}
-	}
-	for _, name := range teams {
-		r, err := s.readTeam(name)
-		if err != nil {
-			return nil, err
-		}
-		if r == nil {
-			return nil, s.noTeam("to", name)
-		}
-		n := 0
-		for _, m := range r.Members {
-			if m == from {
-				continue
-			}
-			n++
-			if !slices.Contains(out, m) {
-				out = append(out, m)
-			}
-		}
-		if n == 0 {
-			return nil, inbox.Invalid("to", "team %s has no member other than %s: add members with inbox team add %s AGENT", name, orNone(from), name)
-		}
-	}
-	return out, nil
+	return inbox.Resolve(teamDir{s}, from, a)
 }
