@@ -13,43 +13,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gofrs/flock"
-
 	"crypto/sha256"
 	"encoding/hex"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
 )
-
-// lockAll takes every lock a writer can hold — all thread stripes, the
-// idempotency lock and the event log — in the writers' order, so that
-// nothing changes the store until unlock. Upkeep that must see a still
-// store (fsck --repair, reindex, archive) runs under it.
-func (s *Store) lockAll() (unlock func(), err error) {
-	var held []*flock.Flock
-	unlock = func() {
-		s.log.held = false
-		for i := len(held) - 1; i >= 0; i-- {
-			held[i].Unlock()
-		}
-	}
-	var paths []string
-	for i := 0; i < lockStripes; i++ {
-		paths = append(paths, s.lockFile(fmt.Sprintf("thread-%02x.lock", i)))
-	}
-	paths = append(paths, s.lockFile("idem.lock"), s.log.lockPath)
-	for _, p := range paths {
-		lk := flock.New(p, flock.SetPermissions(s.fileMode))
-		if err := s.lockWithin(lk, filepath.Base(p)); err != nil {
-			unlock()
-			return nil, err
-		}
-		held = append(held, lk)
-	}
-	s.log.held = true
-	return unlock, nil
-}
 
 // Fsck checks every invariant of SPEC §8 that the files can show: the
 // event log's lines, checksums and ids; each thread's header against its

@@ -2,10 +2,11 @@ package spool
 
 import (
 	"errors"
-	"github.com/inbox-dev/inbox"
 	"hash/crc32"
 	"io/fs"
 	"os"
+
+	"github.com/inbox-dev/inbox"
 )
 
 // Line files hold checksummed JSON lines (the event log format, see
@@ -15,18 +16,24 @@ import (
 // it is cheaper than a rename, and a torn last line (a crash mid-append) is
 // simply not valid: readers fall back to the line before it.
 
-// encodeLine turns a JSON object into a checksummed line, newline included.
+// encodeLine turns a JSON object into a checksummed line, newline
+// included, in a new buffer.
 func encodeLine(body []byte) []byte {
+	line := make([]byte, 0, len(body)+crcSuffixLen)
+	return sealLine(append(line, body...))
+}
+
+// sealLine turns a JSON object into a checksummed line, as encodeLine
+// does, in place: body's capacity, when it has room for the checksum,
+// becomes the line's.
+func sealLine(body []byte) []byte {
 	sum := crc32.ChecksumIEEE(body)
-	line := make([]byte, 0, len(body)+crcSuffixLen+1)
-	line = append(line, body[:len(body)-1]...)
-	line = append(line, `,"crc":"`...)
+	line := append(body[:len(body)-1], `,"crc":"`...)
 	const hex = "0123456789abcdef"
 	for i := 7; i >= 0; i-- {
 		line = append(line, hex[(sum>>(4*uint(i)))&15])
 	}
-	line = append(line, '"', '}', '\n')
-	return line
+	return append(line, '"', '}', '\n')
 }
 
 // readLastLine returns the body of the last valid line of the file at p, or

@@ -1,0 +1,161 @@
+package spool
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// Settling a thread: what the next writer of a thread (or fsck --repair)
+// does with what a killed writer left half-done. See tx for the order of
+// a change's writes that makes every such state one that settle can
+// finish or take back.
+
+// settled returns thread tid's header after settling, under the thread's
+// lock, whatever a crashed writer left (see loadForWrite).
+func (s *Store) settled(tid string) (*header, error) {
+	lk, err := s.lockThread(tid)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	return s.loadForWrite(tid)
+}
+
+// loadForWrite reads the header under the thread lock and settles what a
+// crashed writer left behind.
+func (s *Store) loadForWrite(tid string) (*header, error) {
+	h, err := s.readHeader(tid)
+	if err != nil {
+		return nil, err
+	}
+	logged, err := s.hasOwnEvent(h)
+	if err != nil {
+		return nil, err
+	}
+	orphans := exists(filepath.Join(s.threadDir(tid), msgName(h.MessageCount+1)))
+	if !orphans {
+		l, err := s.readLeaseFile(tid)
+		if err != nil {
+			return nil, err
+		}
+		orphans = (l == nil) != (h.LeaseRev == 0) || l != nil && l.Rev != h.LeaseRev
+	}
+	if logged && !orphans {
+		return h, nil
+	}
+	return s.settle(tid, h, logged)
+}
+
+// hasOwnEvent reports whether the header's last event is in the log where
+// the header says it ends (true too when that segment was archived).
+func (s *Store) hasOwnEvent(h *header) (bool, error) {
+	if h.LastEventID == 0 {
+		return false, nil
+	}
+	if !exists(s.log.segPath(h.LogPos.Segment)) {
+		return true, nil
+	}
+	body, ok, garbled, err := s.log.eventAt(h.LogPos)
+	if err != nil {
+		return false, err
+	}
+	if garbled && s.log.continuesAfter(h.LogPos) {
+		// Damage inside the log, not a crash (appends are whole and at
+		// the end): the event is there. Appending it again would give it
+		// a second id; fsck --repair restores it under its own.
+		return true, nil
+	}
+	if !ok {
+		return false, nil
+	}
+	id, _ := lineID(body)
+	return id == h.LastEventID && bytes.Contains(body, []byte(`"thread_id":"`+h.ThreadID+`"`)), nil
+}
+
+// settle repairs a thread after a crash: a header whose event never reached
+// the log gets it appended; events past the header (possible only after a
+// power loss) roll the header forward; records that no header counts are
+// removed (messages) or restored from the header (the lease file); the
+// index is reconciled.
+//
+// A re-appended event follows the commit protocol: its new header line is
+// appended before the event is written. Were it the other way round, a
+// crash between the two would leave an event no header names, and the
+// next settle would append it a second time.
+func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
+	newest := h
+	var ap *appender
+	var line []byte
+	if logged {
+		var err error
+		if newest, err = s.newestState(h.LogPos, tid, h); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if ap, err = s.log.reserve(); err != nil {
+			return nil, err
+		}
+		defer ap.release()
+		ev := inbox.Event{EventType: inbox.EventThreadUpdated, ThreadID: tid}
+		if h.LastEvent != nil {
+			ev = *h.LastEvent
+		}
+		n := h.clone()
+		ev.EventID = ap.next
+		line = encodeEvent(&logEvent{Event: ev, State: snapshot(n)})
+		n.LastEventID, n.LogPos, n.LastEvent = ev.EventID, Pos{Segment: ap.first, Offset: ap.end + int64(len(line))}, &ev
+		newest = n
+	}
+	dir := s.threadDir(tid)
+	var ss syncSet
+	ss.add(dir)
+	for seq := newest.MessageCount + 1; ; seq++ {
+		p := filepath.Join(dir, msgName(seq))
+		if !exists(p) {
+			break
+		}
+		if err := os.Remove(p); err != nil {
+			return nil, inbox.Storage(err, "remove uncommitted message %s", p)
+		}
+	}
+	if newest.Lease != nil {
+		if _, err := s.writeLeaseFile(dir, &leaseRecord{Lease: *newest.Lease, Rev: newest.LeaseRev}); err != nil {
+			return nil, err
+		}
+	} else if err := os.Remove(filepath.Join(dir, leaseFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, inbox.Storage(err, "remove uncommitted lease of %s", tid)
+	}
+	if newest != h {
+		dirs, err := s.idx.Add(entryOf(newest), filepath.Join(dir, msgName(1)))
+		if err != nil {
+			return nil, inbox.Storage(err, "index thread %s", tid)
+		}
+		ss.add(dirs...)
+	}
+	if err := ss.flush(); err != nil {
+		return nil, err
+	}
+	if newest != h {
+		if _, err := s.appendHeader(dir, newest, nil, true); err != nil {
+			return nil, err
+		}
+	}
+	if ap != nil {
+		if err := ap.writeDurable(line, 1); err != nil {
+			return nil, err
+		}
+		ap.release()
+	}
+	if newest != h && indexChanged(h, newest) {
+		if err := s.idx.Remove(entryOf(h), entryOf(newest)); err != nil {
+			return nil, inbox.Storage(err, "index thread %s", tid)
+		}
+	}
+	return newest, nil
+}
