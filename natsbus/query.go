@@ -530,10 +530,7 @@ func (b *Bus) Follow(ctx context.Context, after int64, tid string, opt inbox.Wai
 // WaitReply blocks until the thread has a message f matches after the
 // cursor (the rules of the directory store: spool's WaitReply).
 func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, f inbox.ReplyFilter, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
-	if err := inbox.ValidateID("thread", tid); err != nil {
-		return nil, err
-	}
-	kinds, byCursor, err := inbox.PrepareReplyWait(cur, f)
+	w, err := inbox.NewReplyWait(tid, cur, f)
 	if err != nil {
 		return nil, err
 	}
@@ -547,77 +544,21 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 	}
 	last := recs[len(recs)-1]
 	msgs := messagesOf(recs)
-	afterSeq, afterEvent := -1, int64(-1)
-	switch {
-	case cur.AfterMessage != "":
-		i := slices.IndexFunc(msgs, func(m *inbox.Message) bool { return m.MessageID == cur.AfterMessage })
-		if i < 0 {
-			return nil, inbox.NotFound("message %s not found in thread %s", cur.AfterMessage, tid)
-		}
-		afterSeq, afterEvent = msgs[i].Seq, msgs[i].EventID
-	case cur.HasEvent:
-		afterEvent = cur.AfterEvent
-	case byCursor:
-		afterSeq = last.Cursors[cur.Agent].LastReadSeq
-	case f.RequestID != "":
-		afterSeq = 0
-	default:
-		afterSeq = last.Thread.MessageCount
+	if err := w.Start(replyThread{tid, last, msgs}); err != nil {
+		return nil, err
 	}
-	requestSeq := 0
-	if f.RequestID != "" {
-		for _, m := range msgs {
-			if m.RequestID == f.RequestID {
-				requestSeq = m.Seq
-				break
-			}
-		}
-		if requestSeq == 0 {
-			return nil, inbox.NotFound("no message of thread %s carries request id %q: send the request first (send or reply with --request-id)", tid, f.RequestID)
-		}
-	}
-	after := func(m *inbox.Message) bool {
-		if afterSeq >= 0 {
-			return m.Seq > afterSeq
-		}
-		return m.EventID > afterEvent
-	}
-	matches := func(m *inbox.Message) bool {
-		return after(m) && slices.Contains(kinds, m.Kind) && (len(f.Types) == 0 || slices.Contains(f.Types, m.Type)) &&
-			(f.RequestID == "" || m.RequestID == f.RequestID && m.Seq > requestSeq)
-	}
-	found := func(m *inbox.Message) (*inbox.WaitResult, error) {
-		if byCursor {
-			if _, err := b.MarkRead(cur.Agent, tid, m.Seq); err != nil {
-				return nil, err
-			}
-		}
-		return &inbox.WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
-	}
-	// terminal answers a wait on a thread that has ended: nothing more
-	// will come, so the message that ended it is the answer.
-	terminal := func(msgs []*inbox.Message, status string) *inbox.Message {
-		for i := len(msgs) - 1; i >= 0; i-- {
-			if msgs[i].Status == status {
-				return msgs[i]
-			}
-		}
-		if len(msgs) > 0 {
-			return msgs[len(msgs)-1]
-		}
-		return nil
-	}
+	found := func(m *inbox.Message) (*inbox.WaitResult, error) { return w.Answer(m, b.MarkRead) }
 	if inbox.IsTerminal(last.Thread.Status) {
-		if m := terminal(msgs, last.Thread.Status); m != nil {
+		if m := inbox.TerminalMessage(msgs, last.Thread.Status); m != nil {
 			return found(m)
 		}
 	}
 	for _, m := range msgs {
-		if matches(m) {
+		if w.Matches(m) {
 			return found(m)
 		}
 	}
-	verified := max(afterEvent, last.Thread.LastEventID)
+	verified := max(w.AfterEvent, last.Thread.LastEventID)
 	if opt.Timeout <= 0 {
 		return &inbox.WaitResult{NextEventID: verified}, nil
 	}
@@ -639,16 +580,47 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 		verified = max(verified, int64(seq))
 		if r.Message != nil {
 			msgs = append(msgs, r.Message)
-			if matches(r.Message) {
+			if w.Matches(r.Message) {
 				return found(r.Message)
 			}
 		}
 		if inbox.IsTerminal(r.Thread.Status) {
-			if m := terminal(msgs, r.Thread.Status); m != nil {
+			if m := inbox.TerminalMessage(msgs, r.Thread.Status); m != nil {
 				return found(m)
 			}
 		}
 	}
+}
+
+// replyThread is a thread as a wait-reply's rules see it: its last
+// record and its messages when the wait began.
+type replyThread struct {
+	tid  string
+	last *record
+	msgs []*inbox.Message
+}
+
+func (t replyThread) MessageCount() int { return t.last.Thread.MessageCount }
+
+func (t replyThread) MessageByID(id string) (*inbox.Message, error) {
+	i := slices.IndexFunc(t.msgs, func(m *inbox.Message) bool { return m.MessageID == id })
+	if i < 0 {
+		return nil, inbox.NotFound("message %s not found in thread %s", id, t.tid)
+	}
+	return t.msgs[i], nil
+}
+
+func (t replyThread) ReadSeq(agent string) (int, error) {
+	return t.last.Cursors[agent].LastReadSeq, nil
+}
+
+func (t replyThread) RequestSeq(requestID string) (int, error) {
+	for _, m := range t.msgs {
+		if m.RequestID == requestID {
+			return m.Seq, nil
+		}
+	}
+	return 0, nil
 }
 
 // statusEvents are the event types that set a thread's status.

@@ -85,10 +85,7 @@ func (wt *waiter) wait(ctx context.Context) (bool, error) {
 // cursor, and returns the first such message. It returns at once when one
 // already exists. On timeout the result has Woke false.
 func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, f inbox.ReplyFilter, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
-	if err := inbox.ValidateID("thread", tid); err != nil {
-		return nil, err
-	}
-	kinds, byCursor, err := inbox.PrepareReplyWait(cur, f)
+	w, err := inbox.NewReplyWait(tid, cur, f)
 	if err != nil {
 		return nil, err
 	}
@@ -103,64 +100,15 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 	if _, err := s.log.segments(); err != nil {
 		return nil, err // nothing could wake the wait
 	}
-	// Resolve the cursor into "messages after seq" or "after event".
-	afterSeq, afterEvent := -1, int64(-1)
-	switch {
-	case cur.AfterMessage != "":
-		m, err := s.findMessage(tid, h.MessageCount, cur.AfterMessage)
-		if err != nil {
-			return nil, err
-		}
-		afterSeq, afterEvent = m.Seq, m.EventID
-	case cur.HasEvent:
-		afterEvent = cur.AfterEvent
-	case byCursor:
-		c, err := s.readCursor(tid, cur.Agent)
-		if err != nil {
-			return nil, err
-		}
-		afterSeq = 0
-		if c != nil {
-			afterSeq = c.LastReadSeq
-		}
-	case f.RequestID != "":
-		afterSeq = 0
-	default:
-		afterSeq = h.MessageCount
-	}
-	// requestSeq is the request's own message: the first of the thread
-	// that carries its id, which the responses follow.
-	requestSeq := 0
-	if f.RequestID != "" {
-		for seq := 1; seq <= h.MessageCount && requestSeq == 0; seq++ {
-			if m, err := s.readMessage(tid, seq); err == nil && m.RequestID == f.RequestID {
-				requestSeq = seq
-			}
-		}
-		if requestSeq == 0 {
-			return nil, inbox.NotFound("no message of thread %s carries request id %q: send the request first (send or reply with --request-id)", tid, f.RequestID)
-		}
-	}
-	matches := func(m *inbox.Message) bool {
-		return slices.Contains(kinds, m.Kind) && (len(f.Types) == 0 || slices.Contains(f.Types, m.Type)) &&
-			(f.RequestID == "" || m.RequestID == f.RequestID && m.Seq > requestSeq)
-	}
-	// found answers the wait; by cursor, it also moves the agent's read
-	// cursor to the message it returns.
-	found := func(m *inbox.Message) (*inbox.WaitResult, error) {
-		if byCursor {
-			if _, err := s.MarkRead(cur.Agent, tid, m.Seq); err != nil {
-				return nil, err
-			}
-		}
-		return &inbox.WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
+	if err := w.Start(replyThread{s, h}); err != nil {
+		return nil, err
 	}
 	checked := 0 // messages up to this seq have been examined
 	// verified is a cursor no later message of the thread can be behind:
 	// the thread's last event when it was last checked (its next message
 	// gets a larger event id). A timeout returns it, so the next wait does
 	// not look at the same messages again.
-	verified := afterEvent
+	verified := w.AfterEvent
 	check := func() (*inbox.Message, error) {
 		h, err := s.readHeader(tid)
 		if err != nil {
@@ -181,10 +129,10 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 			if err != nil {
 				return nil, err
 			}
-			if afterSeq >= 0 && m.Seq <= afterSeq || afterSeq < 0 && m.EventID <= afterEvent {
+			if !w.After(m) {
 				break
 			}
-			if matches(m) {
+			if w.Matches(m) {
 				found = m // keep walking back: the earliest match wins
 			}
 		}
@@ -206,7 +154,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 	if !woke {
 		return &inbox.WaitResult{NextEventID: verified}, nil
 	}
-	return found(got)
+	return w.Answer(got, s.MarkRead)
 }
 
 // waitLoop runs check until it reports what the caller waits for: check,
@@ -270,6 +218,36 @@ func (s *Store) terminalMessage(tid string, h *header) (*inbox.Message, error) {
 		}
 	}
 	return newest, nil
+}
+
+// replyThread is a thread as a wait-reply's rules see it (h: its header
+// when the wait began).
+type replyThread struct {
+	s *Store
+	h *header
+}
+
+func (t replyThread) MessageCount() int { return t.h.MessageCount }
+
+func (t replyThread) MessageByID(id string) (*inbox.Message, error) {
+	return t.s.findMessage(t.h.ThreadID, t.h.MessageCount, id)
+}
+
+func (t replyThread) ReadSeq(agent string) (int, error) {
+	c, err := t.s.readCursor(t.h.ThreadID, agent)
+	if c == nil || err != nil {
+		return 0, err
+	}
+	return c.LastReadSeq, nil
+}
+
+func (t replyThread) RequestSeq(requestID string) (int, error) {
+	for seq := 1; seq <= t.h.MessageCount; seq++ {
+		if m, err := t.s.readMessage(t.h.ThreadID, seq); err == nil && m.RequestID == requestID {
+			return seq, nil
+		}
+	}
+	return 0, nil
 }
 
 // findMessage looks a message up by id, newest first.

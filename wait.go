@@ -1,0 +1,134 @@
+package inbox
+
+import "slices"
+
+// ReplyThread is what a wait-reply needs from the thread it waits on, as
+// the engine read it when the wait began.
+type ReplyThread interface {
+	// MessageCount is the number of messages in the thread.
+	MessageCount() int
+	// MessageByID returns the thread's message id, or an ErrNotFound error.
+	MessageByID(id string) (*Message, error)
+	// ReadSeq is agent's read cursor on the thread: the seq of the last
+	// message it has read, 0 when none.
+	ReadSeq(agent string) (int, error)
+	// RequestSeq is the seq of the first message of the thread carrying
+	// request id requestID, 0 when none does.
+	RequestSeq(requestID string) (int, error)
+}
+
+// ReplyWait is a wait-reply's rules: where its cursor points and which
+// message answers it. NewReplyWait checks the wait; Start resolves its
+// cursor against the thread.
+type ReplyWait struct {
+	ThreadID string
+	Cursor   ReplyCursor
+	Filter   ReplyFilter
+	// Kinds are the kinds that answer the wait.
+	Kinds []string
+	// ByCursor is set when the wait goes by the agent's read cursor: the
+	// message that answers it moves the cursor (MarkRead) to it.
+	ByCursor bool
+	// AfterSeq, when 0 or more, says the wait is for messages after that
+	// seq; else for messages after event AfterEvent.
+	AfterSeq   int
+	AfterEvent int64
+	// RequestSeq is the request's own message, which the responses follow
+	// (with Filter.RequestID).
+	RequestSeq int
+}
+
+// NewReplyWait checks a wait-reply on thread tid: the thread id, the
+// cursor and the filter (PrepareReplyWait).
+func NewReplyWait(tid string, cur ReplyCursor, f ReplyFilter) (*ReplyWait, error) {
+	if err := ValidateID("thread", tid); err != nil {
+		return nil, err
+	}
+	kinds, byCursor, err := PrepareReplyWait(cur, f)
+	if err != nil {
+		return nil, err
+	}
+	return &ReplyWait{ThreadID: tid, Cursor: cur, Filter: f, Kinds: kinds, ByCursor: byCursor, AfterSeq: -1, AfterEvent: -1}, nil
+}
+
+// Start resolves the cursor into "messages after seq" or "after event":
+// after the message given, after the event given, after the agent's read
+// cursor, from the first message for a request's response, else after
+// the thread's last message. A request must be in the thread already.
+func (w *ReplyWait) Start(t ReplyThread) error {
+	cur, f := w.Cursor, w.Filter
+	switch {
+	case cur.AfterMessage != "":
+		m, err := t.MessageByID(cur.AfterMessage)
+		if err != nil {
+			return err
+		}
+		w.AfterSeq, w.AfterEvent = m.Seq, m.EventID
+	case cur.HasEvent:
+		w.AfterEvent = cur.AfterEvent
+	case w.ByCursor:
+		seq, err := t.ReadSeq(cur.Agent)
+		if err != nil {
+			return err
+		}
+		w.AfterSeq = seq
+	case f.RequestID != "":
+		w.AfterSeq = 0
+	default:
+		w.AfterSeq = t.MessageCount()
+	}
+	if f.RequestID != "" {
+		seq, err := t.RequestSeq(f.RequestID)
+		if err != nil {
+			return err
+		}
+		if seq == 0 {
+			return NotFound("no message of thread %s carries request id %q: send the request first (send or reply with --request-id)", w.ThreadID, f.RequestID)
+		}
+		w.RequestSeq = seq
+	}
+	return nil
+}
+
+// After reports whether m is past the wait's cursor.
+func (w *ReplyWait) After(m *Message) bool {
+	if w.AfterSeq >= 0 {
+		return m.Seq > w.AfterSeq
+	}
+	return m.EventID > w.AfterEvent
+}
+
+// Matches reports whether m answers the wait: past the cursor, of one of
+// its kinds and types, and answering its request.
+func (w *ReplyWait) Matches(m *Message) bool {
+	f := w.Filter
+	return w.After(m) && slices.Contains(w.Kinds, m.Kind) && (len(f.Types) == 0 || slices.Contains(f.Types, m.Type)) &&
+		(f.RequestID == "" || m.RequestID == f.RequestID && m.Seq > w.RequestSeq)
+}
+
+// TerminalMessage is the message that moved a thread to its terminal
+// status, from its messages oldest first: the newest carrying that status,
+// else the newest of all (nil for none). A wait on an ended thread gets
+// it: nothing more will come.
+func TerminalMessage(msgs []*Message, status string) *Message {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Status == status {
+			return msgs[i]
+		}
+	}
+	if len(msgs) > 0 {
+		return msgs[len(msgs)-1]
+	}
+	return nil
+}
+
+// Answer is the result of a wait that m answers. By cursor it first moves
+// the agent's read cursor to m, with markRead (the engine's MarkRead).
+func (w *ReplyWait) Answer(m *Message, markRead func(agent, tid string, seq int) (*Cursor, error)) (*WaitResult, error) {
+	if w.ByCursor {
+		if _, err := markRead(w.Cursor.Agent, w.ThreadID, m.Seq); err != nil {
+			return nil, err
+		}
+	}
+	return &WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
+}
