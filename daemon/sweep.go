@@ -1,0 +1,222 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/intake"
+)
+
+// sweep processes every pending descriptor, in name order.
+func (d *daemon) sweep(ctx context.Context) {
+	if fi, err := os.Stat(d.cfg.Intake); err != nil || d.iw == nil || !os.SameFile(fi, d.iwDir) {
+		// Deleted, or moved away and replaced: recreate it if needed and
+		// watch the directory that is there now.
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := d.ensureIntake(); err != nil {
+				d.log.Error("cannot recreate intake directory", "dir", d.cfg.Intake, "error", err)
+				return
+			}
+			d.log.Warn("intake directory was missing; recreated", "dir", d.cfg.Intake)
+		} else if err == nil && d.iw != nil {
+			d.log.Warn("intake directory was replaced; watching the new one", "dir", d.cfg.Intake)
+		}
+		if err := d.watchIntake(); err != nil {
+			d.log.Error("cannot watch intake directory", "dir", d.cfg.Intake, "error", err)
+			return
+		}
+	}
+	names, err := d.pending()
+	if err != nil {
+		d.log.Error("cannot list intake directory", "error", err)
+		return
+	}
+	// Batches overlap by one stage: while a batch's .result files are
+	// being fsynced, the next batch is committed to the store. Each batch
+	// is finished before the sweep returns.
+	var finish func()
+	for len(names) > 0 {
+		if ctx.Err() != nil {
+			break // stop between batches, never in the middle of one
+		}
+		n := min(len(names), batchSize)
+		next := d.processBatch(names[:n])
+		if finish != nil {
+			finish()
+		}
+		finish = next
+		names = names[n:]
+	}
+	if finish != nil {
+		finish()
+	}
+}
+
+// pending lists NAME.task.json files, sorted.
+func (d *daemon) pending() ([]string, error) {
+	f, err := os.Open(d.cfg.Intake)
+	if err != nil {
+		return nil, err
+	}
+	all, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	now := time.Now()
+	for _, n := range all {
+		if strings.HasSuffix(n, intake.Suffix) && len(n) > len(intake.Suffix) && n[0] != '.' {
+			if b := d.retry[n]; b != nil && now.Before(b.at) {
+				d.resweepAt(b.at)
+				continue
+			}
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// backoff is when a failing descriptor is tried again.
+type backoff struct {
+	at   time.Time
+	wait time.Duration
+}
+
+// failed puts names off: 100 ms after the first failure, doubling to at
+// most 30 s.
+func (d *daemon) failed(names ...string) {
+	for _, n := range names {
+		b := d.retry[n]
+		if b == nil {
+			b = &backoff{wait: 100 * time.Millisecond}
+			d.retry[n] = b
+		} else {
+			b.wait = min(2*b.wait, 30*time.Second)
+		}
+		b.at = time.Now().Add(b.wait)
+		d.resweepAt(b.at)
+	}
+}
+
+// resweepAt makes the daemon sweep again by t.
+func (d *daemon) resweepAt(t time.Time) {
+	if d.resweep.IsZero() || t.Before(d.resweep) {
+		d.resweep = t
+	}
+}
+
+// batchSize bounds how many descriptors are dispatched as one commit.
+const batchSize = 32
+
+// job is a descriptor read and validated, ready to dispatch.
+type job struct {
+	name string
+	desc *intake.Descriptor
+	hash string
+	in   inbox.SendInput
+}
+
+// processBatch handles descriptors (in name order): refusals at once, then
+// the thread-creating ones as one commit, then the ones adding to existing
+// threads. It starts writing their .result files and renames (one
+// directory fsync) in the background and returns the function that waits
+// for that and logs the batch.
+func (d *daemon) processBatch(names []string) (finish func()) {
+	nothing := func() {}
+	var create, add []*job
+	for _, name := range names {
+		if j := d.prepare(name); j != nil {
+			if j.in.ThreadID == "" {
+				create = append(create, j)
+			} else {
+				add = append(add, j)
+			}
+		}
+	}
+	var ok []dispatched
+	if len(create) > 0 {
+		ins := make([]inbox.SendInput, len(create))
+		for i, j := range create {
+			ins[i] = j.in
+		}
+		results, errs, err := d.s.SendBatch(ins)
+		if err != nil {
+			d.log.Error("cannot dispatch descriptors; will retry", "files", len(create), "error", err)
+			for _, j := range create {
+				d.failed(j.name)
+			}
+			return nothing
+		}
+		for i, j := range create {
+			if errs[i] != nil {
+				d.refuse(j.name, fieldError(errs[i]))
+				continue
+			}
+			ok = append(ok, dispatched{j, results[i]})
+		}
+	}
+	for _, j := range add {
+		res, err := d.s.Send(j.in)
+		switch {
+		case err == nil:
+			ok = append(ok, dispatched{j, res})
+		case errors.Is(err, inbox.ErrStorage) || errors.Is(err, inbox.ErrFormat):
+			d.log.Error("cannot dispatch descriptor; will retry", "file", j.name, "error", err)
+			d.failed(j.name)
+		default:
+			d.refuse(j.name, fieldError(err))
+		}
+	}
+	if len(ok) == 0 {
+		return nothing
+	}
+	names, results := make([]string, len(ok)), make([]*Result, len(ok))
+	for i, o := range ok {
+		names[i] = o.j.name
+		results[i] = &Result{OK: true, DispatchedAt: inbox.FormatTime(time.Now()),
+			Descriptor: &DescriptorInfo{Kind: o.j.desc.Kind, Name: displayName(o.j.name), SHA256: o.j.hash},
+			ThreadID:   o.res.Thread.ThreadID, MessageID: o.res.Message.MessageID}
+	}
+	// finishAll touches only these descriptors' files, so it may run while
+	// the next batch is committed; the daemon's own state is updated by
+	// finish, on the sweep's goroutine.
+	finished := make(chan error, 1)
+	go func() { finished <- d.finishAll(names, SuffixProcessed, results) }()
+	return func() {
+		if err := <-finished; err != nil {
+			d.log.Error("cannot finish descriptors; will retry", "files", len(names), "error", err)
+			d.failed(names...)
+			return
+		}
+		for _, n := range names {
+			delete(d.retry, n)
+		}
+		d.logBatch(ok)
+	}
+}
+
+// dispatched is a descriptor whose thread is committed.
+type dispatched struct {
+	j   *job
+	res *inbox.Result
+}
+
+// logBatch logs and tracks a finished batch.
+func (d *daemon) logBatch(ok []dispatched) {
+	for _, o := range ok {
+		d.log.Info("descriptor dispatched", "file", o.j.name, "kind", o.j.desc.Kind, "thread", o.res.Thread.ThreadID,
+			"message", o.res.Message.MessageID, "replayed", o.res.Replayed)
+		d.track(o.res.Thread.ThreadID, FileBase(o.j.name))
+		if inbox.IsTerminal(o.res.Thread.Status) {
+			d.outcome(o.res.Thread.ThreadID)
+		}
+	}
+}
