@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,39 +24,16 @@ type taskKey struct {
 	ThreadID string `json:"thread_id"`
 }
 
-var taskAlphabet = "abcdefghjkmnpqrstvwxyz23456789"
-
-// Push queues a task in spec.Owner's queue (default "main").
+// Push queues a task in spec.Owner's queue (default "main")
+// (inbox.PushTask).
 func (b *Bus) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
-	if err := inbox.PrepareTask(&spec, prompt); err != nil {
-		return nil, err
-	}
-	generated := spec.Name == ""
-	for attempt := 0; ; attempt++ {
-		if generated {
-			c := make([]byte, 6)
-			for i := range c {
-				c[i] = taskAlphabet[rand.IntN(len(taskAlphabet))]
-			}
-			spec.Name = "task-" + string(c)
-		}
-		payload, _ := json.Marshal(map[string]any{"task": spec})
-		in := inbox.SendInput{From: spec.Parent, To: spec.Name, Subject: inbox.Shorten(inbox.FirstLine(prompt), 80), Kind: inbox.KindTask,
-			Content: inbox.Content{Body: prompt, PayloadJSON: string(payload)}}
-		if err := inbox.PrepareSend(&in); err != nil {
-			return nil, err
-		}
+	return inbox.PushTask(spec, prompt, func(spec inbox.TaskSpec, in inbox.SendInput) (*inbox.Thread, error) {
 		res, err := b.sendNew(in, spec.Name, spec.Owner)
-		var e *inbox.Error
-		if generated && errors.As(err, &e) && e.Code == "task_name_taken" && attempt < 5 {
-			continue
-		}
 		if err != nil {
 			return nil, err
 		}
-		return &inbox.Task{TaskSpec: spec, Prompt: prompt, ThreadID: res.Thread.ThreadID, Status: res.Thread.Status,
-			CreatedAt: res.Thread.CreatedAt, UpdatedAt: res.Thread.UpdatedAt}, nil
-	}
+		return res.Thread, nil
+	})
 }
 
 // registerTask takes name for thread tid, before the thread is created.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,30 +48,11 @@ func (s *Store) registerTask(name, src string) error {
 	return inbox.Storage(err, "register task %s", name)
 }
 
-var taskAlphabet = "abcdefghjkmnpqrstvwxyz23456789"
-
 // Push queues a task in spec.Owner's queue (default "main"): it returns at
 // once. A name is generated when spec.Name is empty; the parent, who gets
-// the result, defaults to the owner.
+// the result, defaults to the owner (inbox.PushTask).
 func (s *Store) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
-	if err := inbox.PrepareTask(&spec, prompt); err != nil {
-		return nil, err
-	}
-	generated := spec.Name == ""
-	for attempt := 0; ; attempt++ {
-		if generated {
-			b := make([]byte, 6)
-			for i := range b {
-				b[i] = taskAlphabet[rand.IntN(len(taskAlphabet))]
-			}
-			spec.Name = "task-" + string(b)
-		}
-		payload, _ := json.Marshal(map[string]any{"task": spec})
-		in := inbox.SendInput{From: spec.Parent, To: spec.Name, Subject: inbox.Shorten(inbox.FirstLine(prompt), 80), Kind: inbox.KindTask,
-			Content: inbox.Content{Body: prompt, PayloadJSON: string(payload)}}
-		if err := inbox.PrepareSend(&in); err != nil {
-			return nil, err
-		}
+	return inbox.PushTask(spec, prompt, func(spec inbox.TaskSpec, in inbox.SendInput) (*inbox.Thread, error) {
 		t, _, err := s.prepareThread(in)
 		if err != nil {
 			return nil, err
@@ -81,17 +61,12 @@ func (s *Store) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 		t.ev.EventType = inbox.EventThreadCreated
 		err = t.commit()
 		t.msg.discardBlobs()
-		if err == nil {
-			s.seen(spec.Owner)
-			return &inbox.Task{TaskSpec: spec, Prompt: prompt, ThreadID: t.tid, Status: t.h.Status,
-				CreatedAt: t.h.CreatedAt, UpdatedAt: t.h.UpdatedAt}, nil
+		if err != nil {
+			return nil, err
 		}
-		var e *inbox.Error
-		if generated && errors.As(err, &e) && e.Code == "task_name_taken" && attempt < 5 {
-			continue
-		}
-		return nil, err
-	}
+		s.seen(spec.Owner)
+		return &t.h.Thread, nil
+	})
 }
 
 // TaskByName returns a task.

@@ -1,0 +1,50 @@
+package inbox
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+)
+
+// taskAlphabet is what a generated task name is drawn from: lower-case
+// letters and digits that cannot be mistaken for one another.
+const taskAlphabet = "abcdefghjkmnpqrstvwxyz23456789"
+
+// PushTask queues a task (the rules of push): it checks spec and prompt
+// (PrepareTask), builds the send that starts the task's thread (from the
+// parent to the task's name, the prompt as its body and the spec as its
+// content) and has create, the engine, commit that thread under the
+// task's name. A generated name (spec.Name empty: task-xxxxxx) is drawn
+// again while create finds it taken (task_name_taken), up to five more
+// times; a name given that is taken is refused.
+func PushTask(spec TaskSpec, prompt string, create func(spec TaskSpec, in SendInput) (*Thread, error)) (*Task, error) {
+	if err := PrepareTask(&spec, prompt); err != nil {
+		return nil, err
+	}
+	generated := spec.Name == ""
+	for attempt := 0; ; attempt++ {
+		if generated {
+			c := make([]byte, 6)
+			for i := range c {
+				c[i] = taskAlphabet[rand.IntN(len(taskAlphabet))]
+			}
+			spec.Name = "task-" + string(c)
+		}
+		payload, _ := json.Marshal(map[string]any{"task": spec})
+		in := SendInput{From: spec.Parent, To: spec.Name, Subject: Shorten(FirstLine(prompt), 80), Kind: KindTask,
+			Content: Content{Body: prompt, PayloadJSON: string(payload)}}
+		if err := PrepareSend(&in); err != nil {
+			return nil, err
+		}
+		th, err := create(spec, in)
+		var e *Error
+		if generated && errors.As(err, &e) && e.Code == "task_name_taken" && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Task{TaskSpec: spec, Prompt: prompt, ThreadID: th.ThreadID, Status: th.Status,
+			CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt}, nil
+	}
+}
