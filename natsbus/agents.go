@@ -336,21 +336,11 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 // Session marks (the agent hooks' per-session cursor): the key
 // session.<sha256 of agent and session> of the store's bucket.
 
-func sessionKey(agent, session string) string {
-	sum := sha256.Sum256([]byte(agent + "\x00" + session))
-	return "session." + hex.EncodeToString(sum[:16])
-}
-
-func checkSession(agent, session string) error {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
-		return err
-	}
-	return inbox.ValidateText("session", session, inbox.MaxIdemKeyLen)
-}
+func sessionKey(agent, session string) string { return "session." + inbox.SessionKey(agent, session) }
 
 // SessionMark returns the mark last recorded for agent's session.
 func (b *Bus) SessionMark(agent, session string) (string, error) {
-	if err := checkSession(agent, session); err != nil {
+	if err := inbox.CheckSession(agent, session); err != nil {
 		return "", err
 	}
 	ctx, cancel := b.ctx()
@@ -367,10 +357,7 @@ func (b *Bus) SessionMark(agent, session string) (string, error) {
 
 // SetSessionMark records mark for agent's session.
 func (b *Bus) SetSessionMark(agent, session, mark string) error {
-	if err := checkSession(agent, session); err != nil {
-		return err
-	}
-	if err := inbox.ValidateText("mark", mark, 4096); err != nil {
+	if err := inbox.CheckSessionMark(agent, session, mark); err != nil {
 		return err
 	}
 	ctx, cancel := b.ctx()

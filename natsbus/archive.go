@@ -82,24 +82,14 @@ func (b *Bus) archived(tid string) ([]*record, error) {
 // Archive moves finished threads (of statuses, default all three) last
 // changed before now - olderThan out of the live stream.
 func (b *Bus) Archive(olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
-	if olderThan < 0 {
-		return nil, inbox.Invalid("older_than", "must not be negative")
-	}
-	if len(statuses) == 0 {
-		statuses = []string{inbox.StatusDone, inbox.StatusFailed, inbox.StatusCancelled}
-	}
-	if err := inbox.ValidateStatuses("status", statuses); err != nil {
+	statuses, err := inbox.PrepareArchive(olderThan, statuses)
+	if err != nil {
 		return nil, err
-	}
-	for _, st := range statuses {
-		if !inbox.IsTerminal(st) {
-			return nil, inbox.Invalid("status", "%s: only terminal threads (done, failed, cancelled) can be archived", st)
-		}
 	}
 	cutoff := b.now().Add(-olderThan)
 	res := &inbox.ArchiveResult{Cutoff: inbox.FormatTime(cutoff), Threads: []string{}, Segments: []string{}}
 	var due []string
-	err := b.threads(func(r *record) bool {
+	err = b.threads(func(r *record) bool {
 		updated, err := inbox.ParseTime(r.Thread.UpdatedAt)
 		if err == nil && slices.Contains(statuses, r.Thread.Status) && updated.Before(cutoff) {
 			due = append(due, r.Thread.ThreadID)

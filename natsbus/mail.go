@@ -96,15 +96,7 @@ func (b *Bus) waiting(agent, from string, lifo bool) ([]*mailEntry, error) {
 		return nil, err
 	}
 	items := slices.DeleteFunc(all, func(e *mailEntry) bool { return done[e.id] })
-	slices.SortStableFunc(items, func(x, y *mailEntry) int {
-		if c := priorityRank(x.Priority) - priorityRank(y.Priority); c != 0 {
-			return c
-		}
-		if lifo {
-			return cmp.Compare(y.id, x.id)
-		}
-		return cmp.Compare(x.id, y.id)
-	})
+	slices.SortStableFunc(items, func(x, y *mailEntry) int { return inbox.CompareMail(x.Priority, x.id, y.Priority, y.id, lifo) })
 	return items, nil
 }
 

@@ -178,30 +178,12 @@ func (b *Bus) threads(fn func(r *record) bool) error {
 	return nil
 }
 
-func priorityRank(p string) int {
-	switch p {
-	case "high":
-		return 0
-	case "low":
-		return 2
-	}
-	return 1
-}
-
 // Fetch lists the threads waiting for agent, high priority first, then
 // oldest; like the directory store, a claimed thread whose lease ran out
 // counts as pending.
 func (b *Bus) Fetch(agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
-		return nil, err
-	}
-	if len(statuses) == 0 {
-		statuses = inbox.DefaultFetchStatuses
-	}
-	if err := inbox.ValidateStatuses("status", statuses); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateLimit(limit); err != nil {
+	statuses, err := inbox.PrepareFetch(agent, statuses, limit)
+	if err != nil {
 		return nil, err
 	}
 	now := b.now()
@@ -235,7 +217,7 @@ func (b *Bus) Fetch(agent string, statuses []string, limit int, unread bool) ([]
 		out = append(out, t)
 	}
 	slices.SortStableFunc(out, func(x, y *inbox.Thread) int {
-		if c := priorityRank(x.Priority) - priorityRank(y.Priority); c != 0 {
+		if c := inbox.PriorityRank(x.Priority) - inbox.PriorityRank(y.Priority); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.ThreadID, y.ThreadID)
@@ -263,26 +245,13 @@ func (r *record) unread(agent string) bool {
 
 // List returns the threads f selects, newest first.
 func (b *Bus) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
-	for _, a := range []struct{ field, name string }{{"agent", f.Agent}, {"created-by", f.CreatedBy}, {"assigned-to", f.AssignedTo}} {
-		if a.name != "" {
-			if err := inbox.ValidateAgent(a.field, a.name); err != nil {
-				return nil, err
-			}
-		}
-	}
-	statuses := f.Statuses
-	if len(statuses) == 0 {
-		statuses = inbox.Statuses
-	}
-	if err := inbox.ValidateStatuses("status", statuses); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateLimit(f.Limit); err != nil {
+	statuses, err := inbox.PrepareList(f)
+	if err != nil {
 		return nil, err
 	}
 	now := b.now()
 	var out []*inbox.Thread
-	err := b.threads(func(r *record) bool {
+	err = b.threads(func(r *record) bool {
 		t := &r.Thread
 		switch {
 		case !slices.Contains(statuses, t.Status),

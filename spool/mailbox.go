@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,28 +39,11 @@ type mailEntry struct {
 	seq     int
 }
 
-// priorityRank orders priorities, highest first.
-func priorityRank(p string) int {
-	switch p {
-	case "high":
-		return 0
-	case "low":
-		return 2
-	}
-	return 1
-}
-
 // sortMail orders a mailbox as receive and check hand it out: high
 // priority first, oldest first within a priority (newest first with lifo).
 func sortMail(items []*mailEntry, lifo bool) {
 	slices.SortStableFunc(items, func(a, b *mailEntry) int {
-		if c := priorityRank(a.Priority) - priorityRank(b.Priority); c != 0 {
-			return c
-		}
-		if lifo {
-			return cmp.Compare(b.eventID, a.eventID)
-		}
-		return cmp.Compare(a.eventID, b.eventID)
+		return inbox.CompareMail(a.Priority, a.eventID, b.Priority, b.eventID, lifo)
 	})
 }
 

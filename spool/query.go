@@ -17,16 +17,8 @@ import (
 // with a message from someone else past agent's read cursor are returned.
 // Fetch never writes.
 func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
-		return nil, err
-	}
-	if len(statuses) == 0 {
-		statuses = inbox.DefaultFetchStatuses
-	}
-	if err := inbox.ValidateStatuses("status", statuses); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateLimit(limit); err != nil {
+	statuses, err := inbox.PrepareFetch(agent, statuses, limit)
+	if err != nil {
 		return nil, err
 	}
 	look := statuses
@@ -116,28 +108,15 @@ func (s *Store) unread(h *header, agent string) (bool, error) {
 
 // List returns threads matching f, newest first.
 func (s *Store) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
-	for _, a := range []struct{ field, name string }{{"agent", f.Agent}, {"created-by", f.CreatedBy}, {"assigned-to", f.AssignedTo}} {
-		if a.name != "" {
-			if err := inbox.ValidateAgent(a.field, a.name); err != nil {
-				return nil, err
-			}
-		}
-	}
-	statuses := f.Statuses
-	if len(statuses) == 0 {
-		statuses = inbox.Statuses
-	}
-	if err := inbox.ValidateStatuses("status", statuses); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateLimit(f.Limit); err != nil {
+	statuses, err := inbox.PrepareList(f)
+	if err != nil {
 		return nil, err
 	}
 	out := []*inbox.Thread{}
 	var last string
 	var herr error
 	now := s.now()
-	err := s.idx.Newest(f.AssignedTo, statuses, func(e index.Entry) bool {
+	err = s.idx.Newest(f.AssignedTo, statuses, func(e index.Entry) bool {
 		if e.ThreadID == last {
 			return true // the same thread under a second status
 		}

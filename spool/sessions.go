@@ -1,8 +1,6 @@
 package spool
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
@@ -19,20 +17,12 @@ import (
 const sessionsDir = "sessions"
 
 func (s *Store) sessionPath(agent, session string) string {
-	sum := sha256.Sum256([]byte(agent + "\x00" + session))
-	return filepath.Join(s.dir, sessionsDir, hex.EncodeToString(sum[:16]))
-}
-
-func checkSession(agent, session string) error {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
-		return err
-	}
-	return inbox.ValidateText("session", session, inbox.MaxIdemKeyLen)
+	return filepath.Join(s.dir, sessionsDir, inbox.SessionKey(agent, session))
 }
 
 // SessionMark returns the mark last recorded for agent's session.
 func (s *Store) SessionMark(agent, session string) (string, error) {
-	if err := checkSession(agent, session); err != nil {
+	if err := inbox.CheckSession(agent, session); err != nil {
 		return "", err
 	}
 	data, err := readFile(s.sessionPath(agent, session))
@@ -47,10 +37,7 @@ func (s *Store) SessionMark(agent, session string) (string, error) {
 
 // SetSessionMark records mark for agent's session.
 func (s *Store) SetSessionMark(agent, session, mark string) error {
-	if err := checkSession(agent, session); err != nil {
-		return err
-	}
-	if err := inbox.ValidateText("mark", mark, 4096); err != nil {
+	if err := inbox.CheckSessionMark(agent, session, mark); err != nil {
 		return err
 	}
 	p := s.sessionPath(agent, session)

@@ -77,19 +77,9 @@ func (s *Store) rebuildIndex() (int, error) {
 // event-log segments whose events are all older than the cutoff into
 // archive/events. Nothing is deleted. It runs with the store locked.
 func (s *Store) Archive(olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
-	if olderThan < 0 {
-		return nil, inbox.Invalid("older_than", "must not be negative")
-	}
-	if len(statuses) == 0 {
-		statuses = []string{inbox.StatusDone, inbox.StatusFailed, inbox.StatusCancelled}
-	}
-	if err := inbox.ValidateStatuses("status", statuses); err != nil {
+	statuses, err := inbox.PrepareArchive(olderThan, statuses)
+	if err != nil {
 		return nil, err
-	}
-	for _, st := range statuses {
-		if !inbox.IsTerminal(st) {
-			return nil, inbox.Invalid("status", "%s: only terminal threads (done, failed, cancelled) can be archived", st)
-		}
 	}
 	unlock, err := s.lockAll()
 	if err != nil {

@@ -1,0 +1,121 @@
+package inbox
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// PrepareList checks a list's filter and returns the statuses it selects
+// (every status when none is given).
+func PrepareList(f ListFilter) (statuses []string, err error) {
+	for _, a := range []struct{ field, name string }{{"agent", f.Agent}, {"created-by", f.CreatedBy}, {"assigned-to", f.AssignedTo}} {
+		if a.name != "" {
+			if err := ValidateAgent(a.field, a.name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	statuses = f.Statuses
+	if len(statuses) == 0 {
+		statuses = Statuses
+	}
+	if err := ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	if err := ValidateLimit(f.Limit); err != nil {
+		return nil, err
+	}
+	return statuses, nil
+}
+
+// PrepareFetch checks a fetch and returns the statuses it looks for
+// (DefaultFetchStatuses when none is given).
+func PrepareFetch(agent string, statuses []string, limit int) ([]string, error) {
+	if err := ValidateAgent("agent", agent); err != nil {
+		return nil, err
+	}
+	if len(statuses) == 0 {
+		statuses = DefaultFetchStatuses
+	}
+	if err := ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	if err := ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	return statuses, nil
+}
+
+// PrepareArchive checks an archive's age and statuses and returns the
+// statuses it archives: terminal ones only, by default done, failed and
+// cancelled.
+func PrepareArchive(olderThan time.Duration, statuses []string) ([]string, error) {
+	if olderThan < 0 {
+		return nil, Invalid("older_than", "must not be negative")
+	}
+	if len(statuses) == 0 {
+		statuses = []string{StatusDone, StatusFailed, StatusCancelled}
+	}
+	if err := ValidateStatuses("status", statuses); err != nil {
+		return nil, err
+	}
+	for _, st := range statuses {
+		if !IsTerminal(st) {
+			return nil, Invalid("status", "%s: only terminal threads (done, failed, cancelled) can be archived", st)
+		}
+	}
+	return statuses, nil
+}
+
+// PriorityRank orders priorities, highest first: high 0, normal (or
+// anything else) 1, low 2.
+func PriorityRank(p string) int {
+	switch p {
+	case "high":
+		return 0
+	case "low":
+		return 2
+	}
+	return 1
+}
+
+// CompareMail orders a mailbox as receive and check hand it out: high
+// priority first, oldest first within a priority (newest first with
+// lifo), by the event ids that delivered the mail.
+func CompareMail(aPriority string, aEvent int64, bPriority string, bEvent int64, lifo bool) int {
+	if c := PriorityRank(aPriority) - PriorityRank(bPriority); c != 0 {
+		return c
+	}
+	if lifo {
+		return cmp.Compare(bEvent, aEvent)
+	}
+	return cmp.Compare(aEvent, bEvent)
+}
+
+// MaxSessionMarkLen bounds a session mark.
+const MaxSessionMarkLen = 4096
+
+// CheckSession checks an agent's session name for a session mark.
+func CheckSession(agent, session string) error {
+	if err := ValidateAgent("agent", agent); err != nil {
+		return err
+	}
+	return ValidateText("session", session, MaxIdemKeyLen)
+}
+
+// CheckSessionMark checks a session mark to record (and its session).
+func CheckSessionMark(agent, session, mark string) error {
+	if err := CheckSession(agent, session); err != nil {
+		return err
+	}
+	return ValidateText("mark", mark, MaxSessionMarkLen)
+}
+
+// SessionKey names agent's session in a store: the first 16 bytes of the
+// SHA-256 of agent, a NUL and session, in hex.
+func SessionKey(agent, session string) string {
+	sum := sha256.Sum256([]byte(agent + "\x00" + session))
+	return hex.EncodeToString(sum[:16])
+}
