@@ -47,6 +47,7 @@ type Watcher struct {
 	c        chan struct{}
 	dir      string
 	fs       *fsnotify.Watcher
+	exitSoon bool
 	poll     time.Duration
 	done     chan struct{}
 	mu       sync.Mutex
@@ -61,8 +62,9 @@ type Options struct {
 	// known not to deliver notifications).
 	ForcePoll bool
 	// ExitSoon says the process will exit shortly after the wait (a CLI
-	// call): the watch is handed to a helper process so that tearing it
-	// down does not delay the exit (see handoff_linux.go).
+	// call): Close removes the watch at once and releases the instance
+	// only later, so that tearing it down does not delay the exit (see
+	// Close).
 	ExitSoon bool
 }
 
@@ -73,7 +75,7 @@ var ErrForcedPoll = errors.New("polling was requested")
 // polls instead (see Fallback). It fails only if dir cannot be watched or
 // polled at all.
 func New(dir string, opts Options) (*Watcher, error) {
-	w := &Watcher{c: make(chan struct{}, 1), dir: dir, poll: opts.Poll, done: make(chan struct{})}
+	w := &Watcher{c: make(chan struct{}, 1), dir: dir, poll: opts.Poll, exitSoon: opts.ExitSoon, done: make(chan struct{})}
 	w.C = w.c
 	if w.poll <= 0 {
 		w.poll = DefaultPoll
@@ -94,9 +96,6 @@ func New(dir string, opts Options) (*Watcher, error) {
 	}
 	w.fs = fw
 	go w.loop()
-	if opts.ExitSoon {
-		handOff()
-	}
 	return w, nil
 }
 
@@ -216,13 +215,36 @@ func (d *dirPrint) changed(dir string) bool {
 	return sum != was
 }
 
-// Close stops the Watcher. It returns at once: closing an inotify instance
-// can take milliseconds, which a command about to exit should not spend,
-// so the instance is released in the background.
+// releaseDelay is how long Close leaves an ExitSoon Watcher's inotify
+// instance open after removing its watch: long past the kernel's
+// grace period for the removed watch (milliseconds), so that the close
+// itself is quick.
+const releaseDelay = 100 * time.Millisecond
+
+// Close stops the Watcher. It returns at once.
+//
+// Closing an inotify instance that still holds a watch makes the kernel
+// wait for an SRCU grace period (10–20 ms measured) before the close
+// returns, and a process cannot finish exiting while a close waits: a
+// short-lived waiter would spend longer exiting than the whole wake-up.
+// The kernel's wait is for the watch's mark, which it frees in the
+// background once the watch is removed. So, with ExitSoon, Close removes
+// the watch now (a quick system call) and closes the instance
+// releaseDelay later, when the mark is long gone; a process that exits
+// before then lets the exit close it, by which time the grace period has
+// mostly passed while the command printed its result. Without ExitSoon
+// the instance is closed in the background at once: a long-lived process
+// does not wait for it.
 func (w *Watcher) Close() error {
 	close(w.done)
-	if w.fs != nil {
-		go w.fs.Close()
+	if w.fs == nil {
+		return nil
 	}
+	if w.exitSoon {
+		w.fs.Remove(w.dir) // an error leaves the watch to the close below
+		time.AfterFunc(releaseDelay, func() { w.fs.Close() })
+		return nil
+	}
+	go w.fs.Close()
 	return nil
 }
