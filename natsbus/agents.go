@@ -3,7 +3,6 @@ package natsbus
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -119,44 +118,18 @@ func (b *Bus) known(agent string) bool {
 }
 
 func (b *Bus) unknownRecipients(m *inbox.Message) []string {
-	if m == nil {
-		return nil
-	}
-	addr, err := inbox.ParseAddress("to", m.ToAgent)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, a := range addr.Agents {
-		out = append(out, b.UnknownAgentWarnings("to", a)...)
-	}
-	return out
+	return inbox.UnknownRecipients(m, b.UnknownAgentWarnings)
 }
 
-// UnknownAgentWarnings warns about an agent the store has never seen.
+// UnknownAgentWarnings warns about an agent the store has never seen
+// (inbox.UnknownAgentWarnings).
 func (b *Bus) UnknownAgentWarnings(role, name string) []string {
-	if name == "" || inbox.ValidateAgent(role, name) != nil || b.known(name) {
-		return nil
-	}
-	var msg string
-	switch role {
-	case "parent":
-		msg = "agent " + name + " has never been seen in this store; the task's result will wait in its mailbox"
-	case "from":
-		msg = "agent " + name + " has never been seen in this store; nothing from it may ever arrive"
-	default:
-		msg = "agent " + name + " has never been seen in this store; the message waits for it"
-	}
-	if close := b.similarAgents(name); len(close) > 0 {
-		msg += " (did you mean " + strings.Join(close, ", ") + "?)"
-	}
-	return []string{msg}
+	return inbox.UnknownAgentWarnings(role, name, b.known, b.recentAgents)
 }
 
-// similarAgents names agents close to name among those of the newest
-// 1,000 events: a bounded look, made only for a name the store has
-// never seen.
-func (b *Bus) similarAgents(name string) []string {
+// recentAgents names the agents of the newest 1,000 events: a bounded
+// look, made only for a name the store has never seen.
+func (b *Bus) recentAgents() []string {
 	last, err := b.LastEventID()
 	if err != nil {
 		return nil
@@ -167,25 +140,17 @@ func (b *Bus) similarAgents(name string) []string {
 			names[a] = true
 		}
 		if r.Message != nil {
-			for _, to := range recipientsOf(r.Message) {
+			for _, to := range inbox.RecipientsOf(r.Message) {
 				names[to] = true
 			}
 		}
 		return true
 	})
-	var out []string
-	low := strings.ToLower(name)
+	out := make([]string, 0, len(names))
 	for n := range names {
-		ln := strings.ToLower(n)
-		if n == name {
-			continue
-		}
-		if ln == low || inbox.EditDistance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
-			out = append(out, n)
-		}
+		out = append(out, n)
 	}
-	slices.Sort(out)
-	return out[:min(len(out), 5)]
+	return out
 }
 
 // Agents reports every agent the store has seen, from one pass over the
@@ -231,7 +196,7 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 		if r.Thread.ThreadID != "" {
 			threads[r.Thread.ThreadID] = r
 			if r.Message != nil && !r.Prompt {
-				for _, to := range recipientsOf(r.Message) {
+				for _, to := range inbox.RecipientsOf(r.Message) {
 					see(to, at)
 					delivered[to] = append(delivered[to], int64(seq))
 				}
@@ -307,25 +272,12 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 			s := inbox.FormatTime(t)
 			a.LastActivity = &s
 		}
-		switch {
-		case len(a.LiveLeases) > 0:
-			a.State = inbox.StateWorking
-		case waiting:
-			a.State = inbox.StateWaiting
-		case lapsed[a.Agent].After(activity[a.Agent]) || waited[a.Agent].After(activity[a.Agent]):
-			a.State = inbox.StateGone
-		default:
-			a.State = inbox.StateIdle
-		}
+		a.State = inbox.AgentState(len(a.LiveLeases) > 0, waiting, activity[a.Agent], lapsed[a.Agent], waited[a.Agent])
 		if t := seen[a.Agent]; !t.IsZero() {
 			a.LastSeen = inbox.FormatTime(t)
 		}
 		if m := idle[a.Agent]; m != nil && a.State == inbox.StateIdle {
-			var c struct {
-				Reason string `json:"reason"`
-			}
-			json.Unmarshal(m.PayloadJSON, &c)
-			a.IdleSince, a.IdleReason = m.CreatedAt, c.Reason
+			a.IdleSince, a.IdleReason = m.CreatedAt, inbox.IdleReason(m)
 		}
 		out = append(out, a)
 	}

@@ -3,7 +3,6 @@ package natsbus
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -31,7 +30,7 @@ func collectedKey(agent string, id int64) string {
 
 // delivered reports whether r carries a message delivered to agent.
 func delivered(r *record, agent string) bool {
-	return r.Message != nil && !r.Prompt && contains(recipientsOf(r.Message), agent)
+	return r.Message != nil && !r.Prompt && contains(inbox.RecipientsOf(r.Message), agent)
 }
 
 // mailEntry is one message delivered to an agent.
@@ -215,30 +214,17 @@ type owedAck struct {
 	AckID     string `json:"ack_id"`
 }
 
-func wantsAck(m *inbox.Message) bool { return m.AckID != "" && m.Type != inbox.TypeAcknowledgment }
-
-func ackedID(m *inbox.Message) string {
-	if m.Type != inbox.TypeAcknowledgment {
-		return ""
-	}
-	var c struct {
-		AckID string `json:"ackId"`
-	}
-	json.Unmarshal(m.PayloadJSON, &c)
-	return c.AckID
-}
-
 // settleAcks records what message m, just added, asks and settles.
 func (c *change) settleAcks(m *inbox.Message) {
-	if wantsAck(m) {
+	if inbox.WantsAck(m) {
 		if c.r.Owed == nil {
 			c.r.Owed = map[string][]owedAck{}
 		}
-		for _, to := range recipientsOf(m) {
+		for _, to := range inbox.RecipientsOf(m) {
 			c.r.Owed[to] = append(slices.Clone(c.r.Owed[to]), owedAck{m.MessageID, m.AckID})
 		}
 	}
-	if id := ackedID(m); id != "" && len(c.r.Owed[m.FromAgent]) > 0 {
+	if id := inbox.AckedID(m); id != "" && len(c.r.Owed[m.FromAgent]) > 0 {
 		left := slices.DeleteFunc(slices.Clone(c.r.Owed[m.FromAgent]), func(o owedAck) bool { return o.AckID == id })
 		if len(left) == 0 {
 			delete(c.r.Owed, m.FromAgent)
@@ -266,7 +252,7 @@ func (b *Bus) Unacknowledged(agent string) ([]*inbox.Message, error) {
 	out := []*inbox.Message{}
 	for _, e := range all {
 		m := e.Message
-		if !wantsAck(m) {
+		if !inbox.WantsAck(m) {
 			continue
 		}
 		st, ok := states[m.ThreadID]
@@ -287,10 +273,7 @@ func (b *Bus) Unacknowledged(agent string) ([]*inbox.Message, error) {
 // acknowledgment message in its thread, to its sender. A second
 // acknowledgment returns the first (Replayed).
 func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateID("message", messageID); err != nil {
+	if err := inbox.PrepareAck(agent, messageID, tid); err != nil {
 		return nil, err
 	}
 	var m *inbox.Message
@@ -299,18 +282,11 @@ func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result,
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range owed {
-			if o.MessageID == messageID {
-				m, tid = o, o.ThreadID
-			}
-		}
-		if m == nil {
-			return nil, inbox.NotFound("%s owes no acknowledgment of message %s (acknowledged already, or never asked of %s: give {thread} to look in one thread)", agent, messageID, agent)
-		}
-	} else {
-		if err := inbox.ValidateID("thread", tid); err != nil {
+		if m, err = inbox.FindOwed(owed, agent, messageID); err != nil {
 			return nil, err
 		}
+		tid = m.ThreadID
+	} else {
 		recs, err := b.threadRecords(tid)
 		if err != nil {
 			return nil, err
@@ -324,18 +300,9 @@ func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result,
 			return nil, inbox.NotFound("message %s not found in thread %s", messageID, tid)
 		}
 	}
-	if !wantsAck(m) {
-		return nil, inbox.InvalidState("message %s asks for no acknowledgment (send it with ack_required to ask for one)", messageID)
-	}
-	if !contains(recipientsOf(m), agent) {
-		return nil, inbox.InvalidState("message %s asks %s for acknowledgment, not %s", messageID, strings.Join(recipientsOf(m), ", "), agent)
-	}
-	c.Type = inbox.TypeAcknowledgment
-	data, _ := json.Marshal(map[string]string{"ackId": m.AckID})
-	c.PayloadJSON = string(data)
-	c.AckRequired, c.AckID, c.RequestID, c.Request = false, "", "", false
-	if strings.TrimSpace(c.Summary) == "" {
-		c.Summary = inbox.Shorten("acknowledged: "+m.Summary, 200)
+	c, err := inbox.AckContent(m, agent, c)
+	if err != nil {
+		return nil, err
 	}
 	res, err := b.appendMessage("ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
 		allowTerminal: true,
@@ -352,7 +319,7 @@ func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result,
 			return nil, err
 		}
 		for _, x := range messagesOf(recs) {
-			if x.FromAgent == agent && ackedID(x) == m.AckID {
+			if x.FromAgent == agent && inbox.AckedID(x) == m.AckID {
 				return &inbox.Result{Thread: recs[len(recs)-1].view(b.now()), Message: x, Replayed: true}, nil
 			}
 		}

@@ -251,7 +251,7 @@ func mailToken(r *record) string {
 	if m == nil || r.Prompt {
 		return "_"
 	}
-	to := recipientsOf(m)
+	to := inbox.RecipientsOf(m)
 	switch {
 	case len(to) == 0:
 		return "_"
@@ -259,17 +259,6 @@ func mailToken(r *record) string {
 		return token(to[0])
 	}
 	return "_m"
-}
-
-// recipientsOf lists the agents a message is delivered to.
-func recipientsOf(m *inbox.Message) []string {
-	if len(m.Recipients) > 0 {
-		return m.Recipients
-	}
-	if inbox.ValidateAgent("to", m.ToAgent) != nil {
-		return nil
-	}
-	return []string{m.ToAgent}
 }
 
 // token is an agent or team name as a subject token: "." is the only

@@ -95,7 +95,7 @@ func (b *Bus) Fsck(repair bool) (*inbox.FsckReport, error) {
 			}
 			t.count = m.Seq
 			if !r.Prompt {
-				for _, to := range recipientsOf(m) {
+				for _, to := range inbox.RecipientsOf(m) {
 					k := key(to)
 					if mail[k] == nil {
 						mail[k] = map[int64]bool{}

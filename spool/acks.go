@@ -2,13 +2,11 @@ package spool
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/inbox-dev/inbox"
 )
@@ -30,22 +28,8 @@ const acksDir = "acks"
 
 func (s *Store) ackPath(agent string) string { return filepath.Join(s.dir, acksDir, agent) }
 
-// wantsAck reports whether m asks its recipients for acknowledgment.
-func wantsAck(m *inbox.Message) bool {
-	return m.AckID != "" && m.Type != inbox.TypeAcknowledgment
-}
-
-// ackedID is the ack_id an acknowledgment names (its content's "ackId").
-func ackedID(m *inbox.Message) string {
-	if m.Type != inbox.TypeAcknowledgment {
-		return ""
-	}
-	var c struct {
-		AckID string `json:"ackId"`
-	}
-	json.Unmarshal(m.PayloadJSON, &c)
-	return c.AckID
-}
+// wantsAck and ackedID are package inbox's rules (WantsAck, AckedID).
+var wantsAck, ackedID = inbox.WantsAck, inbox.AckedID
 
 // ackOf returns agent's acknowledgment of m in thread tid, nil if none.
 func (s *Store) ackOf(tid string, m *inbox.Message, agent string) *inbox.Message {
@@ -144,10 +128,7 @@ func (e *errAcked) Error() string { return "acknowledged already" }
 // its sender. Without tid the message is looked for among those agent owes
 // an acknowledgment. A second acknowledgment returns the first (Replayed).
 func (s *Store) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
-		return nil, err
-	}
-	if err := inbox.ValidateID("message", messageID); err != nil {
+	if err := inbox.PrepareAck(agent, messageID, tid); err != nil {
 		return nil, err
 	}
 	var m *inbox.Message
@@ -156,18 +137,15 @@ func (s *Store) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Resul
 		if err != nil {
 			return nil, err
 		}
-		for _, it := range items {
-			if it.Message.MessageID == messageID {
-				m, tid = it.Message, it.tid
-			}
+		owed := make([]*inbox.Message, len(items))
+		for i, it := range items {
+			owed[i] = it.Message
 		}
-		if m == nil {
-			return nil, inbox.NotFound("%s owes no acknowledgment of message %s (acknowledged already, or never asked of %s: give {thread} to look in one thread)", agent, messageID, agent)
-		}
-	} else {
-		if err := inbox.ValidateID("thread", tid); err != nil {
+		if m, err = inbox.FindOwed(owed, agent, messageID); err != nil {
 			return nil, err
 		}
+		tid = m.ThreadID
+	} else {
 		h, err := s.readHeader(tid)
 		if err != nil {
 			return nil, err
@@ -176,17 +154,9 @@ func (s *Store) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Resul
 			return nil, err
 		}
 	}
-	if !wantsAck(m) {
-		return nil, inbox.InvalidState("message %s asks for no acknowledgment (send it with ack_required to ask for one)", messageID)
-	}
-	if !slices.Contains(recipientsOf(m), agent) {
-		return nil, inbox.InvalidState("message %s asks %s for acknowledgment, not %s", messageID, strings.Join(recipientsOf(m), ", "), agent)
-	}
-	c.Type = inbox.TypeAcknowledgment
-	c.PayloadJSON = mustJSON(map[string]string{"ackId": m.AckID})
-	c.AckRequired, c.AckID, c.RequestID, c.Request = false, "", "", false
-	if strings.TrimSpace(c.Summary) == "" {
-		c.Summary = inbox.Shorten("acknowledged: "+m.Summary, 200)
+	c, err := inbox.AckContent(m, agent, c)
+	if err != nil {
+		return nil, err
 	}
 	res, err := s.appendMessageOpts("ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
 		allowTerminal: true,
@@ -212,12 +182,4 @@ func (s *Store) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Resul
 		}
 	}
 	return res, nil
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }

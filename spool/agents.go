@@ -50,12 +50,8 @@ type idleRecord struct {
 
 // noteIdle records that agent sent m, an idle notification.
 func (s *Store) noteIdle(agent string, m *inbox.Message) {
-	var c struct {
-		Reason string `json:"reason"`
-	}
-	json.Unmarshal(m.PayloadJSON, &c)
 	now := s.now()
-	rec := idleRecord{Since: inbox.FormatTime(now), Reason: c.Reason, MessageID: m.MessageID}
+	rec := idleRecord{Since: inbox.FormatTime(now), Reason: inbox.IdleReason(m), MessageID: m.MessageID}
 	data, _ := json.Marshal(rec)
 	p := filepath.Join(s.dir, agentsDir, agent)
 	if os.WriteFile(p, data, s.fileMode) == nil {
@@ -84,53 +80,25 @@ func (s *Store) known(agent string) bool {
 	return exists(filepath.Join(s.dir, agentsDir, agent))
 }
 
-// unknownRecipient returns a warning when to has never acted here, naming
-// close matches among the agents that have.
-// unknownRecipients warns for each agent a message names explicitly (not
-// through a team: a team's members were named when they joined) that has
-// never acted here.
+// unknownRecipients warns for each agent a message names explicitly that
+// has never acted here (inbox.UnknownRecipients).
 func (s *Store) unknownRecipients(m *inbox.Message) []string {
-	if m == nil {
-		return nil
-	}
-	addr, err := inbox.ParseAddress("to", m.ToAgent)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, a := range addr.Agents {
-		out = append(out, s.unknownRecipient(a)...)
-	}
-	return out
+	return inbox.UnknownRecipients(m, func(role, to string) []string {
+		return inbox.UnknownAgentWarnings(role, to, s.known, s.agentNames)
+	})
 }
 
-func (s *Store) unknownRecipient(to string) []string {
-	if to == "" || s.known(to) {
-		return nil
-	}
-	msg := "agent " + to + " has never been seen in this store; the message waits for it"
-	if close := s.similarAgents(to); len(close) > 0 {
-		msg += " (did you mean " + strings.Join(close, ", ") + "?)"
-	}
-	return []string{msg}
-}
-
-func (s *Store) similarAgents(name string) []string {
+// agentNames lists the agents that have acted here.
+func (s *Store) agentNames() []string {
 	entries, err := os.ReadDir(filepath.Join(s.dir, agentsDir))
 	if err != nil {
 		return nil
 	}
 	var out []string
-	low := strings.ToLower(name)
 	for _, e := range entries {
-		n := e.Name()
-		ln := strings.ToLower(n)
-		if ln == low || inbox.EditDistance(ln, low) <= 2 || (len(low) >= 3 && (strings.HasPrefix(ln, low) || strings.HasPrefix(low, ln))) {
-			out = append(out, n)
-		}
+		out = append(out, e.Name())
 	}
-	slices.Sort(out)
-	return out[:min(len(out), 5)]
+	return out
 }
 
 // Agents lists every agent the store has seen act, been assigned a thread
@@ -232,16 +200,7 @@ func (s *Store) Agents() ([]*inbox.AgentInfo, error) {
 		if waiting {
 			see(a.Agent, now)
 		}
-		switch last := activity[a.Agent]; {
-		case len(a.LiveLeases) > 0:
-			a.State = inbox.StateWorking
-		case waiting:
-			a.State = inbox.StateWaiting
-		case died.After(last) || lapsed.After(last):
-			a.State = inbox.StateGone
-		default:
-			a.State = inbox.StateIdle
-		}
+		a.State = inbox.AgentState(len(a.LiveLeases) > 0, waiting, activity[a.Agent], died, lapsed)
 		if t := seen[a.Agent]; !t.IsZero() {
 			a.LastSeen = inbox.FormatTime(t)
 		}

@@ -53,17 +53,9 @@ func markerName(m *inbox.Message) string {
 	return fmt.Sprintf("%016d~%s~%s~%d", m.EventID, m.FromAgent, m.ThreadID, m.Seq)
 }
 
-// recipientsOf lists the agents a message was delivered to: its
-// recipients, or the one agent it names.
-func recipientsOf(m *inbox.Message) []string {
-	if len(m.Recipients) > 0 {
-		return m.Recipients
-	}
-	if inbox.ValidateAgent("to", m.ToAgent) != nil {
-		return nil // not an agent name (cannot happen: validated on the way in)
-	}
-	return []string{m.ToAgent}
-}
+// recipientsOf lists the agents a message was delivered to
+// (inbox.RecipientsOf).
+var recipientsOf = inbox.RecipientsOf
 
 // deliver links src (the message's file) into each recipient's mailbox
 // and, when the message asks for acknowledgment, into each one's
