@@ -26,18 +26,13 @@ func BenchmarkTeamFiles(b *testing.B) {
 	jdir, cdir := b.TempDir(), b.TempDir()
 	s.CreateTeam("lead", "alpha", []string{"a", "b"})
 	writeConfig(b, cdir, "beta", "lead", "c")
-	startJSONL(b, s, jdir, 1<<30)
-	startClaude(b, s, cdir)
+	// The waits look again after each step of either bridge's loop.
+	st := newSteps()
+	startBridge(b, RunJSONL, Config{Bus: s, Dir: jdir, MaxSize: 1 << 30, step: st.step})
+	startBridge(b, RunClaude, Config{Bus: s, Dir: cdir, step: st.step})
 	inboxB := filepath.Join(jdir, "alpha", "members", "b", "inbox")
 	waitUntil := func(limit time.Duration, cond func() bool) time.Duration {
-		start := time.Now()
-		for !cond() {
-			if time.Since(start) > limit {
-				b.Fatalf("not within %v", limit)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		return time.Since(start)
+		return st.within(b, limit, "the bridges", func(progress) bool { return cond() })
 	}
 	mailFrom := func(agent, from string) int { items, _ := s.Mailbox(agent, from); return len(items) }
 	b.ResetTimer()

@@ -66,7 +66,7 @@ func expected(bus inbox.Bus, kind string, include func(team, member string) bool
 // store, and with repair makes them agree.
 func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
 	cfg.defaults()
-	b := &jsonlBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}, ids: map[string]*idSet{}}
+	b := newJSONL(cfg)
 	if err := readJSON(b.statePath(), &b.state); err != nil {
 		return nil, err
 	}
@@ -332,8 +332,8 @@ func (b *jsonlBridge) pendingLines(team, member string) int {
 // CheckClaude compares Claude Code's team inboxes under cfg.Dir with the
 // store, and with repair makes them agree.
 func CheckClaude(cfg Config, repair bool) ([]inbox.Finding, error) {
-	cfg.defaults()
-	b := &claudeBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}}
+	b := newClaude(cfg)
+	cfg = b.cfg
 	if last, err := cfg.Bus.LastEventID(); err != nil {
 		return nil, err
 	} else if err := b.teams.load(last); err != nil {
@@ -428,25 +428,18 @@ func CheckClaude(cfg Config, repair bool) ([]inbox.Finding, error) {
 
 // dedupeEntries keeps the first of the entries equal to e, under the lock.
 func (b *claudeBridge) dedupeEntries(p string, e *claudeEntry) error {
-	unlock, err := lockFile(p)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	es, err := readEntries(p)
-	if err != nil {
-		return err
-	}
-	seen := false
-	kept := es[:0]
-	for _, x := range es {
-		if x.same(e) {
-			if seen {
-				continue
+	return updateEntries(p, func(es []*claudeEntry) ([]*claudeEntry, bool) {
+		seen := false
+		kept := es[:0]
+		for _, x := range es {
+			if x.same(e) {
+				if seen {
+					continue
+				}
+				seen = true
 			}
-			seen = true
+			kept = append(kept, x)
 		}
-		kept = append(kept, x)
-	}
-	return writeEntries(p, kept)
+		return kept, true
+	})
 }

@@ -27,15 +27,15 @@ func TestCheckJSONL(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
 	s.CreateTeam("lead", "alpha", []string{"a", "b"})
-	stop := startJSONL(t, s, dir, 0)
+	br := startJSONL(t, s, dir, 0)
 	var ids []string
 	for _, body := range []string{"one", "two", "three"} {
 		r, _ := s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: body}})
 		ids = append(ids, r.Message.MessageID)
 	}
 	p := filepath.Join(dir, "alpha", "members", "b", "inbox")
-	eventually(t, "three lines", func() bool { return len(lines(t, p)) == 3 })
-	stop()
+	br.eventually("three lines", func() bool { return len(lines(t, p)) == 3 })
+	br.stop()
 	if fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
 		t.Fatalf("a file in step: %+v %v", fs, err)
 	}
@@ -84,13 +84,13 @@ func TestCheckClaude(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
 	writeConfig(t, dir, "alpha", "team-lead", "researcher")
-	stop := startClaude(t, s, dir)
+	br := startClaude(t, s, dir)
 	s.AddMembers("x", "alpha", []string{"coordinator"})
 	s.Send(inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "one"}})
 	s.Send(inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "two"}})
 	p := filepath.Join(dir, "alpha", "inboxes", "researcher.json")
-	eventually(t, "two entries", func() bool { return len(entries(t, p)) == 2 })
-	stop()
+	br.eventually("two entries", func() bool { return len(entries(t, p)) == 2 })
+	br.stop()
 	if fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
 		t.Fatalf("in step: %+v %v", fs, err)
 	}

@@ -1,7 +1,6 @@
 package teamfiles
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,35 +12,6 @@ import (
 	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
-
-func startClaude(t testing.TB, s inbox.Bus, dir string) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- RunClaude(ctx, Config{Bus: s, Dir: dir, Sweep: 200 * time.Millisecond, Ready: ready})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("bridge: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the bridge did not catch up")
-	}
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("bridge: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
 
 func writeConfig(t testing.TB, dir, team string, members ...string) {
 	t.Helper()
@@ -70,13 +40,13 @@ func TestClaudeBothWays(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
 	writeConfig(t, dir, "alpha", "team-lead", "researcher")
-	startClaude(t, s, dir)
+	br := startClaude(t, s, dir)
 	// The team appears in the store; the bridge joined config.json.
 	tm, err := s.Team("alpha")
 	if err != nil || !reflect.DeepEqual(tm.Members, []string{"team-lead", "researcher"}) {
 		t.Fatalf("inbox team: %+v %v", tm, err)
 	}
-	members, _ := (&claudeBridge{cfg: Config{Dir: dir}}).configMembers("alpha")
+	members, _ := newClaude(Config{Dir: dir}).configMembers("alpha")
 	if !reflect.DeepEqual(members, []string{"team-lead", "researcher", "inbox"}) {
 		t.Fatalf("config.json members %v", members)
 	}
@@ -95,7 +65,7 @@ func TestClaudeBothWays(t *testing.T) {
 	r2, _ := s.Send(inbox.SendInput{From: "coordinator", To: "@alpha", Content: inbox.Content{Body: "from the bus", Summary: "bus note"}})
 	for _, m := range []string{"team-lead", "researcher"} {
 		p := filepath.Join(dir, "alpha", "inboxes", m+".json")
-		eventually(t, m+"'s entry", func() bool {
+		br.eventually(m+"'s entry", func() bool {
 			for _, e := range entries(t, p) {
 				if e.Text == "from the bus" && !e.Read && e.From == "coordinator" && e.Summary == "bus note" && e.Timestamp == r2.Message.CreatedAt {
 					return true
@@ -113,7 +83,7 @@ func TestClaudeBothWays(t *testing.T) {
 	}
 	os.WriteFile(own, fixture, 0o600)
 	unlock()
-	eventually(t, "entries read", func() bool {
+	br.eventually("entries read", func() bool {
 		for _, e := range entries(t, own) {
 			if !e.Read {
 				return false
@@ -143,7 +113,8 @@ func TestClaudeBothWays(t *testing.T) {
 	if raw[0]["color"] != "blue" || raw[0]["summary"] != "Review auth module" {
 		t.Errorf("fields lost: %v", raw[0])
 	}
-	time.Sleep(400 * time.Millisecond)
+	// A sweep begun after they were marked read takes nothing in again.
+	br.swept()
 	if mail, _ := s.Mailbox("inbox", ""); len(mail) != 3 {
 		t.Errorf("taken in again: %d", len(mail))
 	}
@@ -166,7 +137,7 @@ func TestClaudeRoundTrip(t *testing.T) {
 	fixture, _ := os.ReadFile(filepath.Join("testdata", "claude-inbox.json"))
 	var want []*claudeEntry
 	json.Unmarshal(fixture, &want)
-	b := &claudeBridge{cfg: Config{Bus: s, Dir: dir, Agent: "inbox"}}
+	b := newClaude(Config{Bus: s, Dir: dir, Agent: "inbox"})
 	for _, e := range want {
 		if err := b.ingestEntry("alpha", e); err != nil {
 			t.Fatal(err)

@@ -1,20 +1,16 @@
 package teamfiles
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/google/renameio/v2"
 
 	"github.com/inbox-dev/inbox"
@@ -38,6 +34,11 @@ type Config struct {
 	ForcePoll bool
 	// Ready, when set, is closed once the bridge has caught up at start.
 	Ready chan<- struct{}
+
+	// step, when set (tests), is called by the bridge's loop after each
+	// thing it handled, with how far it has got: a check that something
+	// did not happen waits for a later step instead of a while.
+	step func(progress)
 }
 
 func (c *Config) defaults() {
@@ -110,18 +111,15 @@ func messageOf(bus inbox.Bus, ev *inbox.Event) (*inbox.Message, *inbox.Origin) {
 // teamCache is the teams as of the last event the bridge has handled:
 // rebuilt from the team events of the log, so that a message goes to the
 // files of the members its team had when it was sent, whenever the bridge
-// gets to it.
+// gets to it. It belongs to one goroutine (the bridge's loop, or fsck's).
 type teamCache struct {
 	bus   inbox.Bus
-	mu    sync.Mutex
 	teams map[string]*inbox.Team
 }
 
 // load replays the team events up to event upTo.
 func (c *teamCache) load(upTo int64) error {
-	c.mu.Lock()
 	c.teams = map[string]*inbox.Team{}
-	c.mu.Unlock()
 	return c.bus.Events(0, func(ev *inbox.Event) bool {
 		if ev.EventID > upTo {
 			return false
@@ -143,8 +141,6 @@ func (c *teamCache) apply(ev *inbox.Event) {
 	if json.Unmarshal(ev.PayloadJSON, &p) != nil || p.Team == "" {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.teams == nil {
 		c.teams = map[string]*inbox.Team{}
 	}
@@ -167,9 +163,8 @@ func (c *teamCache) apply(ev *inbox.Event) {
 	}
 }
 
+// get returns a copy of the teams, sorted by name.
 func (c *teamCache) get() []*inbox.Team {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := make([]*inbox.Team, 0, len(c.teams))
 	for _, t := range c.teams {
 		cp := *t
@@ -223,74 +218,4 @@ func writeJSON(p string, v any) error {
 		return err
 	}
 	return renameio.WriteFile(p, append(data, '\n'), 0o600)
-}
-
-// notifier wakes the bridge when any watched directory changes.
-type notifier struct {
-	fw    *fsnotify.Watcher
-	C     chan string // the directory that changed
-	mu    sync.Mutex
-	dirs  map[string]bool
-	close chan struct{}
-}
-
-func newNotifier(force bool) *notifier {
-	n := &notifier{C: make(chan string, 64), dirs: map[string]bool{}, close: make(chan struct{})}
-	if force {
-		return n
-	}
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return n // the sweep polls
-	}
-	n.fw = fw
-	go func() {
-		for {
-			select {
-			case ev, ok := <-fw.Events:
-				if !ok {
-					return
-				}
-				select {
-				case n.C <- filepath.Dir(ev.Name):
-				default:
-				}
-			case _, ok := <-fw.Errors:
-				if !ok {
-					return
-				}
-			case <-n.close:
-				return
-			}
-		}
-	}()
-	return n
-}
-
-// watch adds dir (once).
-func (n *notifier) watch(dir string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.fw == nil || n.dirs[dir] {
-		return
-	}
-	if n.fw.Add(dir) == nil {
-		n.dirs[dir] = true
-	}
-}
-
-func (n *notifier) stop() {
-	close(n.close)
-	if n.fw != nil {
-		n.fw.Close()
-	}
-}
-
-// follow runs fn on every event after `after`, in order, until ctx ends.
-func follow(ctx context.Context, bus inbox.Bus, after int64, force bool, fn func(ev *inbox.Event) bool) error {
-	err := bus.Follow(ctx, after, "", inbox.WaitOptions{ForcePoll: force}, fn)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
 }

@@ -20,6 +20,13 @@
 // The bridges keep their own state beside the files (see docs/FORMAT.md);
 // losing it costs a rescan, never a message.
 //
+// Each bridge is one loop on the goroutine that runs it (bridge.go), the
+// only owner of its state: the events of the log and the notifications
+// of changed files reach it as messages on channels, and it handles them
+// one at a time, so nothing in a bridge is locked. The files, shared with
+// other processes, are locked as their formats say: seed 002's flock on
+// inbox.lock (jsonl.go), Claude Code's mkdir lock (claude_format.go).
+//
 // # Guarantees
 //
 // Nothing inside a team directory is followed or opened blocking when it

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -57,18 +56,14 @@ type fileState struct {
 	Line   int64  `json:"line"`
 }
 
+// jsonlBridge is the bridge's state, owned by its loop (bridge.go).
 type jsonlBridge struct {
-	cfg    Config
-	teams  teamCache
-	notify *notifier
-
-	mu    sync.Mutex // guards everything below
+	base
 	state jsonlState
-	dirty bool
 	ids   map[string]*idSet // per "team/member": the ids of the lines it wrote
-
-	refused refusals // planted files already logged
 }
+
+var _ side = (*jsonlBridge)(nil)
 
 // idSet is the message ids of the bridge's lines in one inbox file.
 type idSet struct {
@@ -76,96 +71,49 @@ type idSet struct {
 	ids   map[string]bool
 }
 
+func newJSONL(cfg Config) *jsonlBridge {
+	return &jsonlBridge{base: newBase(cfg, "team dir", "jsonl.json"), ids: map[string]*idSet{}}
+}
+
 // RunJSONL keeps seed 002's member inbox files under cfg.Dir in step with
 // the bus until ctx ends.
 func RunJSONL(ctx context.Context, cfg Config) error {
-	cfg.defaults()
-	b := &jsonlBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}, ids: map[string]*idSet{}}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	b := newJSONL(cfg)
+	if err := b.open(&b.state); err != nil {
 		return err
-	}
-	if _, err := dirAt(true, cfg.Dir, stateDir); err != nil {
-		return fmt.Errorf("team dir: %w", err)
-	}
-	if err := readJSON(b.statePath(), &b.state); err != nil {
-		return fmt.Errorf("team dir: read %s: %w", b.statePath(), err)
 	}
 	if b.state.Files == nil {
 		b.state.Files = map[string]*fileState{}
 	}
-	b.notify = newNotifier(cfg.ForcePoll)
-	defer b.notify.stop()
+	return b.run(ctx, b)
+}
+
+func (b *jsonlBridge) start() error {
 	if err := b.teams.load(b.state.OutEvent); err != nil {
 		return err
 	}
-	b.mu.Lock()
 	b.layout()
 	b.ingestAll()
-	b.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	caughtUp := make(chan struct{})
-	go func() {
-		last, err := cfg.Bus.LastEventID()
-		if err != nil {
-			errc <- err
-			return
-		}
-		if b.state.OutEvent >= last {
-			close(caughtUp)
-		}
-		errc <- follow(ctx, cfg.Bus, b.state.OutEvent, cfg.ForcePoll, func(ev *inbox.Event) bool {
-			b.mu.Lock()
-			b.outbound(ev)
-			b.mu.Unlock()
-			if ev.EventID == last {
-				close(caughtUp)
-			}
-			return true
-		})
-	}()
-	select {
-	case <-caughtUp:
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return nil
-	}
-	b.save()
-	if cfg.Ready != nil {
-		close(cfg.Ready)
-	}
-	tick := time.NewTicker(cfg.Sweep)
-	defer tick.Stop()
-	flush := time.NewTicker(100 * time.Millisecond)
-	defer flush.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			b.save()
-			return nil
-		case err := <-errc:
-			b.save()
-			return err
-		case dir := <-b.notify.C:
-			b.mu.Lock()
-			if t, m, ok := b.memberOf(dir); ok {
-				b.ingestFile(t, m)
-			}
-			b.mu.Unlock()
-		case <-tick.C:
-			b.mu.Lock()
-			b.layout()
-			b.ingestAll()
-			b.mu.Unlock()
-		case <-flush.C:
-			b.save()
-		}
+	return nil
+}
+
+func (b *jsonlBridge) outEvent() int64 { return b.state.OutEvent }
+
+func (b *jsonlBridge) changed(dir string) {
+	if t, m, ok := b.memberOf(dir); ok {
+		b.ingestFile(t, m)
 	}
 }
 
-func (b *jsonlBridge) statePath() string { return filepath.Join(b.cfg.Dir, stateDir, "jsonl.json") }
+func (b *jsonlBridge) sweep() {
+	b.layout()
+	b.ingestAll()
+}
+
+// flush has nothing to do: outbound writes each line at once.
+func (b *jsonlBridge) flush() {}
+
+func (b *jsonlBridge) save() { b.saveState(&b.state) }
 
 func (b *jsonlBridge) memberDir(team, member string) string {
 	return filepath.Join(b.cfg.Dir, team, "members", member)
@@ -182,19 +130,6 @@ func (b *jsonlBridge) memberOf(dir string) (team, member string, ok bool) {
 		return "", "", false
 	}
 	return parts[0], parts[2], true
-}
-
-func (b *jsonlBridge) save() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.dirty {
-		return
-	}
-	if err := writeJSON(b.statePath(), &b.state); err != nil {
-		b.cfg.Log.Warn("team dir: save state", "error", err)
-		return
-	}
-	b.dirty = false
 }
 
 // layout makes every team member's directory and inbox file, and watches
@@ -542,18 +477,12 @@ func (b *jsonlBridge) ingestLines(team, member string, st *fileState, lines [][]
 // logError records a line that cannot be taken in, in errors.log beside
 // the inbox, with its line number.
 func (b *jsonlBridge) logError(team, member string, lineNo int64, err error, line []byte) {
-	p := filepath.Join(b.memberDir(team, member), errorsName)
 	msg := err.Error()
 	var ie *inbox.Error
 	if errors.As(err, &ie) {
 		msg = ie.Render(func(f string) string { return f })
 	}
 	b.cfg.Log.Warn("team dir: a line was not taken in", "team", team, "member", member, "line", lineNo, "error", msg)
-	f, ferr := openFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if ferr != nil {
-		b.refused.report(b.cfg.Log, "team dir: errors.log", ferr, "team", team, "member", member)
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "%s line %d: %s: %s\n", time.Now().UTC().Format(time.RFC3339), lineNo, msg, inbox.Shorten(string(line), 500))
+	b.errorLog(filepath.Join(b.memberDir(team, member), errorsName),
+		fmt.Sprintf("line %d: %s: %s", lineNo, msg, inbox.Shorten(string(line), 500)), "team", team, "member", member)
 }

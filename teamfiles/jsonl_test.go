@@ -2,49 +2,16 @@ package teamfiles
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
-
-// startJSONL runs the seed 002 bridge on a fresh store until the test ends.
-func startJSONL(t testing.TB, s inbox.Bus, dir string, maxSize int64) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- RunJSONL(ctx, Config{Bus: s, Dir: dir, MaxSize: maxSize, Sweep: 200 * time.Millisecond, Ready: ready})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("bridge: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the bridge did not catch up")
-	}
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("bridge: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
 
 func lines(t *testing.T, p string) []map[string]any {
 	t.Helper()
@@ -65,18 +32,6 @@ func lines(t *testing.T, p string) []map[string]any {
 	return out
 }
 
-// eventually polls cond for up to 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func appendRaw(t *testing.T, p, s string) {
 	t.Helper()
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
@@ -95,7 +50,7 @@ func TestJSONLBothWays(t *testing.T) {
 	if _, err := s.CreateTeam("lead", "alpha", []string{"coordinator", "backend-dev", "tester"}); err != nil {
 		t.Fatal(err)
 	}
-	startJSONL(t, s, dir, 0)
+	br := startJSONL(t, s, dir, 0)
 	inboxOf := func(m string) string { return filepath.Join(dir, "alpha", "members", m, "inbox") }
 	fi, err := os.Stat(filepath.Dir(inboxOf("tester")))
 	if err != nil || fi.Mode().Perm() != 0o700 {
@@ -107,7 +62,7 @@ func TestJSONLBothWays(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []string{"backend-dev", "tester"} {
-		eventually(t, m+"'s line", func() bool { return len(lines(t, inboxOf(m))) == 1 })
+		br.eventually(m+"'s line", func() bool { return len(lines(t, inboxOf(m))) == 1 })
 		l := lines(t, inboxOf(m))[0]
 		if l["type"] != "team_broadcast" || l["from"] != "coordinator" || l["messageId"] != r.Message.MessageID || l["content"].(map[string]any)["text"] != "standup" {
 			t.Errorf("%s's line: %v", m, l)
@@ -125,7 +80,7 @@ func TestJSONLBothWays(t *testing.T) {
 	appendRaw(t, inboxOf("backend-dev"), `{"type":"message","from":"coordinator","to":"backend-dev","timestamp":"2026-02-15T11:15:00Z","content":{"text":"Hello"}}`+"\n")
 	appendRaw(t, inboxOf("backend-dev"), "not json at all\n")
 	appendRaw(t, inboxOf("backend-dev"), `{"type":"task_completion","from":"backend-dev2","to":"coordinator","timestamp":"2026-02-15T16:00:00Z",`)
-	eventually(t, "the foreign line in the store", func() bool {
+	br.eventually("the foreign line in the store", func() bool {
 		items, _ := s.Mailbox("backend-dev", "coordinator")
 		for _, it := range items {
 			if it.Message.Body == "Hello" {
@@ -134,18 +89,19 @@ func TestJSONLBothWays(t *testing.T) {
 		}
 		return false
 	})
-	eventually(t, "errors.log", func() bool {
+	br.eventually("errors.log", func() bool {
 		data, _ := os.ReadFile(filepath.Join(dir, "alpha", "members", "backend-dev", "errors.log"))
 		return strings.Contains(string(data), "line 3: ") && strings.Contains(string(data), "not json at all")
 	})
 	// The rest of the partial line arrives: it is taken in.
 	appendRaw(t, inboxOf("backend-dev"), `"content":{"notes":"done"}}`+"\n")
-	eventually(t, "the completed line", func() bool {
+	br.eventually("the completed line", func() bool {
 		items, _ := s.Mailbox("backend-dev", "backend-dev2")
 		return len(items) == 1 && items[0].Message.Type == "task_completion"
 	})
-	// The lines taken in are not written back into the file they came from.
-	time.Sleep(300 * time.Millisecond)
+	// The lines taken in are not written back into the file they came
+	// from: once the bridge has handled every event, theirs included.
+	br.handled(s)
 	raw, _ := os.ReadFile(inboxOf("backend-dev"))
 	if c := strings.Count(string(raw), "\n"); c != 4 {
 		t.Errorf("backend-dev's inbox has %d lines, want 4 (broadcast, hello, bad, completion):\n%s", c, raw)
@@ -159,19 +115,21 @@ func TestJSONLRestartExactlyOnce(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
 	s.CreateTeam("lead", "alpha", []string{"a", "b"})
-	stop := startJSONL(t, s, dir, 0)
+	br := startJSONL(t, s, dir, 0)
 	inboxB := filepath.Join(dir, "alpha", "members", "b", "inbox")
 	for i := range 5 {
 		s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: "out " + string(rune('0'+i))}})
 		appendRaw(t, inboxB, `{"type":"message","from":"a","to":"b","timestamp":"t`+string(rune('0'+i))+`","content":{"text":"in `+string(rune('0'+i))+`"}}`+"\n")
 	}
-	eventually(t, "all in", func() bool { items, _ := s.Mailbox("b", ""); return len(items) == 10 })
-	eventually(t, "all out", func() bool { return len(lines(t, inboxB)) == 10 })
-	stop()
-	// Lose the state: both directions must still be exactly once.
+	br.eventually("all in", func() bool { items, _ := s.Mailbox("b", ""); return len(items) == 10 })
+	br.eventually("all out", func() bool { return len(lines(t, inboxB)) == 10 })
+	br.stop()
+	// Lose the state: both directions must still be exactly once, once the
+	// new bridge has caught up with the log and looked at every file again.
 	os.RemoveAll(filepath.Join(dir, stateDir))
-	startJSONL(t, s, dir, 0)
-	time.Sleep(500 * time.Millisecond)
+	br = startJSONL(t, s, dir, 0)
+	br.handled(s)
+	br.swept()
 	if items, _ := s.Mailbox("b", ""); len(items) != 10 {
 		t.Errorf("after a restart without state: %d messages in b's mailbox, want 10", len(items))
 	}
@@ -186,14 +144,14 @@ func TestJSONLRotation(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
 	s.CreateTeam("lead", "alpha", []string{"a", "b"})
-	startJSONL(t, s, dir, 2000)
+	br := startJSONL(t, s, dir, 2000)
 	mdir := filepath.Join(dir, "alpha", "members", "b")
 	for i := range 20 {
 		if _, err := s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: strings.Repeat("x", 200) + string(rune('a'+i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "rotated files", func() bool {
+	br.eventually("rotated files", func() bool {
 		m, _ := filepath.Glob(filepath.Join(mdir, "inbox.2*"))
 		return len(m) >= 1
 	})
@@ -208,12 +166,12 @@ func TestJSONLRotation(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "20 lines across the files", func() bool { return count() == 20 })
+	br.eventually("20 lines across the files", func() bool { return count() == 20 })
 	// Someone else rotates while a foreign line is still unread.
 	appendRaw(t, filepath.Join(mdir, "inbox"), `{"type":"message","from":"a","to":"b","timestamp":"x","content":{"text":"just before"}}`+"\n")
 	os.Rename(filepath.Join(mdir, "inbox"), filepath.Join(mdir, "inbox.19990101-000000"))
 	appendRaw(t, filepath.Join(mdir, "inbox"), `{"type":"message","from":"a","to":"b","timestamp":"y","content":{"text":"just after"}}`+"\n")
-	eventually(t, "both lines in the store", func() bool {
+	br.eventually("both lines in the store", func() bool {
 		items, _ := s.Mailbox("b", "")
 		got := map[string]bool{}
 		for _, it := range items {

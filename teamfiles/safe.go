@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 
 	"github.com/inbox-dev/inbox/internal/safefile"
@@ -147,9 +146,9 @@ func setAside(p string) error {
 }
 
 // refusals logs each refused path once, as an error, rather than at every
-// sweep; other errors are logged as warnings every time.
+// sweep; other errors are logged as warnings every time. It belongs to
+// the bridge's loop.
 type refusals struct {
-	mu   sync.Mutex
 	seen map[string]bool
 }
 
@@ -160,13 +159,11 @@ func (r *refusals) report(log *slog.Logger, msg string, err error, args ...any) 
 		log.Warn(msg, append(args, "error", err)...)
 		return
 	}
-	r.mu.Lock()
 	first := !r.seen[ue.Error()]
 	if r.seen == nil {
 		r.seen = map[string]bool{}
 	}
 	r.seen[ue.Error()] = true
-	r.mu.Unlock()
 	if first {
 		log.Error(msg+": refused", append(args, "path", ue.path, "error", err)...)
 	}

@@ -2,13 +2,10 @@ package teamfiles
 
 import (
 	"bytes"
-	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,61 +15,36 @@ import (
 	"github.com/inbox-dev/inbox/spool"
 )
 
-// logBuffer collects a bridge's log while it runs.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// runBridge runs run (RunJSONL or RunClaude) on dir with its log in a
-// buffer, until the test ends; it fails the test if the bridge does not
-// catch up (a planted FIFO must not hang it).
-func runBridge(t *testing.T, run func(context.Context, Config) error, s inbox.Bus, dir string) (*logBuffer, func()) {
+// fsckPlanted checks that check (CheckJSONL or CheckClaude) reports each
+// of the planted paths as team_file_unsafe, that with repair it sets each
+// aside, and that it reports none afterwards.
+func fsckPlanted(t *testing.T, check func(Config, bool) ([]inbox.Finding, error), cfg Config, planted ...string) {
 	t.Helper()
-	log := &logBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, Config{Bus: s, Dir: dir, Sweep: 100 * time.Millisecond, Ready: ready,
-			Log: slog.New(slog.NewTextHandler(log, nil))})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("bridge: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the bridge did not catch up within 10 s (blocked on a planted file?); log:\n%s", log)
+	unsafe := func(repair bool) []inbox.Finding {
+		t.Helper()
+		fs, err := check(cfg, repair)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.DeleteFunc(fs, func(f inbox.Finding) bool { return f.Check != "team_file_unsafe" })
 	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("bridge: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Errorf("the bridge did not stop within 10 s; log:\n%s", log)
-			}
+	var flagged []string
+	for _, f := range unsafe(false) {
+		flagged = append(flagged, f.Path)
+	}
+	for _, want := range planted {
+		if !slices.Contains(flagged, want) {
+			t.Errorf("fsck does not report %s (it reports %q)", want, flagged)
 		}
 	}
-	t.Cleanup(stop)
-	return log, stop
+	for _, f := range unsafe(true) {
+		if !f.Repaired {
+			t.Errorf("not set aside: %+v", f)
+		}
+	}
+	for _, f := range unsafe(false) {
+		t.Errorf("still reported after repair: %+v", f)
+	}
 }
 
 // mustMkfifo makes a FIFO at p.
@@ -153,22 +125,23 @@ func TestJSONLPlantedFiles(t *testing.T) {
 	os.WriteFile(filepath.Join(memberDir("alpha", "lead"), "inbox"), []byte("not json\n"+
 		`{"type":"message","from":"sound","to":"lead","timestamp":"2026-02-15T11:15:00Z","content":{"text":"after the bad line"}}`+"\n"), 0o600)
 
-	log, stop := runBridge(t, RunJSONL, s, dir)
+	br := startBridge(t, RunJSONL, Config{Bus: s, Dir: dir, Sweep: 100 * time.Millisecond})
+	log := br.log
 	r, err := s.Send(inbox.SendInput{From: "lead", To: "@alpha", Content: inbox.Content{Body: "to everyone"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The sound member's line is the marker: the others had their turn.
 	sound := filepath.Join(memberDir("alpha", "sound"), "inbox")
-	eventually(t, "the sound member's line", func() bool {
+	br.eventually("the sound member's line", func() bool {
 		data, _ := os.ReadFile(sound)
 		return bytes.Contains(data, []byte(r.Message.MessageID))
 	})
-	eventually(t, "the good line after the bad one", func() bool {
+	br.eventually("the good line after the bad one", func() bool {
 		items, _ := s.Mailbox("lead", "sound")
 		return len(items) == 1
 	})
-	stop()
+	br.stop()
 	unchanged(t, victim, victimText)
 	unchanged(t, victimLock, "")
 	unchanged(t, victimLog, "kept\n")
@@ -190,46 +163,13 @@ func TestJSONLPlantedFiles(t *testing.T) {
 	}
 
 	// fsck reports the planted files, and --repair sets them aside.
-	fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flagged []string
-	for _, f := range fs {
-		if f.Check == "team_file_unsafe" {
-			flagged = append(flagged, f.Path)
-		}
-	}
-	for _, want := range []string{
+	fsckPlanted(t, CheckJSONL, Config{Bus: s, Dir: dir},
 		filepath.Join(memberDir("alpha", "symlinked"), "inbox"),
 		filepath.Join(memberDir("alpha", "fifo"), "inbox"),
 		memberDir("alpha", "linkdir"),
 		filepath.Join(dir, "beta"),
 		filepath.Join(memberDir("alpha", "lockless"), "inbox.lock"),
-		filepath.Join(memberDir("alpha", "lead"), "errors.log"),
-	} {
-		if !slices.Contains(flagged, want) {
-			t.Errorf("fsck does not report %s (it reports %q)", want, flagged)
-		}
-	}
-	fs, err = CheckJSONL(Config{Bus: s, Dir: dir}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fs {
-		if f.Check == "team_file_unsafe" && !f.Repaired {
-			t.Errorf("not set aside: %+v", f)
-		}
-	}
-	fs, err = CheckJSONL(Config{Bus: s, Dir: dir}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fs {
-		if f.Check == "team_file_unsafe" {
-			t.Errorf("still reported after repair: %+v", f)
-		}
-	}
+		filepath.Join(memberDir("alpha", "lead"), "errors.log"))
 	unchanged(t, victim, victimText)
 	unchanged(t, victimLog, "kept\n")
 	emptyDir(t, victimDir)
@@ -271,9 +211,10 @@ func TestClaudePlantedFiles(t *testing.T) {
 	os.WriteFile(victimOwn, []byte(ownText), 0o600)
 	os.Symlink(victimOwn, filepath.Join(dir, "delta", "inboxes", "inbox.json"))
 
-	log, stop := runBridge(t, RunClaude, s, dir)
-	eventually(t, "team beta", func() bool { _, err := s.Team("beta"); return err == nil })
-	eventually(t, "team alpha", func() bool { _, err := s.Team("alpha"); return err == nil })
+	br := startBridge(t, RunClaude, Config{Bus: s, Dir: dir, Sweep: 100 * time.Millisecond})
+	log := br.log
+	br.eventually("team beta", func() bool { _, err := s.Team("beta"); return err == nil })
+	br.eventually("team alpha", func() bool { _, err := s.Team("alpha"); return err == nil })
 	if _, err := s.Send(inbox.SendInput{From: "lead", To: "@alpha", Content: inbox.Content{Body: "to alpha"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -281,11 +222,11 @@ func TestClaudePlantedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sound := filepath.Join(dir, "beta", "inboxes", "sound.json")
-	eventually(t, "the sound member's entry", func() bool {
+	br.eventually("the sound member's entry", func() bool {
 		es, _ := readEntries(sound)
 		return slices.ContainsFunc(es, func(e *claudeEntry) bool { return e.Text == "to beta" })
 	})
-	stop()
+	br.stop()
 	emptyDir(t, victimDir)
 	unchanged(t, victim, "[]")
 	unchanged(t, victimOwn, ownText)
@@ -301,39 +242,12 @@ func TestClaudePlantedFiles(t *testing.T) {
 		}
 	}
 
-	fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flagged []string
-	for _, f := range fs {
-		if f.Check == "team_file_unsafe" {
-			flagged = append(flagged, f.Path)
-		}
-	}
-	for _, want := range []string{
+	fsckPlanted(t, CheckClaude, Config{Bus: s, Dir: dir},
 		filepath.Join(dir, "alpha", "inboxes"),
 		filepath.Join(dir, "beta", "inboxes", "researcher.json"),
 		filepath.Join(dir, "beta", "inboxes", "writer.json"),
 		filepath.Join(dir, "gamma", "config.json"),
-		filepath.Join(dir, "delta", "inboxes", "inbox.json"),
-	} {
-		if !slices.Contains(flagged, want) {
-			t.Errorf("fsck does not report %s (it reports %q)", want, flagged)
-		}
-	}
-	if _, err := CheckClaude(Config{Bus: s, Dir: dir}, true); err != nil {
-		t.Fatal(err)
-	}
-	fs, err = CheckClaude(Config{Bus: s, Dir: dir}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fs {
-		if f.Check == "team_file_unsafe" {
-			t.Errorf("still reported after repair: %+v", f)
-		}
-	}
+		filepath.Join(dir, "delta", "inboxes", "inbox.json"))
 	emptyDir(t, victimDir)
 	unchanged(t, victim, "[]")
 	unchanged(t, victimOwn, ownText)

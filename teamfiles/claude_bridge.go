@@ -1,7 +1,6 @@
 package teamfiles
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -19,283 +17,78 @@ import (
 	"github.com/inbox-dev/inbox"
 )
 
-// Claude Code's team files (SPEC §11 --claude-teams):
-//
-//	DIR/{team}/config.json             {"name", "members":[{"name", "agentId", …}], …}
-//	DIR/{team}/inboxes/{agent}.json    [{"from","text","summary","timestamp","read","color"}, …]
-//	DIR/{team}/inboxes/{agent}.json.lock   the mkdir lock around every change (stale after 10 s)
-//	DIR/.inbox-bridge/claude.json      the bridge's state
-//	DIR/.inbox-bridge/errors.log       entries that could not be taken in
-//
-// The bridge is a member of each team under its own name (Config.Agent):
+// The bridge for Claude Code's team files (claude_format.go has the
+// format) is a member of each team under its own name (Config.Agent):
 // teammates write to it in inboxes/{agent}.json, and it writes into the
 // other members' inboxes what the bus delivers to them.
-
-// claudeEntry is one message of a Claude Code inbox file. Fields the
-// bridge does not know are kept as they are.
-type claudeEntry struct {
-	From      string `json:"from"`
-	Text      string `json:"text"`
-	Summary   string `json:"summary,omitempty"`
-	Timestamp string `json:"timestamp"`
-	Read      bool   `json:"read"`
-	Color     string `json:"color,omitempty"`
-	rest      map[string]json.RawMessage
-}
-
-func (e *claudeEntry) UnmarshalJSON(b []byte) error {
-	type plain claudeEntry
-	if err := json.Unmarshal(b, (*plain)(e)); err != nil {
-		return err
-	}
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(b, &all); err != nil {
-		return err
-	}
-	for _, k := range []string{"from", "text", "summary", "timestamp", "read", "color"} {
-		delete(all, k)
-	}
-	if len(all) > 0 {
-		e.rest = all
-	}
-	return nil
-}
-
-func (e claudeEntry) MarshalJSON() ([]byte, error) {
-	type plain claudeEntry
-	b, err := json.Marshal(plain(e))
-	if err != nil || len(e.rest) == 0 {
-		return b, err
-	}
-	extra, err := json.Marshal(e.rest)
-	if err != nil {
-		return nil, err
-	}
-	return append(append(b[:len(b)-1], ','), extra[1:]...), nil
-}
-
-func (e *claudeEntry) same(o *claudeEntry) bool {
-	return e.From == o.From && e.Timestamp == o.Timestamp && e.Text == o.Text
-}
 
 // claudeState is DIR/.inbox-bridge/claude.json.
 type claudeState struct {
 	OutEvent int64 `json:"out_event"`
 }
 
-// Claude Code's lock: a directory made beside the file, retried with
-// back-off (5 ms doubling to 100 ms, about a second in all), taken over
-// when older than 10 s.
-const (
-	lockStale   = 10 * time.Second
-	lockRetries = 14
-)
-
-var errLocked = errors.New("locked by another writer")
-
-// lockFile takes Claude Code's lock on file p; unlock removes it.
-func lockFile(p string) (unlock func(), err error) {
-	lk := p + ".lock"
-	wait := 5 * time.Millisecond
-	for try := 0; ; try++ {
-		err := os.Mkdir(lk, 0o700)
-		if err == nil {
-			return func() { os.Remove(lk) }, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return nil, err
-		}
-		if fi, serr := os.Lstat(lk); serr == nil && time.Since(fi.ModTime()) > lockStale {
-			// Stale: its holder died. Take it over (as proper-lockfile does).
-			os.Remove(lk)
-			continue
-		}
-		if try == lockRetries {
-			return nil, fmt.Errorf("%s: %w", lk, errLocked)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 100*time.Millisecond)
-	}
-}
-
-// ensureInbox creates an inbox file as Claude Code does: [] exclusively,
-// in its directory, which must exist. Anything but a regular file already
-// at p is refused.
-func ensureInbox(p string) error {
-	f, err := openFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return regularOrMissing(p)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString("[]")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// readEntries reads an inbox file; a missing one has no entries, and
-// anything but a regular file is refused.
-func readEntries(p string) ([]*claudeEntry, error) {
-	data, err := readFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil
-	}
-	var es []*claudeEntry
-	if err := json.Unmarshal(data, &es); err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	return es, nil
-}
-
-// writeEntries replaces an inbox file whole (temp file and rename);
-// anything but a regular file at p is refused, not replaced.
-func writeEntries(p string, es []*claudeEntry) error {
-	if es == nil {
-		es = []*claudeEntry{}
-	}
-	data, err := json.MarshalIndent(es, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := regularOrMissing(p); err != nil {
-		return err
-	}
-	return renameio.WriteFile(p, data, 0o600)
-}
-
+// claudeBridge is the bridge's state, owned by its loop (bridge.go).
 type claudeBridge struct {
-	cfg    Config
-	teams  teamCache
-	notify *notifier
-
-	mu    sync.Mutex // guards state and pending
+	base
 	state claudeState
-	dirty bool
 	// pending holds the entries outbound has not written yet, per
 	// "team/member", up to event pendingLast: written together, one lock
 	// and one rewrite per file, by flush.
 	pending     map[string][]*claudeEntry
 	pendingN    int
 	pendingLast int64
+}
 
-	refused refusals // planted files already logged
+var _ side = (*claudeBridge)(nil)
+
+func newClaude(cfg Config) *claudeBridge {
+	return &claudeBridge{base: newBase(cfg, "claude teams", "claude.json")}
 }
 
 // RunClaude keeps Claude Code's team inboxes under cfg.Dir in step with
 // the bus until ctx ends.
 func RunClaude(ctx context.Context, cfg Config) error {
-	cfg.defaults()
-	if err := inbox.ValidateAgent("agent", cfg.Agent); err != nil {
+	b := newClaude(cfg)
+	if err := inbox.ValidateAgent("agent", b.cfg.Agent); err != nil {
 		return err
 	}
-	b := &claudeBridge{cfg: cfg, teams: teamCache{bus: cfg.Bus}}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	if err := b.open(&b.state); err != nil {
 		return err
 	}
-	if _, err := dirAt(true, cfg.Dir, stateDir); err != nil {
-		return fmt.Errorf("claude teams: %w", err)
-	}
-	if err := readJSON(b.statePath(), &b.state); err != nil {
-		return fmt.Errorf("claude teams: read %s: %w", b.statePath(), err)
-	}
-	b.notify = newNotifier(cfg.ForcePoll)
-	defer b.notify.stop()
-	b.notify.watch(cfg.Dir)
+	// Entries are written every 10 ms: a burst of events becomes one
+	// rewrite of each file.
+	b.writeEvery = 10 * time.Millisecond
+	return b.run(ctx, b)
+}
+
+func (b *claudeBridge) start() error {
+	b.notify.watch(b.cfg.Dir)
 	b.discover()
 	if err := b.teams.load(b.state.OutEvent); err != nil {
 		return err
 	}
 	b.ingestAll()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	caughtUp := make(chan struct{})
-	go func() {
-		last, err := cfg.Bus.LastEventID()
-		if err != nil {
-			errc <- err
-			return
-		}
-		if b.state.OutEvent >= last {
-			close(caughtUp)
-		}
-		errc <- follow(ctx, cfg.Bus, b.state.OutEvent, cfg.ForcePoll, func(ev *inbox.Event) bool {
-			b.outbound(ev)
-			if ev.EventID == last {
-				close(caughtUp)
-			}
-			return true
-		})
-	}()
-	select {
-	case <-caughtUp:
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return nil
+	return nil
+}
+
+func (b *claudeBridge) outEvent() int64 { return b.state.OutEvent }
+
+func (b *claudeBridge) changed(dir string) {
+	if dir == b.cfg.Dir {
+		b.discover()
+		return
 	}
-	b.flush()
-	b.save()
-	if cfg.Ready != nil {
-		close(cfg.Ready)
-	}
-	tick := time.NewTicker(cfg.Sweep)
-	defer tick.Stop()
-	flush := time.NewTicker(100 * time.Millisecond)
-	defer flush.Stop()
-	write := time.NewTicker(10 * time.Millisecond)
-	defer write.Stop()
-	for {
-		select {
-		case <-write.C:
-			b.flush()
-		case <-ctx.Done():
-			b.flush()
-			b.save()
-			return nil
-		case err := <-errc:
-			b.save()
-			return err
-		case dir := <-b.notify.C:
-			if dir == b.cfg.Dir {
-				b.discover()
-				continue
-			}
-			if filepath.Base(dir) == "inboxes" {
-				b.ingestTeam(filepath.Base(filepath.Dir(dir)))
-			}
-		case <-tick.C:
-			b.discover()
-			b.ingestAll()
-		case <-flush.C:
-			b.save()
-		}
+	if filepath.Base(dir) == "inboxes" {
+		b.ingestTeam(filepath.Base(filepath.Dir(dir)))
 	}
 }
 
-func (b *claudeBridge) statePath() string { return filepath.Join(b.cfg.Dir, stateDir, "claude.json") }
-
-func (b *claudeBridge) save() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.dirty {
-		return
-	}
-	if err := writeJSON(b.statePath(), &b.state); err != nil {
-		b.cfg.Log.Warn("claude teams: save state", "error", err)
-		return
-	}
-	b.dirty = false
+func (b *claudeBridge) sweep() {
+	b.discover()
+	b.ingestAll()
 }
+
+func (b *claudeBridge) save() { b.saveState(&b.state) }
 
 func (b *claudeBridge) inboxPath(team, agent string) string {
 	return filepath.Join(b.cfg.Dir, team, "inboxes", agent+".json")
@@ -471,27 +264,21 @@ func (b *claudeBridge) ingestTeam(team string) {
 	if len(done) == 0 {
 		return
 	}
-	unlock, err := lockFile(p)
-	if err != nil {
-		return // marked read next time; the store has them once either way
-	}
-	defer unlock()
-	cur, err := readEntries(p)
-	if err != nil {
-		return
-	}
-	changed := false
-	for _, e := range cur {
-		for _, d := range done {
-			if !e.Read && e.same(d) {
-				e.Read, changed = true, true
+	// Not locked or not read: marked read next time; the store has them
+	// once either way. Only a failure to write is worth a warning.
+	writing := false
+	err = updateEntries(p, func(cur []*claudeEntry) ([]*claudeEntry, bool) {
+		for _, e := range cur {
+			for _, d := range done {
+				if !e.Read && e.same(d) {
+					e.Read, writing = true, true
+				}
 			}
 		}
-	}
-	if changed {
-		if err := writeEntries(p, cur); err != nil {
-			b.cfg.Log.Warn("claude teams: mark read", "team", team, "error", err)
-		}
+		return cur, writing
+	})
+	if err != nil && writing {
+		b.cfg.Log.Warn("claude teams: mark read", "team", team, "error", err)
 	}
 }
 
@@ -539,61 +326,17 @@ func (b *claudeBridge) ingestEntry(team string, e *claudeEntry) error {
 
 func (b *claudeBridge) logError(team string, e *claudeEntry, err error) {
 	b.cfg.Log.Warn("claude teams: an entry was not taken in", "team", team, "from", e.From, "error", err)
-	p := filepath.Join(b.cfg.Dir, stateDir, "errors.log")
-	f, ferr := openFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if ferr != nil {
-		b.refused.report(b.cfg.Log, "claude teams: errors.log", ferr)
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "%s team %s, entry from %q at %s: %v: %s\n", time.Now().UTC().Format(time.RFC3339), team, e.From, e.Timestamp, err,
-		inbox.Shorten(e.Text, 500))
-}
-
-// entryOf is m as an entry of a Claude Code inbox: a typed message (other
-// than seed 002's plain "message") as protocol JSON in the text.
-func entryOf(m *inbox.Message) *claudeEntry {
-	e := &claudeEntry{From: m.FromAgent, Summary: m.Summary, Timestamp: m.Timestamp}
-	if e.Timestamp == "" {
-		e.Timestamp = m.CreatedAt
-	}
-	switch {
-	case m.Type != "" && m.Type != inbox.TypeMessage:
-		obj := map[string]any{}
-		json.Unmarshal(m.PayloadJSON, &obj)
-		if obj == nil {
-			obj = map[string]any{}
-		}
-		obj["type"] = m.Type
-		if _, ok := obj["requestId"]; !ok && m.RequestID != "" {
-			obj["requestId"] = m.RequestID
-		}
-		data, _ := json.Marshal(obj)
-		e.Text = string(data)
-	case m.Body != "":
-		e.Text = m.Body
-	default:
-		var c struct {
-			Text string `json:"text"`
-		}
-		json.Unmarshal(m.PayloadJSON, &c)
-		e.Text = c.Text
-		if e.Text == "" {
-			e.Text = m.Summary
-		}
-	}
-	return e
+	b.errorLog(filepath.Join(b.cfg.Dir, stateDir, "errors.log"),
+		fmt.Sprintf("team %s, entry from %q at %s: %v: %s", team, e.From, e.Timestamp, err, inbox.Shorten(e.Text, 500)))
 }
 
 // outbound queues the message ev added for each Claude Code member's
 // inbox it belongs in; flush writes the queue.
 func (b *claudeBridge) outbound(ev *inbox.Event) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.pendingLast = ev.EventID
 	defer func() {
 		if b.pendingN >= 200 {
-			b.flushLocked()
+			b.flush()
 		} else if b.pendingN == 0 {
 			b.state.OutEvent, b.dirty = ev.EventID, true
 		}
@@ -629,15 +372,9 @@ func (b *claudeBridge) outbound(ev *inbox.Event) {
 	}
 }
 
+// flush writes the queued entries; once none is left, the state records
+// that everything up to pendingLast is written.
 func (b *claudeBridge) flush() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.flushLocked()
-}
-
-// flushLocked writes the queued entries; once none is left, the state
-// records that everything up to pendingLast is written.
-func (b *claudeBridge) flushLocked() {
 	for k, es := range b.pending {
 		team, member, _ := strings.Cut(k, "/")
 		if err := b.deliver(team, member, es...); err != nil {
@@ -669,32 +406,20 @@ func (b *claudeBridge) deliver(team, member string, add ...*claudeEntry) error {
 		return err
 	}
 	for try := 0; try < 50; try++ {
-		var unlock func()
-		if unlock, err = lockFile(p); err == nil {
-			err = func() error {
-				defer unlock()
-				es, err := readEntries(p)
-				if err != nil {
-					return err
-				}
-				n := len(es)
-			next:
-				for _, e := range add {
-					for _, x := range es {
-						if x.same(e) {
-							continue next
-						}
+		err = updateEntries(p, func(es []*claudeEntry) ([]*claudeEntry, bool) {
+			n := len(es)
+		next:
+			for _, e := range add {
+				for _, x := range es {
+					if x.same(e) {
+						continue next
 					}
-					e.Read = false
-					es = append(es, e)
 				}
-				if len(es) == n {
-					return nil
-				}
-				return writeEntries(p, es)
-			}()
-			return err
-		}
+				e.Read = false
+				es = append(es, e)
+			}
+			return es, len(es) > n
+		})
 		if !errors.Is(err, errLocked) {
 			return err
 		}
