@@ -1,9 +1,7 @@
 package spool
 
 import (
-	"encoding/json"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -115,10 +113,17 @@ func (s *Store) checkpointLocked() error {
 		s.setMark(w)
 		return nil
 	}
+	return s.advanceMark(last)
+}
+
+// advanceMark makes every file materialised so far durable (syncfs) and
+// then says so in durable.json: the watermark becomes last, under this
+// boot of the machine.
+func (s *Store) advanceMark(last int64) error {
 	if err := syncFS(s.dir); err != nil {
 		return inbox.Storage(err, "sync the store's file system")
 	}
-	w = watermark{BootID: bootID(), EventID: last}
+	w := watermark{BootID: bootID(), EventID: last}
 	if err := s.writeWatermark(w); err != nil {
 		return err
 	}
@@ -165,19 +170,12 @@ func (s *Store) openDurable(version int) error {
 			return err
 		}
 	}
-	if err := syncFS(s.dir); err != nil {
-		return inbox.Storage(err, "sync the store's file system")
-	}
-	w = watermark{BootID: bootID(), EventID: last}
-	if err := s.writeWatermark(w); err != nil {
+	if err := s.advanceMark(last); err != nil {
 		return err
 	}
 	if version < FormatVersion {
-		if err := s.writeFormatVersion(); err != nil {
-			return err
-		}
+		return s.writeFormatVersion()
 	}
-	s.setMark(w)
 	return nil
 }
 
@@ -212,17 +210,9 @@ func (s *Store) replay(after int64) error {
 	var last int64
 	err := s.log.scanFull(Pos{}, func(ev *logEvent, end Pos) bool {
 		last = max(last, ev.EventID)
-		if ev.Team != nil {
-			r := *ev.Team
-			r.EventID = ev.EventID
-			teams[r.Name] = &r
-		}
+		noteTeam(teams, ev)
 		if ev.State != nil {
-			st := ev.State.clone()
-			st.LastEventID, st.LogPos = ev.EventID, end
-			e := ev.Event
-			st.LastEvent = &e
-			newest[ev.ThreadID] = st
+			newest[ev.ThreadID] = ev.stateAt(end)
 		}
 		if ev.EventID <= after {
 			return true
@@ -234,13 +224,8 @@ func (s *Store) replay(after int64) error {
 			msgs[ev.ThreadID][ev.Message.Seq] = &loggedMessage{ev: *ev, end: end}
 		}
 		if ev.EventType == inbox.EventThreadRead {
-			var p struct {
-				ID  string `json:"last_read_message_id"`
-				Seq int    `json:"last_read_seq"`
-			}
-			if json.Unmarshal(ev.PayloadJSON, &p) == nil {
-				cursors[cursorKey{ev.ThreadID, ev.Agent}] = &inbox.Cursor{ThreadID: ev.ThreadID, AgentID: ev.Agent,
-					LastReadMessageID: p.ID, LastReadSeq: p.Seq, ReadAt: ev.CreatedAt}
+			if c, ok := cursorOf(&ev.Event); ok {
+				cursors[cursorKey{ev.ThreadID, ev.Agent}] = c
 			}
 		}
 		return true
@@ -392,10 +377,8 @@ func (s *Store) replayThread(tid string, target *header, msgs map[int]*loggedMes
 			}
 		}
 	}
-	for seq := target.MessageCount + 1; exists(filepath.Join(dir, msgName(seq))); seq++ {
-		if err := os.Remove(filepath.Join(dir, msgName(seq))); err != nil {
-			return inbox.Storage(err, "remove a message the log does not know")
-		}
+	if err := s.rollBack(dir, target, "unlogged"); err != nil {
+		return err
 	}
 	// The header: the target, unless the files already say exactly that
 	// (a thread whose first message, just restored, is all there is).
@@ -403,13 +386,6 @@ func (s *Store) replayThread(tid string, target *header, msgs map[int]*loggedMes
 		if _, err := s.appendHeader(dir, target, nil, false); err != nil {
 			return err
 		}
-	}
-	if target.Lease != nil {
-		if _, err := s.writeLeaseFile(dir, &leaseRecord{Lease: *target.Lease, Rev: target.LeaseRev}); err != nil {
-			return err
-		}
-	} else if err := os.Remove(filepath.Join(dir, leaseFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return inbox.Storage(err, "remove a lease the log does not know")
 	}
 	return nil
 }
@@ -420,11 +396,7 @@ func firstHeader(ev *logEvent, end Pos, target *header) *header {
 	if ev.State == nil {
 		return target
 	}
-	h := ev.State.clone()
-	h.LastEventID, h.LogPos = ev.EventID, end
-	e := ev.Event
-	h.LastEvent = &e
-	return h
+	return ev.stateAt(end)
 }
 
 // removeThread removes a thread the log does not know, with its files.

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -58,6 +59,33 @@ const maxEventSumLen = 300
 
 // encodeEvent renders ev as one log line, newline included.
 func encodeEvent(ev *logEvent) []byte { return encodeLine(ev.appendJSON(nil)) }
+
+// cursorOf is the read cursor a thread.read event records (see
+// Store.MarkRead); false when its payload does not say one.
+func cursorOf(ev *inbox.Event) (*inbox.Cursor, bool) {
+	var p struct {
+		ID  string `json:"last_read_message_id"`
+		Seq int    `json:"last_read_seq"`
+	}
+	if json.Unmarshal(ev.PayloadJSON, &p) != nil {
+		return nil, false
+	}
+	return &inbox.Cursor{ThreadID: ev.ThreadID, AgentID: ev.Agent, LastReadMessageID: p.ID,
+		LastReadSeq: p.Seq, ReadAt: ev.CreatedAt}, true
+}
+
+// stateAt is the thread's header as ev, whose line ends at end, left it:
+// the state ev carries (nil when none), naming ev as its last event.
+func (ev *logEvent) stateAt(end Pos) *header {
+	if ev.State == nil {
+		return nil
+	}
+	h := ev.State.clone()
+	h.LastEventID, h.LogPos = ev.EventID, end
+	e := ev.Event
+	h.LastEvent = &e
+	return h
+}
 
 // checkLine verifies a line (without its newline) and returns the JSON
 // object it carries without the crc member.
@@ -194,6 +222,17 @@ func (l *eventLog) reserve() (*appender, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// cutTail copies aside and cuts whatever follows the last valid line of
+// the log (as reserve does before every append): for fsck --repair.
+func (l *eventLog) cutTail() error {
+	a, err := l.reserve()
+	if err != nil {
+		return err
+	}
+	a.release()
+	return nil
 }
 
 func (a *appender) open() error {

@@ -16,14 +16,19 @@ func (s *Store) loggedTeams() (map[string]*teamRecord, int64, error) {
 	var last int64
 	err := s.log.scanFull(Pos{}, func(ev *logEvent, _ Pos) bool {
 		last = max(last, ev.EventID)
-		if ev.Team != nil {
-			r := *ev.Team
-			r.EventID = ev.EventID
-			teams[r.Name] = &r
-		}
+		noteTeam(teams, ev)
 		return true
 	})
 	return teams, last, err
+}
+
+// noteTeam records in teams the team's state that ev carries, if any.
+func noteTeam(teams map[string]*teamRecord, ev *logEvent) {
+	if ev.Team != nil {
+		r := *ev.Team
+		r.EventID = ev.EventID
+		teams[r.Name] = &r
+	}
 }
 
 // restoreTeams makes teams/ agree with the log: a team changed after the
@@ -60,7 +65,7 @@ func (s *Store) restoreTeams(logged map[string]*teamRecord, after, last int64) e
 // unreadable is rewritten from it, or removed when the log has no such
 // team). Teams whose events were archived with old log segments are left
 // as they are.
-func (s *Store) fsckTeams(add func(inbox.Finding) *inbox.Finding, repair bool) error {
+func (s *Store) fsckTeams(add addFinding, repair bool) error {
 	names, err := s.teamNames()
 	if err != nil || len(names) == 0 {
 		return err
@@ -107,42 +112,28 @@ func (s *Store) fsckTeams(add func(inbox.Finding) *inbox.Finding, repair bool) e
 // asks its agent for an acknowledgment the agent has not given (markers a
 // crash left behind go on repair), and every such message must have its
 // markers (made again on repair).
-func (s *Store) fsckAcks(headers map[string]*header, byEvent map[int64]*inbox.Message, add func(inbox.Finding) *inbox.Finding, repair bool) {
-	owners, _ := os.ReadDir(filepath.Join(s.dir, acksDir))
-	for _, o := range owners {
-		dir := s.ackPath(o.Name())
-		names, _ := os.ReadDir(dir)
-		for _, n := range names {
-			_, _, tid, seq, ok := parseMarker(n.Name())
-			if !ok {
-				continue
+func (s *Store) fsckAcks(headers map[string]*header, byEvent map[int64]*inbox.Message, add addFinding, repair bool) {
+	eachMarker(filepath.Join(s.dir, acksDir), func(agent, p, tid string, seq int) {
+		detail := ""
+		h := headers[tid]
+		switch {
+		case h == nil && exists(s.archivedDir(tid)):
+			return
+		case h == nil || seq > h.MessageCount || !sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))):
+			detail = "names a message that was never committed"
+		default:
+			m, err := s.readMessage(tid, seq)
+			if err != nil {
+				return // the message's own finding covers it
 			}
-			p := filepath.Join(dir, n.Name())
-			detail := ""
-			h := headers[tid]
-			switch {
-			case h == nil && exists(s.archivedDir(tid)):
-				continue
-			case h == nil || seq > h.MessageCount || !sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))):
-				detail = "names a message that was never committed"
-			default:
-				m, err := s.readMessage(tid, seq)
-				if err != nil {
-					continue // the message's own finding covers it
-				}
-				if a := s.ackOf(tid, m, o.Name()); a != nil {
-					detail = "an acknowledgment owed, but " + a.MessageID + " gave it"
-				}
-			}
-			if detail == "" {
-				continue
-			}
-			f := add(inbox.Finding{Check: "stale_ack_entry", ThreadID: tid, Path: p, Detail: detail})
-			if repair {
-				f.Repaired = os.Remove(p) == nil
+			if a := s.ackOf(tid, m, agent); a != nil {
+				detail = "an acknowledgment owed, but " + a.MessageID + " gave it"
 			}
 		}
-	}
+		if detail != "" {
+			add.removable(inbox.Finding{Check: "stale_ack_entry", ThreadID: tid, Path: p, Detail: detail}, repair)
+		}
+	})
 	for _, m := range byEvent {
 		if !wantsAck(m) || headers[m.ThreadID] == nil {
 			continue

@@ -115,21 +115,8 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 	dir := s.threadDir(tid)
 	var ss syncSet
 	ss.add(dir)
-	for seq := newest.MessageCount + 1; ; seq++ {
-		p := filepath.Join(dir, msgName(seq))
-		if !exists(p) {
-			break
-		}
-		if err := os.Remove(p); err != nil {
-			return nil, inbox.Storage(err, "remove uncommitted message %s", p)
-		}
-	}
-	if newest.Lease != nil {
-		if _, err := s.writeLeaseFile(dir, &leaseRecord{Lease: *newest.Lease, Rev: newest.LeaseRev}); err != nil {
-			return nil, err
-		}
-	} else if err := os.Remove(filepath.Join(dir, leaseFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, inbox.Storage(err, "remove uncommitted lease of %s", tid)
+	if err := s.rollBack(dir, newest, "uncommitted"); err != nil {
+		return nil, err
 	}
 	if newest != h {
 		dirs, err := s.idx.Add(entryOf(newest), filepath.Join(dir, msgName(1)))
@@ -158,4 +145,28 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 		}
 	}
 	return newest, nil
+}
+
+// rollBack makes the records of the thread whose directory is dir agree
+// with its header h: message files past its count go, and lease.json
+// becomes h's lease (or goes when h has none). what says, in an error,
+// what those records were ("uncommitted", "unlogged").
+func (s *Store) rollBack(dir string, h *header, what string) error {
+	for seq := h.MessageCount + 1; ; seq++ {
+		p := filepath.Join(dir, msgName(seq))
+		if !exists(p) {
+			break
+		}
+		if err := os.Remove(p); err != nil {
+			return inbox.Storage(err, "remove %s message %s", what, p)
+		}
+	}
+	if h.Lease != nil {
+		_, err := s.writeLeaseFile(dir, &leaseRecord{Lease: *h.Lease, Rev: h.LeaseRev})
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, leaseFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return inbox.Storage(err, "remove %s lease of %s", what, filepath.Base(dir))
+	}
+	return nil
 }

@@ -116,10 +116,7 @@ func (s *Store) headerFromLog(tid string) (*header, error) {
 func (s *Store) newestState(pos Pos, tid string, newest *header) (*header, error) {
 	err := s.log.scan(pos, func(ev *logEvent, end Pos) bool {
 		if ev.ThreadID == tid && ev.State != nil && (newest == nil || ev.EventID > newest.LastEventID) {
-			st := ev.State
-			last := ev.Event
-			st.LastEventID, st.LogPos, st.LastEvent = ev.EventID, end, &last
-			newest = st
+			newest = ev.stateAt(end)
 		}
 		return true
 	})
@@ -252,6 +249,11 @@ func (s *Store) readMessageAt(dir, tid string, seq int) (*inbox.Message, error) 
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// threadIDs lists the thread directories.
+func (s *Store) threadIDs() ([]string, error) {
+	return names(s.threadsRoot(), "threads")
 }
 
 // names lists the entries of directory dir, sorted; what names the

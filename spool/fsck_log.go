@@ -1,0 +1,417 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/inbox-dev/inbox"
+)
+
+// fsck's side of the event log: one pass over its segments that reports
+// torn, garbled and out-of-order lines and learns what the thread checks
+// compare against (logIndex), and the repairs that restore the log:
+// cutting a torn tail, restoring damage inside the log under the events'
+// own ids (restoreGaps), starting a lost log again (restartLog).
+
+// restartLog starts an empty event log after the highest event id any
+// thread header or message names, so that ids never go backwards; the
+// threads' own events are then appended again by the thread checks.
+func (s *Store) restartLog() error {
+	var top int64
+	tids, err := s.threadIDs()
+	if err != nil {
+		return err
+	}
+	for _, tid := range tids {
+		h, err := s.readHeader(tid)
+		if err != nil {
+			continue
+		}
+		top = max(top, h.LastEventID)
+		if m, err := s.readMessage(tid, h.MessageCount); err == nil {
+			top = max(top, m.EventID)
+		}
+	}
+	f, err := openFile(s.log.segPath(top+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, s.fileMode)
+	if err != nil {
+		return inbox.Storage(err, "start the event log")
+	}
+	f.Close()
+	return syncDir(s.log.dir)
+}
+
+// logIndex is what fsck learns from the event log (and, in blobs, from
+// the messages as it reads them).
+type logIndex struct {
+	ids    map[int64]string                    // event id → thread id
+	msgs   map[string]int64                    // message id → event id
+	adds   map[string]*inbox.Event             // "thread#seq" → the event that added that message
+	addAt  map[string]Pos                      // "thread#seq" → where that event's line ends (messageFromLog reads it)
+	reads  map[string]map[string]*inbox.Cursor // thread → agent → the newest cursor the log records
+	newest map[string]*logEvent
+	first  int64               // the first id of the oldest segment still in the log
+	last   int64               // the id of the last valid event read so far
+	blobs  map[string]blobMeta // blob path → what a message says of it
+	gaps   []*logGap           // damage inside the log
+}
+
+// hasOwnEvent is Store.hasOwnEvent answered from the index: the header's
+// last event is in the log and belongs to its thread (or was archived).
+func (li *logIndex) hasOwnEvent(h *header) bool {
+	if h.LastEventID == 0 {
+		return false
+	}
+	if h.LastEventID < li.first || li.inGap(h.LastEventID) {
+		return true
+	}
+	return li.ids[h.LastEventID] == h.ThreadID
+}
+
+// noteRead records a thread.read event as the newest cursor of its agent.
+func (li *logIndex) noteRead(ev *inbox.Event) {
+	c, ok := cursorOf(ev)
+	if ev.Agent == "" || !ok {
+		return
+	}
+	byAgent := li.reads[ev.ThreadID]
+	if byAgent == nil {
+		byAgent = map[string]*inbox.Cursor{}
+		li.reads[ev.ThreadID] = byAgent
+	}
+	if old := byAgent[ev.Agent]; old == nil || c.LastReadSeq > old.LastReadSeq {
+		byAgent[ev.Agent] = c
+	}
+}
+
+func addKey(tid string, seq int) string { return tid + "#" + strconv.Itoa(seq) }
+
+// messageFromLog reads message seq of thread tid back from the log line
+// of the event that added it (since format 2 every such line carries the
+// whole message); nil when the log no longer holds that line.
+func (s *Store) messageFromLog(tid string, seq int, li *logIndex) (*logEvent, Pos, error) {
+	pos, ok := li.addAt[addKey(tid, seq)]
+	if !ok {
+		return nil, Pos{}, nil
+	}
+	body, ok, _, err := s.log.eventAt(pos)
+	if err != nil || !ok {
+		return nil, Pos{}, err
+	}
+	var ev logEvent
+	if ev.decodeJSON(body) != nil || ev.Message == nil || ev.Message.Seq != seq || ev.ThreadID != tid {
+		return nil, Pos{}, nil
+	}
+	return &ev, pos, nil
+}
+
+// fsckLog reads the whole log, a line at a time, and returns what it
+// learnt; it reports torn, garbled and out-of-order lines, and cuts on
+// repair what a crash left at the log's end. Damage inside the log is
+// restored later, once the threads are read (restoreGaps).
+func (s *Store) fsckLog(r *inbox.FsckReport, add addFinding, repair bool) (*logIndex, error) {
+	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*inbox.Event{},
+		addAt: map[string]Pos{}, reads: map[string]map[string]*inbox.Cursor{}, newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
+	segs, err := s.log.segments()
+	if err != nil {
+		return nil, err
+	}
+	li.first = segs[0]
+	for i, first := range segs {
+		if err := s.fsckSegment(li, first, repair && i == len(segs)-1, add); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range li.gaps {
+		f := add(inbox.Finding{Check: "corrupt_event_log", Path: s.log.segPath(g.seg),
+			Detail: fmt.Sprintf("bytes %d to %d fail their checksum; readers skip them", g.start, g.end)})
+		g.finding = len(r.Findings) - 1
+		if g.next == 0 && repair {
+			// At the very end: what a power cut leaves of appends never
+			// acknowledged. The next writer would cut it; so does repair,
+			// keeping a copy.
+			if err := s.log.cutTail(); err != nil {
+				return nil, err
+			}
+			f.Detail += "; cut (the end of the log), a copy kept"
+			f.Repaired = true
+		}
+	}
+	return li, nil
+}
+
+// fsckSegment reads the segment whose first id is first into li; with
+// cut (a repair of the log's last segment) it cuts a torn or garbled
+// last line, keeping a copy.
+func (s *Store) fsckSegment(li *logIndex, first int64, cut bool, add addFinding) error {
+	p := s.log.segPath(first)
+	// Streamed a line at a time: a segment holding a large message is
+	// never read into memory whole.
+	sf, err := openRead(p)
+	if err != nil {
+		return inbox.Storage(err, "read %s", p)
+	}
+	defer sf.Close()
+	fi, err := sf.Stat()
+	if err != nil {
+		return inbox.Storage(err, "read %s", p)
+	}
+	size := fi.Size()
+	lr := newLineReader(sf)
+	var off int64
+	for {
+		line, err := lr.next()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return inbox.Storage(err, "read %s", p)
+		}
+		if err != nil && lr.end == lr.beg {
+			return nil
+		}
+		if err != nil {
+			f := add(inbox.Finding{Check: "torn_event_log", Path: p,
+				Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", lr.end-lr.beg)})
+			if cut {
+				if err := s.log.cutTail(); err != nil {
+					return err
+				}
+				f.Repaired = true
+			}
+			return nil
+		}
+		start := off
+		off += int64(len(line)) + 1
+		body, ok := checkLine(line)
+		// The line's head only: the message it carries is read again
+		// from where the line ends when a file must be rebuilt from it
+		// (messageFromLog), never held for the whole log.
+		var head logHead
+		if ok && head.decodeJSON(body) != nil {
+			ok = false
+		}
+		if ok {
+			if head.EventID <= li.last {
+				add(inbox.Finding{Check: "event_order", Path: p,
+					Detail: fmt.Sprintf("event %d follows event %d", head.EventID, li.last)})
+			}
+			li.note(&logEvent{Event: head.Event, State: head.State}, Pos{Segment: first, Offset: off})
+			continue
+		}
+		if cut && off >= size {
+			// The log's last line: what a power cut leaves of an append
+			// it never acknowledged. Cut it, keeping a copy.
+			f := add(inbox.Finding{Check: "corrupt_event_log", Path: p,
+				Detail: fmt.Sprintf("the last line, at byte %d, fails its checksum", start)})
+			if err := s.log.cutTail(); err != nil {
+				return err
+			}
+			f.Repaired = true
+			continue
+		}
+		// Damage inside the log: the events it hid are restored under
+		// their own ids once the threads are read (restoreGaps).
+		if g := li.lastGap(); g != nil && g.seg == first && g.end == start && g.next == 0 {
+			g.end = off // the next bad line of the same damage
+		} else {
+			li.gaps = append(li.gaps, &logGap{seg: first, start: start, end: off, prev: li.last})
+		}
+	}
+}
+
+// note records a valid event, whose line ends at end, in li.
+func (li *logIndex) note(ev *logEvent, end Pos) {
+	if g := li.lastGap(); g != nil && g.next == 0 {
+		g.next = ev.EventID
+	}
+	li.last = ev.EventID
+	li.ids[ev.EventID] = ev.ThreadID
+	if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
+		li.msgs[ev.MessageID] = ev.EventID
+	}
+	if ev.EventType == inbox.EventThreadRead {
+		li.noteRead(&ev.Event)
+	}
+	if ev.State != nil {
+		li.newest[ev.ThreadID] = ev
+		if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
+			a := ev.Event
+			k := addKey(ev.ThreadID, ev.State.MessageCount)
+			li.adds[k] = &a
+			li.addAt[k] = end
+		}
+	}
+}
+
+// A logGap is damage inside the event log: lines between two valid events
+// that fail their checksum. The events with ids prev+1 … next-1 were
+// there; the messages and headers that name those ids restore them.
+type logGap struct {
+	seg        int64 // the segment
+	start, end int64 // the damaged bytes [start, end), whole lines
+	prev, next int64 // the ids of the valid events around it (next 0: none)
+	finding    int   // its finding's index in the report
+}
+
+func (li *logIndex) lastGap() *logGap {
+	if len(li.gaps) == 0 {
+		return nil
+	}
+	return li.gaps[len(li.gaps)-1]
+}
+
+// inGap reports whether event id was in damaged bytes inside the log: it
+// is there, unreadable until restored, not missing.
+func (li *logIndex) inGap(id int64) bool {
+	for _, g := range li.gaps {
+		if g.next != 0 && id > g.prev && id < g.next {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreGaps rewrites the damaged lines inside the log as the events they
+// held, each under its own id: the event a header names as its last (as
+// it was), else one rebuilt from the message that names the id, else a
+// placeholder saying the event was lost. The damaged bytes are kept in a
+// .bad file. When the new lines fit in the damaged bytes they are padded
+// to the same length, so that no position in the log moves; otherwise the
+// segment is rewritten and the headers that point past the damage are
+// moved with it. The caller holds every lock.
+func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[string]*header, byEvent map[int64]*inbox.Message) error {
+	bySeg := map[int64][]*logGap{}
+	var segs []int64
+	for _, g := range li.gaps {
+		if g.next == 0 {
+			continue // damage at the very end: nothing after it to restore
+		}
+		if bySeg[g.seg] == nil {
+			segs = append(segs, g.seg)
+		}
+		bySeg[g.seg] = append(bySeg[g.seg], g)
+	}
+	lastEvent := map[int64]*inbox.Event{}
+	for _, h := range headers {
+		if h.LastEvent != nil {
+			lastEvent[h.LastEventID] = h.LastEvent
+		}
+	}
+	for _, seg := range segs {
+		p := s.log.segPath(seg)
+		data, err := readFile(p)
+		if err != nil {
+			return inbox.Storage(err, "read %s", p)
+		}
+		var out []byte
+		type shift struct{ at, by int64 }
+		var shifts []shift
+		pos := int64(0)
+		for _, g := range bySeg[seg] {
+			bad := filepath.Join(s.log.dir, fmt.Sprintf("%020d.damaged-%d.bad", seg, g.start))
+			if err := publishFile(bad, s.tmpDir(), s.fileMode, data[g.start:g.end]); err != nil {
+				return err
+			}
+			var lines [][]byte
+			for id := g.prev + 1; id < g.next; id++ {
+				lines = append(lines, encodeEvent(&logEvent{Event: *s.lostEvent(id, lastEvent, byEvent, filepath.Base(bad))}))
+			}
+			repl := padLines(lines, int(g.end-g.start))
+			out = append(out, data[pos:g.start]...)
+			out = append(out, repl...)
+			if d := int64(len(repl)) - (g.end - g.start); d != 0 {
+				shifts = append(shifts, shift{at: g.start, by: d})
+			}
+			pos = g.end
+			f := &r.Findings[g.finding]
+			f.Detail += fmt.Sprintf("; events %d to %d restored under their ids (the damaged bytes are in %s)", g.prev+1, g.next-1, filepath.Base(bad))
+			f.Repaired = true
+			for id := g.prev + 1; id < g.next; id++ {
+				if m := byEvent[id]; m != nil {
+					li.msgs[m.MessageID] = id
+					li.ids[id] = m.ThreadID
+				}
+			}
+		}
+		out = append(out, data[pos:]...)
+		if err := publishFile(p, s.tmpDir(), s.fileMode, out); err != nil {
+			return err
+		}
+		if err := syncDir(s.log.dir); err != nil {
+			return err
+		}
+		// Headers that point past a change of length move with it.
+		for tid, h := range headers {
+			if h.LogPos.Segment != seg {
+				continue
+			}
+			moved := h.LogPos.Offset
+			for _, sh := range shifts {
+				if h.LogPos.Offset > sh.at {
+					moved += sh.by
+				}
+			}
+			if moved != h.LogPos.Offset {
+				n := h.clone()
+				n.LogPos.Offset = moved
+				if _, err := s.appendHeader(s.threadDir(tid), n, nil, true); err != nil {
+					return err
+				}
+				headers[tid] = n
+			}
+		}
+	}
+	return nil
+}
+
+// lostEvent rebuilds event id for restoreGaps.
+func (s *Store) lostEvent(id int64, lastEvent map[int64]*inbox.Event, byEvent map[int64]*inbox.Message, bad string) *inbox.Event {
+	if ev := lastEvent[id]; ev != nil {
+		e := *ev
+		e.EventID = id
+		return &e
+	}
+	if m := byEvent[id]; m != nil {
+		ev := &inbox.Event{EventID: id, ThreadID: m.ThreadID, Source: "fsck", MessageID: m.MessageID, Summary: inbox.Shorten(m.Summary, maxEventSumLen),
+			PayloadJSON: json.RawMessage(`{"restored":true}`), CreatedAt: m.CreatedAt, Agent: m.FromAgent, Kind: m.Kind, Status: m.Status}
+		switch {
+		case m.Seq == 1:
+			ev.EventType = inbox.EventThreadCreated
+		case m.Status == inbox.StatusDone:
+			ev.EventType = inbox.EventThreadDone
+		case m.Status == inbox.StatusFailed:
+			ev.EventType = inbox.EventThreadFailed
+		case m.Status == inbox.StatusCancelled:
+			ev.EventType = inbox.EventThreadCancelled
+		case m.Status != "":
+			ev.EventType = inbox.EventThreadUpdated
+		default:
+			ev.EventType = inbox.EventMessageAdded
+		}
+		return ev
+	}
+	return &inbox.Event{EventID: id, Source: "fsck", EventType: inbox.EventLost, PayloadJSON: json.RawMessage("{}"), CreatedAt: inbox.FormatTime(s.now()),
+		Summary: fmt.Sprintf("event %d was damaged in the log and nothing else records it (the bytes are in %s)", id, bad)}
+}
+
+// padLines joins lines and, when they are shorter than n bytes, pads the
+// last one with spaces inside its JSON (before the checksum, which covers
+// them) to exactly n bytes.
+func padLines(lines [][]byte, n int) []byte {
+	var out []byte
+	for _, l := range lines {
+		out = append(out, l...)
+	}
+	if len(out) >= n || len(lines) == 0 {
+		return out
+	}
+	last := lines[len(lines)-1]
+	body, _ := checkLine(last[:len(last)-1])
+	pad := n - len(out)
+	padded := append(append(append([]byte{}, body[:len(body)-1]...), bytes.Repeat([]byte(" "), pad)...), '}')
+	out = out[:len(out)-len(last)]
+	return append(out, encodeLine(padded)...)
+}
