@@ -1,6 +1,8 @@
 package inbox_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/inbox-dev/inbox"
@@ -30,4 +32,65 @@ func FuzzRecordDecode(f *testing.F) {
 		jsonrectest.Decode(t, data, (*inbox.Cursor).DecodeJSON)
 		jsonrectest.Decode(t, data, (*inbox.Event).DecodeJSON)
 	})
+}
+
+func sampleMessage() *inbox.Message {
+	return &inbox.Message{MessageID: "m-0002", ThreadID: "t-0001", Seq: 2, FromAgent: "worker", ToAgent: "lead",
+		Recipients: []string{"lead", "reviewer"}, Kind: "reply", Type: "result", Summary: "done: the build is \"green\"",
+		Body:        strings.Repeat("The build passed.\n\tAll \"tests\" ran — ok. ", 24),
+		PayloadJSON: json.RawMessage(`{"ok":true,"n":[1,2,3]}`), CreatedAt: "2026-11-23T04:30:00.000000Z", EventID: 1234,
+		Artifacts: []inbox.Artifact{{ArtifactID: "a-1", MessageID: "m-0002", Path: "out/log.txt", Kind: "file",
+			MetadataJSON: json.RawMessage(`{}`), CreatedAt: "2026-11-23T04:30:00.000000Z"}},
+		RequestID: "r-1"}
+}
+
+func sampleThread() *inbox.Thread {
+	return &inbox.Thread{ThreadID: "t-0001", RunID: "run-1", TaskID: "task-1", Subject: "build the thing", CreatedBy: "lead",
+		AssignedTo: "worker", Recipients: []string{"worker", "reviewer"}, Status: "done", Priority: "normal",
+		LatestMessageID: "m-0002", CreatedAt: "2026-11-23T04:00:00.000000Z", UpdatedAt: "2026-11-23T04:30:00.000000Z",
+		MessageCount: 2, LastEventID: 1234}
+}
+
+func BenchmarkMessageEncode(b *testing.B) {
+	m := sampleMessage()
+	buf := m.AppendJSON(nil)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = m.AppendJSON(buf[:0])
+	}
+}
+
+func BenchmarkMessageDecode(b *testing.B) {
+	data := sampleMessage().AppendJSON(nil)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var m inbox.Message
+		if err := m.DecodeJSON(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkThreadEncode(b *testing.B) {
+	t := sampleThread()
+	buf := t.AppendJSON(nil)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = t.AppendJSON(buf[:0])
+	}
+}
+
+func BenchmarkThreadDecode(b *testing.B) {
+	data := sampleThread().AppendJSON(nil)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var t inbox.Thread
+		if err := t.DecodeJSON(data); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -1,7 +1,11 @@
 package spool
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
+
+	"github.com/inbox-dev/inbox"
 
 	"github.com/inbox-dev/inbox/internal/jsonrec/jsonrectest"
 )
@@ -31,4 +35,83 @@ func FuzzRecordDecode(f *testing.F) {
 		jsonrectest.Decode(t, data, (*msgFile).decodeJSON)
 		jsonrectest.Decode(t, data, (*leaseRecord).decodeJSON)
 	})
+}
+
+// sampleLogEvent is a reply's log line as a store writes it: the event,
+// the thread's header after it, the idempotency record and the message.
+func sampleLogEvent() *logEvent {
+	released := "2026-11-23T05:00:00.000000Z"
+	lease := inbox.Lease{ThreadID: "t-0001", AgentID: "worker", LeaseToken: 7, ClaimedAt: "2026-11-23T04:00:00.000000Z", ExpiresAt: "2026-11-23T05:00:00.000000Z", ReleasedAt: &released}
+	ev := inbox.Event{EventID: 1234, RunID: "run-1", TaskID: "task-1", ThreadID: "t-0001", Source: "cli", EventType: "message_appended",
+		MessageID: "m-0002", Summary: "done: the build is \"green\"", PayloadJSON: json.RawMessage(`{"seq":2}`), CreatedAt: "2026-11-23T04:30:00.000000Z",
+		Agent: "worker", Kind: "reply", Status: "done"}
+	h := &header{
+		Thread: inbox.Thread{ThreadID: "t-0001", RunID: "run-1", TaskID: "task-1", Subject: "build the thing", CreatedBy: "lead", AssignedTo: "worker",
+			Recipients: []string{"worker", "reviewer"}, Status: "done", Priority: "normal", LatestMessageID: "m-0002",
+			CreatedAt: "2026-11-23T04:00:00.000000Z", UpdatedAt: "2026-11-23T04:30:00.000000Z", MessageCount: 2, LastEventID: 1234},
+		Lease: &lease, LeaseRev: 3, LastFrom: map[string]int{"lead": 1, "worker": 2}, LogPos: Pos{Segment: 1, Offset: 99999},
+		LastEvent: &ev, Origin: &inbox.Origin{Descriptor: "d.json", SHA256: strings.Repeat("ab", 32)},
+	}
+	msg := &msgFile{Message: inbox.Message{MessageID: "m-0002", ThreadID: "t-0001", Seq: 2, FromAgent: "worker", ToAgent: "lead",
+		Kind: "reply", Type: "result", Summary: "done", Body: strings.Repeat("The build passed.\n\tAll \"tests\" ran — ok. ", 24),
+		PayloadJSON: json.RawMessage(`{"ok":true,"n":[1,2,3]}`), CreatedAt: "2026-11-23T04:30:00.000000Z", EventID: 1234,
+		Artifacts: []inbox.Artifact{{ArtifactID: "a-1", MessageID: "m-0002", Path: "out/log.txt", Kind: "file", MetadataJSON: json.RawMessage(`{}`), CreatedAt: "2026-11-23T04:30:00.000000Z"}},
+		RequestID: "r-1"}}
+	return &logEvent{Event: ev, State: h, Idem: &idemRecord{Key: "k-1", Command: "reply", ThreadID: "t-0001", MessageID: "m-0002", Seq: 2, CreatedAt: "2026-11-23T04:30:00.000000Z"}, Message: msg}
+}
+
+func BenchmarkLogEventEncode(b *testing.B) {
+	e := sampleLogEvent()
+	buf := e.appendJSON(nil)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = e.appendJSON(buf[:0])
+	}
+}
+
+func BenchmarkLogEventDecode(b *testing.B) {
+	line := sampleLogEvent().appendJSON(nil)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var e logEvent
+		if err := e.decodeJSON(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLogHeadDecode(b *testing.B) {
+	line := sampleLogEvent().appendJSON(nil)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var e logHead
+		if err := e.decodeJSON(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkHeaderEncode(b *testing.B) {
+	h := sampleLogEvent().State
+	buf := h.appendJSON(nil)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = h.appendJSON(buf[:0])
+	}
+}
+
+func BenchmarkHeaderDecode(b *testing.B) {
+	line := sampleLogEvent().State.appendJSON(nil)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var h header
+		if err := h.decodeJSON(line); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

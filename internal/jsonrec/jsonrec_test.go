@@ -3,6 +3,7 @@ package jsonrec_test
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/inbox-dev/inbox/internal/jsonrec"
@@ -45,5 +46,43 @@ func TestMatchPrefersExactThenFold(t *testing.T) {
 		if got := jsonrec.Match([]byte(tc.got), names); got != tc.want {
 			t.Errorf("Match(%q) = %d, want %d", tc.got, got, tc.want)
 		}
+	}
+}
+
+// escapedString is a JSON string with every kind of escape, as a body
+// with quotes, tabs, newlines and non-ASCII text encodes.
+var escapedString = jsonrec.AppendString(nil, strings.Repeat("line \"one\"\ttab\\ — é \U0001F600\n", 64)+"\x01")
+
+func BenchmarkDecodeEscaped(b *testing.B) {
+	b.SetBytes(int64(len(escapedString)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var s string
+		if err := jsonrec.Decode(escapedString, func(d *jsonrec.Decoder) { d.Str(&s) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeOwnedEscaped(b *testing.B) {
+	buf := make([]byte, len(escapedString))
+	b.SetBytes(int64(len(escapedString)))
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(buf, escapedString)
+		var s string
+		if err := jsonrec.DecodeOwned(buf, func(d *jsonrec.Decoder) { d.Str(&s) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAppendString(b *testing.B) {
+	s := strings.Repeat("line \"one\"\ttab\\ — é \U0001F600\n", 64)
+	buf := jsonrec.AppendString(nil, s)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = jsonrec.AppendString(buf[:0], s)
 	}
 }
