@@ -305,58 +305,42 @@ func (b *Bus) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Re
 
 // Update lets the holder post progress or a blocked question.
 func (b *Bus) Update(agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.CheckAgentThread(agent, tid); err != nil {
-		return nil, err
-	}
-	kind, def, err := inbox.UpdateKind(status, c)
-	if err != nil {
-		return nil, err
-	}
-	return b.holderMessage("update", agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
+	return b.holderMessage("update", agent, tid, status, token, c)
 }
 
 // Done completes the thread with its result; the lease is released.
 func (b *Bus) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.CheckAgentThread(agent, tid); err != nil {
-		return nil, err
-	}
-	if err := inbox.CheckResult(c, false); err != nil {
-		return nil, err
-	}
-	return b.holderMessage("done", agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
+	return b.holderMessage("done", agent, tid, "", token, c)
 }
 
 // Fail marks the thread failed; the lease is released.
 func (b *Bus) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.CheckAgentThread(agent, tid); err != nil {
-		return nil, err
-	}
-	if err := inbox.CheckResult(c, true); err != nil {
-		return nil, err
-	}
-	return b.holderMessage("fail", agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
+	return b.holderMessage("fail", agent, tid, "", token, c)
 }
 
-func (b *Bus) holderMessage(cmd, agent, tid string, token int64, kind, status, evType string, c inbox.Content, def string) (*inbox.Result, error) {
-	m0, err := b.message(b.now(), agent, "", kind, c, def)
+// holderMessage publishes a holder's step (inbox.HolderStep): its
+// message and the thread's move to the step's status.
+func (b *Bus) holderMessage(cmd, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
+	st, err := inbox.PrepareHolderStep(cmd, agent, tid, status, c)
 	if err != nil {
 		return nil, err
 	}
-	m0.Status = status
+	m0, err := b.message(b.now(), agent, "", st.Kind, c, st.DefaultSummary)
+	if err != nil {
+		return nil, err
+	}
+	m0.Status = st.Status
 	r, err := b.mutate(tid, func(ch *change) error {
 		if err := ch.idempotent(cmd, c.IdempotencyKey); err != nil {
 			return err
 		}
 		t := &ch.r.Thread
-		if inbox.IsTerminal(t.Status) {
-			return inbox.InvalidState("thread %s is already %s; it cannot move to %s", tid, t.Status, status)
-		}
-		if err := inbox.CheckHolder(t, ch.r.Lease, agent, token, ch.now); err != nil {
+		if err := st.Check(t, ch.r.Lease, agent, token, ch.now); err != nil {
 			return err
 		}
 		m := *m0
 		m.ToAgent = t.CreatedBy
-		ch.transition(agent, status, evType, &m)
+		ch.transition(agent, st.Status, st.EventType, &m)
 		return nil
 	})
 	var rp *replay

@@ -375,60 +375,44 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.
 // Update lets the holder post progress (status in_progress) or a blocked
 // question (status blocked, summary required).
 func (s *Store) Update(agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.CheckAgentThread(agent, tid); err != nil {
-		return nil, err
-	}
-	kind, def, err := inbox.UpdateKind(status, c)
-	if err != nil {
-		return nil, err
-	}
-	return s.holderMessage("update", agent, tid, token, kind, status, inbox.EventThreadUpdated, c, def)
+	return s.holderMessage("update", agent, tid, status, token, c)
 }
 
 // Done completes the thread with its result; the lease is released.
 func (s *Store) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.CheckAgentThread(agent, tid); err != nil {
-		return nil, err
-	}
-	if err := inbox.CheckResult(c, false); err != nil {
-		return nil, err
-	}
-	return s.holderMessage("done", agent, tid, token, inbox.KindResult, inbox.StatusDone, inbox.EventThreadDone, c, "")
+	return s.holderMessage("done", agent, tid, "", token, c)
 }
 
 // Fail marks the thread failed; the lease is released.
 func (s *Store) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.CheckAgentThread(agent, tid); err != nil {
-		return nil, err
-	}
-	if err := inbox.CheckResult(c, true); err != nil {
-		return nil, err
-	}
-	return s.holderMessage("fail", agent, tid, token, inbox.KindResult, inbox.StatusFailed, inbox.EventThreadFailed, c, "")
+	return s.holderMessage("fail", agent, tid, "", token, c)
 }
 
-func (s *Store) holderMessage(cmd, agent, tid string, token int64, kind, status, evType string, c inbox.Content, def string) (*inbox.Result, error) {
+// holderMessage commits a holder's step (inbox.HolderStep): its message
+// and the thread's move to the step's status, under the thread's lock.
+func (s *Store) holderMessage(cmd, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
+	st, err := inbox.PrepareHolderStep(cmd, agent, tid, status, c)
+	if err != nil {
+		return nil, err
+	}
 	now := s.now()
-	m, err := s.message(now, agent, "", kind, c, def)
+	m, err := s.message(now, agent, "", st.Kind, c, st.DefaultSummary)
 	if err != nil {
 		return nil, err
 	}
 	defer m.discardBlobs()
-	m.Status = status
+	m.Status = st.Status
 	var res *inbox.Result
 	err = s.mutate(tid, func(t *tx) error {
 		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
 			res = r
 			return err
 		}
-		if inbox.IsTerminal(t.h.Status) {
-			return inbox.InvalidState("thread %s is already %s; it cannot move to %s", tid, t.h.Status, status)
-		}
-		if err := inbox.CheckHolder(&t.h.Thread, t.h.Lease, agent, token, t.now); err != nil {
+		if err := st.Check(&t.h.Thread, t.h.Lease, agent, token, t.now); err != nil {
 			return err
 		}
 		m.ToAgent = t.h.CreatedBy
-		res = t.transition(agent, status, evType, m, nil)
+		res = t.transition(agent, st.Status, st.EventType, m, nil)
 		return nil
 	})
 	if err == nil {
