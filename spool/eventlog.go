@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,11 +25,15 @@ import (
 // a JSON object whose last member is "crc": the CRC-32 (IEEE) of the line's
 // bytes with that member removed, as 8 hex digits.
 //
-// Appends take events.lock, read the last line to learn the last id, write
-// one whole line in one write, fdatasync, and unlock; that makes ids unique
-// and increasing across processes. A torn tail (a crash mid-append) is
-// copied aside to a .bad file and truncated by the next writer; readers
-// only ever consume complete lines whose CRC matches.
+// An append takes events.lock (reserve), reads the last line to learn
+// the last id and where the segment ends, writes its whole lines (one
+// change's, or a batch's) with one write, and unlocks; that makes ids
+// unique and increasing across processes. Only then are the lines made
+// durable, with group commit (groupcommit.go), so that writers share
+// fdatasyncs instead of taking turns for them under the lock. A torn
+// tail (a crash mid-append) is copied aside to a .bad file and truncated
+// by the next writer; readers only ever consume complete lines whose CRC
+// matches (eventlog_read.go).
 
 const segSuffix = ".jsonl"
 
@@ -373,176 +375,6 @@ func (l *eventLog) appendAfter(ev *logEvent, before func() error) (int64, Pos, e
 	return ev.EventID, Pos{Segment: a.first, Offset: a.end}, l.flush(f, a.first, a.end)
 }
 
-// Group commit. A writer flushes its lines after releasing the log: it
-// takes the flock on locks/flush.lock and reads the record that file
-// holds — the segment and offset up to which the log is known to be on
-// disk. When a flush that started after its lines were written already
-// covered them, it is done without a flush of its own; otherwise it notes
-// how long the segment is, fdatasyncs (which covers every line written
-// before), and records that length. While one writer flushes, the writers
-// behind it queue on the lock, and the first of them usually finds its
-// lines covered. The record carries the machine's boot id: after a reboot
-// it covers nothing. Keeping the record in the lock file itself spares a
-// flush two opens of another file.
-
-// flushed is the record in locks/flush.lock.
-type flushed struct {
-	boot    string
-	segment int64
-	offset  int64
-}
-
-// flushLock is locks/flush.lock, open and exclusively flocked; Close
-// unlocks it.
-type flushLock struct{ f *os.File }
-
-func (l *eventLog) lockFlush() (flushLock, error) {
-	f, err := openFile(filepath.Join(filepath.Dir(l.lockPath), "flush.lock"), os.O_CREATE|os.O_RDWR, l.fileMode)
-	if err != nil {
-		return flushLock{}, inbox.Storage(err, "lock the event log's flush")
-	}
-	flock := func(how int) error {
-		for {
-			err := syscall.Flock(int(f.Fd()), how)
-			if err != syscall.EINTR {
-				return err
-			}
-		}
-	}
-	err = flock(syscall.LOCK_EX | syscall.LOCK_NB)
-	if err == syscall.EWOULDBLOCK {
-		var timedOut bool
-		timedOut, err = waitBounded(func() error { return flock(syscall.LOCK_EX) }, func() { f.Close() }, l.lockTimeout)
-		if timedOut {
-			return flushLock{}, lockTimeoutError(f.Name(), "event log's flush", orDefault(l.lockTimeout))
-		}
-	}
-	if err != nil {
-		f.Close()
-		return flushLock{}, inbox.Storage(err, "lock the event log's flush")
-	}
-	return flushLock{f}, nil
-}
-
-func (k flushLock) Close() error { return k.f.Close() }
-
-// read returns the record; a missing or damaged one covers nothing.
-func (k flushLock) read() flushed {
-	var buf [128]byte
-	n, _ := k.f.ReadAt(buf[:], 0)
-	parts := strings.Fields(string(buf[:n]))
-	if len(parts) != 3 {
-		return flushed{}
-	}
-	seg, err1 := strconv.ParseInt(parts[1], 10, 64)
-	off, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return flushed{}
-	}
-	return flushed{boot: parts[0], segment: seg, offset: off}
-}
-
-// write records that segment is on disk up to offset. The record has a
-// fixed width, so it overwrites the last in place; it stays in the page
-// cache (no fsync): after a crash of the machine its boot id no longer
-// matches.
-func (k flushLock) write(segment, offset int64) error {
-	rec := fmt.Sprintf("%s %020d %020d\n", bootID(), segment, offset)
-	_, err := k.f.WriteAt([]byte(rec), 0)
-	return inbox.Storage(err, "record the flushed offset")
-}
-
-// setFlushed records, under the flush lock, that segment is on disk up to
-// offset: for the writers that flush under the log's lock (a rotation, a
-// repair), which takes the flush lock after it, as nothing takes them in
-// the other order.
-func (l *eventLog) setFlushed(segment, offset int64) error {
-	k, err := l.lockFlush()
-	if err != nil {
-		return err
-	}
-	defer k.Close()
-	return k.write(segment, offset)
-}
-
-// flush makes segment durable up to at least end (see Group commit).
-func (l *eventLog) flush(f *os.File, segment, end int64) error {
-	if l.unsynced || skipLogFlush {
-		return nil
-	}
-	k, err := l.lockFlush()
-	if err != nil {
-		return err
-	}
-	defer k.Close()
-	done := k.read()
-	if boot := bootID(); boot != "" && done.boot == boot && (done.segment > segment || done.segment == segment && done.offset >= end) {
-		// A later segment exists only once this one was flushed (see
-		// appender.open), or a flush started after our write covered it.
-		flushesShared.Add(1)
-		return nil
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return inbox.Storage(err, "stat event log")
-	}
-	covered := fi.Size()
-	if err := fdatasync(f); err != nil {
-		return inbox.Storage(err, "fsync event log")
-	}
-	flushesDone.Add(1)
-	return k.write(segment, covered)
-}
-
-// skipLogFlush leaves out the log's flush: only for the test that shows
-// the power-cut test catches its absence.
-var skipLogFlush bool
-
-// flushesDone and flushesShared count this process's log flushes and the
-// flushes it was spared by another writer's (for tests of group commit).
-var flushesDone, flushesShared atomic.Int64
-
-// eventAt returns the verified body of the line that ends at p, if any.
-// garbled says that a whole line does end there but fails its checksum.
-func (l *eventLog) eventAt(p Pos) (body []byte, ok, garbled bool, err error) {
-	body, ok, err = l.lineAt(p)
-	return body, ok, !ok && body != nil, err
-}
-
-func (l *eventLog) lineAt(p Pos) ([]byte, bool, error) {
-	f, err := openRead(l.segPath(p.Segment))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, inbox.Storage(err, "open event log")
-	}
-	defer f.Close()
-	for window := int64(4096); ; window *= 4 {
-		start := max(p.Offset-window, 0)
-		buf := make([]byte, p.Offset-start)
-		if _, err := f.ReadAt(buf, start); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, false, nil // the log is shorter than p
-			}
-			return nil, false, inbox.Storage(err, "read event log")
-		}
-		if len(buf) == 0 || buf[len(buf)-1] != '\n' {
-			return nil, false, nil
-		}
-		i := bytes.LastIndexByte(buf[:len(buf)-1], '\n')
-		if i < 0 && start > 0 && window < 1<<20 {
-			continue
-		}
-		line := buf[i+1 : len(buf)-1]
-		body, ok := checkLine(line)
-		if !ok {
-			return line, false, nil // a whole line, damaged
-		}
-		return body, ok, nil
-	}
-}
-
 // repair copies the torn bytes [end, size) of a segment aside and
 // truncates them. Called under the log lock.
 func (l *eventLog) repair(f *os.File, first, end, size int64) error {
@@ -564,158 +396,4 @@ func (l *eventLog) repair(f *os.File, first, end, size int64) error {
 		return err
 	}
 	return l.setFlushed(first, end)
-}
-
-// lastID returns the id of the newest event (0 for an empty log) and the
-// position just past it. It takes no lock: a concurrent append may add
-// more.
-func (l *eventLog) lastID() (int64, Pos, error) {
-	segs, err := l.segments()
-	if err != nil {
-		return 0, Pos{}, err
-	}
-	for i := len(segs) - 1; i >= 0; i-- {
-		f, err := openRead(l.segPath(segs[i]))
-		if err != nil {
-			return 0, Pos{}, inbox.Storage(err, "open event log")
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return 0, Pos{}, inbox.Storage(err, "stat event log")
-		}
-		id, end, err := tail(f, fi.Size(), segs[i])
-		f.Close()
-		if err != nil {
-			return 0, Pos{}, inbox.Storage(err, "read event log")
-		}
-		if id >= segs[i] || i == 0 {
-			return id, Pos{Segment: segs[i], Offset: end}, nil
-		}
-	}
-	return 0, Pos{}, nil
-}
-
-// scan calls fn for every valid event from position from onwards (across
-// segments) until fn returns false or the log ends. Torn or corrupt lines
-// are skipped. The events come without the content that redoes them
-// (Message, Idem, Task): scanFull reads that too.
-func (l *eventLog) scan(from Pos, fn func(ev *logEvent, end Pos) bool) error {
-	return l.scanFrom(from, false, fn)
-}
-
-// scanFull is scan with every member of each line, for replay.
-func (l *eventLog) scanFull(from Pos, fn func(ev *logEvent, end Pos) bool) error {
-	return l.scanFrom(from, true, fn)
-}
-
-func (l *eventLog) scanFrom(from Pos, full bool, fn func(ev *logEvent, end Pos) bool) error {
-	segs, err := l.segments()
-	if err != nil {
-		return err
-	}
-	for _, first := range segs {
-		if first < from.Segment {
-			continue
-		}
-		off := int64(0)
-		if first == from.Segment {
-			off = from.Offset
-		}
-		more, err := l.scanSegment(first, off, full, fn)
-		if err != nil || !more {
-			return err
-		}
-	}
-	return nil
-}
-
-func (l *eventLog) scanSegment(first, off int64, full bool, fn func(ev *logEvent, end Pos) bool) (bool, error) {
-	f, err := openRead(l.segPath(first))
-	if errors.Is(err, fs.ErrNotExist) {
-		return true, nil
-	}
-	if err != nil {
-		return false, inbox.Storage(err, "open event log")
-	}
-	defer f.Close()
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return false, inbox.Storage(err, "seek event log")
-	}
-	r := newLineReader(f)
-	pos := off
-	for {
-		line, err := r.next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return true, nil // a final line without newline is torn: ignore it
-			}
-			return false, inbox.Storage(err, "read event log")
-		}
-		pos += int64(len(line)) + 1
-		body, ok := checkLine(line)
-		if !ok {
-			continue
-		}
-		var ev logEvent
-		if full {
-			if err := ev.decodeJSON(body); err != nil {
-				continue
-			}
-		} else {
-			var h logHead
-			if err := h.decodeJSON(body); err != nil {
-				continue
-			}
-			ev.Event, ev.State = h.Event, h.State
-		}
-		if !fn(&ev, Pos{Segment: first, Offset: pos}) {
-			return false, nil
-		}
-	}
-}
-
-// lineReader yields complete newline-terminated lines.
-type lineReader struct {
-	r   io.Reader
-	buf []byte
-	beg int
-	end int
-}
-
-func newLineReader(r io.Reader) *lineReader { return &lineReader{r: r, buf: make([]byte, 64<<10)} }
-
-// next returns the next complete line without its newline; the slice is
-// valid until the following call. io.EOF means no complete line is left.
-func (lr *lineReader) next() ([]byte, error) {
-	for {
-		if i := bytes.IndexByte(lr.buf[lr.beg:lr.end], '\n'); i >= 0 {
-			line := lr.buf[lr.beg : lr.beg+i]
-			lr.beg += i + 1
-			return line, nil
-		}
-		if lr.beg > 0 {
-			n := copy(lr.buf, lr.buf[lr.beg:lr.end])
-			lr.beg, lr.end = 0, n
-		}
-		if lr.end == len(lr.buf) {
-			nb := make([]byte, 2*len(lr.buf))
-			copy(nb, lr.buf[:lr.end])
-			lr.buf = nb
-		}
-		n, err := lr.r.Read(lr.buf[lr.end:])
-		lr.end += n
-		if n == 0 && err != nil {
-			return nil, err
-		}
-	}
-}
-
-// continuesAfter reports whether the log holds anything past p.
-func (l *eventLog) continuesAfter(p Pos) bool {
-	if fi, err := os.Stat(l.segPath(p.Segment)); err == nil && fi.Size() > p.Offset {
-		return true
-	}
-	segs, err := l.segments()
-	return err == nil && segs[len(segs)-1] > p.Segment
 }

@@ -11,10 +11,13 @@ import (
 
 // Line files hold checksummed JSON lines (the event log format, see
 // eventlog.go). The thread header and the read cursors are line logs: each
-// change appends a whole line and fdatasyncs, and the last valid line is
-// the current value. Appending allocates no inode and replaces no file, so
-// it is cheaper than a rename, and a torn last line (a crash mid-append) is
-// simply not valid: readers fall back to the line before it.
+// change appends a whole line, and the last valid line is the current
+// value. A change does not fdatasync its line: its event line carries the
+// same state, and replay rewrites the line from it after a power cut
+// (checkpoint.go); repairs, which have no event line of their own, do.
+// Appending allocates no inode and replaces no file, so it is cheaper
+// than a rename, and a torn last line (a crash mid-append) is simply not
+// valid: readers fall back to the line before it.
 
 // encodeLine turns a JSON object into a checksummed line, newline
 // included, in a new buffer.
