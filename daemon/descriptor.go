@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/intake"
+	"github.com/inbox-dev/inbox/internal/safefile"
 )
 
 // youngAge is how long a descriptor that does not parse is given to finish
@@ -42,6 +44,9 @@ func (d *daemon) prepare(name string) *job {
 		return nil
 	}
 	data, ident, err := readDescriptor(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // gone meanwhile, or the intake directory swapped
+	}
 	if err != nil {
 		d.log.Error("cannot read descriptor", "file", name, "error", err)
 		return nil
@@ -76,6 +81,26 @@ func (d *daemon) prepare(name string) *job {
 	// A new drop under an old name must not be taken for finished.
 	os.Remove(filepath.Join(d.cfg.Intake, FileBase(name)+SuffixOutcome))
 	return &job{name: name, desc: desc, hash: hash, in: in}
+}
+
+// readDescriptor reads a descriptor, up to one byte past the limit,
+// without following a symlink or blocking on a FIFO (safefile), and
+// returns its bytes and the identity of this very file.
+func readDescriptor(p string) ([]byte, string, error) {
+	f, err := safefile.OpenFile(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, intake.MaxSize+1))
+	if err != nil {
+		return nil, "", err
+	}
+	return data, identity(fi), nil
 }
 
 // dropKey is the idempotency key of one drop: the descriptor's name, its
