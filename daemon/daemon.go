@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"io"
@@ -26,6 +25,9 @@ type Config struct {
 	ForcePoll bool
 }
 
+// daemon is the state of one Run. Run's loop owns it: the event follower
+// only sends events over a channel, and a batch finishing in the
+// background touches its own files, not this.
 type daemon struct {
 	cfg     Config
 	s       inbox.Bus
@@ -183,7 +185,7 @@ func (d *daemon) event(ev *inbox.Event) {
 		}
 		if json.Unmarshal(ev.PayloadJSON, &p) == nil {
 			if t, err := time.Parse(time.RFC3339Nano, p.ExpiresAt); err == nil {
-				heap.Push(&d.leases, expiry{tid: ev.ThreadID, at: t})
+				d.schedule(ev.ThreadID, t)
 			}
 		}
 	}

@@ -1,15 +1,14 @@
 package daemon_test
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,26 +20,23 @@ import (
 	"github.com/inbox-dev/inbox/spool"
 )
 
-// waitFile waits up to 10 s for path to exist and decodes it into v
-// (unless v is nil).
-func waitFile(t *testing.T, path string, v any) {
+// readJSON decodes the JSON file at path into v.
+func readJSON(t *testing.T, path string, v any) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		data, err := os.ReadFile(path)
-		if err == nil {
-			if v == nil {
-				return
-			}
-			if err := json.Unmarshal(data, v); err != nil {
-				t.Fatalf("%s: %v\n%s", path, err, data)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(5 * time.Millisecond)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, data)
+	}
+}
+
+// exists fails the test unless path exists.
+func exists(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -49,9 +45,10 @@ func waitFile(t *testing.T, path string, v any) {
 // a burst with one bad descriptor, an .outcome, a lease expiry, and a
 // clean stop.
 func TestRunInProcess(t *testing.T) {
-	dir, stop := startDaemon(t)
-	db := filepath.Dir(dir)
-	s, err := spool.Open(db, spool.Options{})
+	r := startDaemon(t)
+	dir := r.dir
+	// Another handle on the store, as another process would have.
+	s, err := spool.Open(r.db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,35 +60,37 @@ func TestRunInProcess(t *testing.T) {
 
 	var tids []string
 	for _, n := range names {
-		var r daemon.Result
-		waitFile(t, filepath.Join(dir, n+".result"), &r)
-		if !r.OK || r.ThreadID == "" || r.Descriptor == nil || r.Descriptor.Name != n {
-			t.Fatalf("%s.result: %+v", n, r)
+		r.processed(t, n)
+		var res daemon.Result
+		readJSON(t, filepath.Join(dir, n+".result"), &res)
+		if !res.OK || res.ThreadID == "" || res.Descriptor == nil || res.Descriptor.Name != n {
+			t.Fatalf("%s.result: %+v", n, res)
 		}
-		// .result is written first, then the descriptor is renamed.
-		waitFile(t, filepath.Join(dir, n+".processed"), nil)
+		exists(t, filepath.Join(dir, n+".processed"))
 		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
 			t.Fatalf("%s is both pending and processed", n)
 		}
-		tids = append(tids, r.ThreadID)
+		tids = append(tids, res.ThreadID)
 	}
+	r.log.wait(t, 1, "descriptor refused", `file="bad.task.json"`)
 	var bad daemon.Result
-	waitFile(t, filepath.Join(dir, "bad.task.json.result"), &bad)
+	readJSON(t, filepath.Join(dir, "bad.task.json.result"), &bad)
 	if bad.OK || bad.Error == "" {
 		t.Fatalf("bad descriptor accepted: %+v", bad)
 	}
-	waitFile(t, filepath.Join(dir, "bad.task.json.failed"), nil)
+	exists(t, filepath.Join(dir, "bad.task.json.failed"))
 
 	// Finishing a thread writes its descriptor's .outcome.
-	r, err := s.Claim("coordinator", tids[0], 60)
+	c, err := s.Claim("coordinator", tids[0], 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Done("coordinator", tids[0], r.Lease.LeaseToken, inbox.Content{Summary: "finished"}); err != nil {
+	if _, err := s.Done("coordinator", tids[0], c.Lease.LeaseToken, inbox.Content{Summary: "finished"}); err != nil {
 		t.Fatal(err)
 	}
+	r.log.wait(t, 1, "outcome written", `file="a.task.json"`)
 	var out daemon.Outcome
-	waitFile(t, filepath.Join(dir, "a.task.json.outcome"), &out)
+	readJSON(t, filepath.Join(dir, "a.task.json.outcome"), &out)
 	if out.Status != "done" || out.ThreadID != tids[0] || out.Summary != "finished" {
 		t.Fatalf("outcome: %+v", out)
 	}
@@ -100,18 +99,16 @@ func TestRunInProcess(t *testing.T) {
 	if _, err := s.Claim("coordinator", tids[1], 1); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for expired := false; !expired; {
-		s.Events(0, func(ev *inbox.Event) bool {
-			expired = expired || (ev.ThreadID == tids[1] && ev.EventType == "lease_expired")
-			return true
-		})
-		if time.Now().After(deadline) {
-			t.Fatal("no lease_expired event for an expired lease")
-		}
-		time.Sleep(20 * time.Millisecond)
+	r.log.wait(t, 1, "lease expired", fmt.Sprintf("thread=%q", tids[1]))
+	expired := false
+	s.Events(0, func(ev *inbox.Event) bool {
+		expired = expired || (ev.ThreadID == tids[1] && ev.EventType == "lease_expired")
+		return true
+	})
+	if !expired {
+		t.Error("no lease_expired event for an expired lease")
 	}
-	stop()
+	r.stop()
 }
 
 // TestStaleTempsRemoved plants the temp files a killed daemon leaves (its
@@ -120,7 +117,7 @@ func TestRunInProcess(t *testing.T) {
 // removes its own and leaves the dropper's, and once a descriptor is
 // finished no temp file of its writes is left.
 func TestStaleTempsRemoved(t *testing.T) {
-	s, db := storetest.New(t, spool.Options{Source: "daemon"})
+	s, db := newStore(t)
 	dir := filepath.Join(db, "intake")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -133,14 +130,9 @@ func TestStaleTempsRemoved(t *testing.T) {
 		}
 	}
 	storetest.Drop(t, dir, "go.task.json", `{"version":1,"kind":"prompt","prompt":"go"}`)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- daemon.Run(ctx, daemon.Config{Store: s, Intake: dir, IntakeTo: "coordinator"}) }()
-	waitFile(t, filepath.Join(dir, "go.task.json.processed"), nil)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	r := start(t, s, db, 0)
+	r.processed(t, "go.task.json")
+	r.stop()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -158,34 +150,12 @@ func TestStaleTempsRemoved(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log the daemon writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// count returns how many times s occurs in the log.
-func (b *syncBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.b.String(), s)
-}
-
-// wait waits up to 10 s for s to occur n times in the log.
-func (b *syncBuffer) wait(t *testing.T, s string, n int) {
+// noErrors fails the test if the daemon logged an error: a swapped
+// intake directory is no failure of the daemon's.
+func noErrors(t *testing.T, r *running) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.count(s) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon never logged %q %d times", s, n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if n, _ := r.log.count("ERROR "); n > 0 {
+		t.Errorf("the daemon logged %d errors", n)
 	}
 }
 
@@ -195,30 +165,14 @@ func (b *syncBuffer) wait(t *testing.T, s string, n int) {
 // The safety-net sweep is set to an hour, so each drop into the directory
 // that is there now can only be picked up because the daemon noticed the
 // swap and watches the new directory: every one must be processed, and
-// nothing in a moved-away directory.
+// nothing in a moved-away directory, and the daemon logs no error.
 func TestIntakeReplaced(t *testing.T) {
-	s, db := storetest.New(t, spool.Options{Source: "daemon"})
-	dir := filepath.Join(db, "intake")
-	var log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Config{Store: s, Intake: dir, IntakeTo: "coordinator", Sweep: time.Hour,
-			Log: slog.New(slog.NewTextHandler(&log, nil))})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", log.b.String())
-		}
-	}()
+	s, db := newStore(t)
+	r := start(t, s, db, time.Hour)
+	dir := r.dir
 	desc := `{"version":1,"kind":"prompt","prompt":"replaced"}`
-	log.wait(t, "daemon started", 1)
 	storetest.Drop(t, dir, "first.task.json", desc)
-	waitFile(t, filepath.Join(dir, "first.task.json.processed"), nil)
+	r.processed(t, "first.task.json")
 
 	// Moved away and replaced at once, many times over.
 	for i := 0; i < 20; i++ {
@@ -236,17 +190,17 @@ func TestIntakeReplaced(t *testing.T) {
 		}
 		name := fmt.Sprintf("swap%02d.task.json", i)
 		storetest.Drop(t, dir, name, desc)
-		waitFile(t, filepath.Join(dir, name+".processed"), nil)
+		r.processed(t, name)
 		storetest.Drop(t, old, "stray.task.json", desc)
 	}
 
 	// Moved away; once the daemon has recreated it, that directory is
 	// replaced by another.
-	recreated := log.count("recreated")
+	recreated, _ := r.log.count("recreated")
 	if err := os.Rename(dir, filepath.Join(db, "gone")); err != nil {
 		t.Fatal(err)
 	}
-	log.wait(t, "recreated", recreated+1)
+	r.log.wait(t, recreated+1, "recreated")
 	fresh := filepath.Join(db, "fresh")
 	if err := os.Mkdir(fresh, 0o700); err != nil {
 		t.Fatal(err)
@@ -255,15 +209,15 @@ func TestIntakeReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Drop(t, dir, "after-recreate.task.json", desc)
-	waitFile(t, filepath.Join(dir, "after-recreate.task.json.processed"), nil)
+	r.processed(t, "after-recreate.task.json")
 
 	// Deleted: recreated and watched.
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	log.wait(t, "recreated", recreated+2)
+	r.log.wait(t, recreated+2, "recreated")
 	storetest.Drop(t, dir, "after-delete.task.json", desc)
-	waitFile(t, filepath.Join(dir, "after-delete.task.json.processed"), nil)
+	r.processed(t, "after-delete.task.json")
 
 	// Nothing was taken from a moved-away directory: its drops were made
 	// before the later ones, which were all processed.
@@ -272,6 +226,42 @@ func TestIntakeReplaced(t *testing.T) {
 		if _, err := os.Stat(p + ".result"); err == nil {
 			t.Errorf("%s was processed", p)
 		}
+	}
+	noErrors(t, r)
+}
+
+// swapAt sets the daemon's test hook to call swap once, the first time
+// the daemon reaches moment m while when() holds, and returns a channel
+// closed after the swap. The hook is cleared when the test ends, after
+// the daemon started later has stopped.
+func swapAt(t *testing.T, m string, when func() bool, swap func()) <-chan struct{} {
+	swapped := make(chan struct{})
+	var done atomic.Bool
+	daemon.SetHook(func(at string) {
+		if at == m && !done.Load() && when() && done.CompareAndSwap(false, true) {
+			swap()
+			close(swapped)
+		}
+	})
+	t.Cleanup(func() { daemon.SetHook(nil) })
+	return swapped
+}
+
+// waitClosed waits up to 10 s for c to be closed.
+func waitClosed(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never happened", what)
+	}
+}
+
+// rename renames old to new for a hook, which runs on a daemon's
+// goroutine and so cannot stop the test.
+func rename(t *testing.T, old, new string) {
+	if err := syscall.Rename(old, new); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -282,53 +272,76 @@ func TestIntakeReplaced(t *testing.T) {
 // a drop into the new directory is picked up only if the daemon noticed
 // that the directory it watches is not the one at the path any more.
 func TestIntakeReplacedWhileArming(t *testing.T) {
-	s, db := storetest.New(t, spool.Options{Source: "daemon"})
-	dir := filepath.Join(db, "intake")
-	fresh := filepath.Join(db, "fresh")
+	s, db := newStore(t)
+	dir, fresh := filepath.Join(db, "intake"), filepath.Join(db, "fresh")
 	if err := os.Mkdir(fresh, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	var armed atomic.Bool
-	daemon.SetArmHook(func() {
-		if armed.CompareAndSwap(true, false) {
-			if err := syscall.Rename(fresh, dir); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	defer daemon.SetArmHook(nil)
-	var log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Config{Store: s, Intake: dir, IntakeTo: "coordinator", Sweep: time.Hour,
-			Log: slog.New(slog.NewTextHandler(&log, nil))})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", log.b.String())
-		}
-	}()
+	swapped := swapAt(t, "arm", armed.Load, func() { rename(t, fresh, dir) })
+	r := start(t, s, db, time.Hour)
 	desc := `{"version":1,"kind":"prompt","prompt":"replaced"}`
-	log.wait(t, "daemon started", 1)
 	storetest.Drop(t, dir, "first.task.json", desc)
-	waitFile(t, filepath.Join(dir, "first.task.json.processed"), nil)
+	r.processed(t, "first.task.json")
 
-	armed.Store(true)
+	armed.Store(true) // the daemon re-arms only once the intake is gone
 	if err := os.Rename(dir, filepath.Join(db, "gone")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for armed.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("the daemon never re-armed its watch after the intake was moved away")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitClosed(t, swapped, "re-arming the watch after the intake was moved away")
 	storetest.Drop(t, dir, "second.task.json", desc)
-	waitFile(t, filepath.Join(dir, "second.task.json.processed"), nil)
+	r.processed(t, "second.task.json")
+	noErrors(t, r)
+}
+
+// TestIntakeMovedWhileListed moves the intake directory away just after
+// the daemon armed its watch on it and before it lists it: the listing
+// fails, and the daemon, instead of logging an error and waiting for the
+// next wake-up, recreates the directory and lists that at once.
+func TestIntakeMovedWhileListed(t *testing.T) {
+	s, db := newStore(t)
+	dir := filepath.Join(db, "intake")
+	var armed atomic.Bool
+	swapped := swapAt(t, "list", armed.Load, func() { rename(t, dir, filepath.Join(db, "gone")) })
+	r := start(t, s, db, time.Hour)
+	// The next sweep moves the directory; a file written into it makes
+	// one, unless one already has (and moved the directory: the write
+	// then finds none).
+	armed.Store(true)
+	if err := os.WriteFile(filepath.Join(dir, "nudge"), nil, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	waitClosed(t, swapped, "the move between arming and listing")
+	r.log.wait(t, 1, "recreated")
+	storetest.Drop(t, dir, "after.task.json", `{"version":1,"kind":"prompt","prompt":"moved"}`)
+	r.processed(t, "after.task.json")
+	noErrors(t, r)
+}
+
+// TestIntakeMovedWhileFinishing moves the intake directory away after a
+// descriptor's .result and rename are in it and before they are made
+// durable: the directory they are in is fsynced all the same (an fsync
+// by path failed on the moved directory, the descriptor was left
+// undispatched in the daemon's eyes, and its .outcome never written), and
+// the daemon goes on with a recreated directory.
+func TestIntakeMovedWhileFinishing(t *testing.T) {
+	s, db := newStore(t)
+	dir, gone := filepath.Join(db, "intake"), filepath.Join(db, "gone")
+	renamed := filepath.Join(dir, "x.task.json.processed")
+	swapped := swapAt(t, "finish", func() bool { _, err := os.Stat(renamed); return err == nil },
+		func() { rename(t, dir, gone) })
+	r := start(t, s, db, time.Hour)
+	desc := `{"version":1,"kind":"prompt","prompt":"moved"}`
+	storetest.Drop(t, dir, "x.task.json", desc)
+	waitClosed(t, swapped, "the move between the renames and the fsync")
+	r.processed(t, "x.task.json")
+	var res daemon.Result
+	readJSON(t, filepath.Join(gone, "x.task.json.result"), &res)
+	if !res.OK {
+		t.Fatalf("x.task.json.result: %+v", res)
+	}
+	r.log.wait(t, 1, "recreated")
+	storetest.Drop(t, dir, "after.task.json", desc)
+	r.processed(t, "after.task.json")
+	noErrors(t, r)
 }

@@ -15,9 +15,16 @@ func (d *daemon) seedLeases() error {
 		return err
 	}
 	for _, l := range held {
-		heap.Push(&d.leases, expiry{tid: l.ThreadID, at: l.ExpiresAt})
+		d.schedule(l.ThreadID, l.ExpiresAt)
 	}
 	return nil
+}
+
+// schedule adds thread tid's lease, due at t, to the expiry schedule. A
+// lease renewed or claimed again is scheduled again; its earlier entry
+// finds it not yet expired (ExpireLease reports false).
+func (d *daemon) schedule(tid string, t time.Time) {
+	heap.Push(&d.leases, expiry{tid: tid, at: t})
 }
 
 // expire releases every lease that is due.

@@ -128,18 +128,72 @@ func (d *daemon) finish(name, suffix string, result *Result) error {
 // directory makes all the renames durable. A crash between the two leaves
 // a descriptor pending: the retry writes the same result again.
 func (d *daemon) finishAll(names []string, suffix string, results []*Result) error {
+	dir, err := os.OpenRoot(d.cfg.Intake)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	files := make([]string, len(names))
+	for i, name := range names {
+		files[i] = FileBase(name) + SuffixResult
+	}
+	if err := publish(dir, files, results); err != nil {
+		return err
+	}
+	other := SuffixFailed
+	if suffix == SuffixFailed {
+		other = SuffixProcessed
+	}
+	for _, name := range names {
+		done := FileBase(name)
+		dir.Remove(done + other) // from an earlier drop under the same name
+		if err := dir.Rename(name, done+suffix); err != nil {
+			return err
+		}
+	}
+	at(hookFinish)
+	return syncDir(dir) // makes every rename durable
+}
+
+// writeOutcomes writes each NAME.outcome (fsynced, renamed into place,
+// the directory fsynced) for the descriptor names of one thread.
+func (d *daemon) writeOutcomes(names []string, out *Outcome) error {
+	dir, err := os.OpenRoot(d.cfg.Intake)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	files, outs := make([]string, len(names)), make([]*Outcome, len(names))
+	for i, name := range names {
+		files[i], outs[i] = name+SuffixOutcome, out
+	}
+	if err := publish(dir, files, outs); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// publish writes each values[i] as indented JSON (0600) to files[i] in
+// dir: to temp files first, whose fsyncs overlap, then renamed into
+// place; the caller fsyncs the directory. Every rename is made in dir, the
+// intake directory as it was when the caller opened it: if another
+// directory has been put in its place since (moved away and replaced), a
+// temp file made at the intake's path is not found there and publish
+// fails, to be retried, instead of answering in one directory and making
+// the other durable.
+func publish[T any](dir *os.Root, files []string, values []T) error {
 	var pending []*renameio.PendingFile
 	defer func() {
 		for _, pf := range pending {
 			pf.Cleanup()
 		}
 	}()
-	for i := range names {
-		data, err := json.MarshalIndent(results[i], "", "  ")
+	for _, v := range values {
+		data, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return err
 		}
-		pf, err := tempFile(d.cfg.Intake)
+		pf, err := tempFile(dir.Name())
 		if err != nil {
 			return err
 		}
@@ -148,7 +202,6 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 			return err
 		}
 	}
-	// The fsyncs of a batch's results overlap.
 	if err := durable.SyncFiles(pending); err != nil {
 		return err
 	}
@@ -156,54 +209,25 @@ func (d *daemon) finishAll(names []string, suffix string, results []*Result) err
 		if err := pf.Close(); err != nil {
 			return err
 		}
-		if err := os.Rename(pf.Name(), filepath.Join(d.cfg.Intake, FileBase(names[i])+SuffixResult)); err != nil {
+		if err := dir.Rename(filepath.Base(pf.Name()), files[i]); err != nil {
 			return err
 		}
 	}
-	other := SuffixFailed
-	if suffix == SuffixFailed {
-		other = SuffixProcessed
-	}
-	for _, name := range names {
-		p, done := filepath.Join(d.cfg.Intake, name), filepath.Join(d.cfg.Intake, FileBase(name))
-		os.Remove(done + other) // from an earlier drop under the same name
-		if err := os.Rename(p, done+suffix); err != nil {
-			return err
-		}
-	}
-	return durable.SyncDir(d.cfg.Intake) // makes every rename durable
+	return nil
 }
 
-// writeFile publishes a JSON file (0600) atomically and durably.
-func (d *daemon) writeFile(path string, v any) error {
-	if err := d.place(path, v); err != nil {
-		return err
-	}
-	return durable.SyncDir(filepath.Dir(path))
-}
-
-// place writes a JSON file (0600) to a temp file, fsyncs it and renames it
-// into place; the caller fsyncs the directory.
-func (d *daemon) place(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
+// syncDir fsyncs the directory dir so that the renames made in it survive
+// a power cut.
+func syncDir(dir *os.Root) error {
+	f, err := dir.Open(".")
 	if err != nil {
 		return err
 	}
-	pf, err := tempFile(filepath.Dir(path))
-	if err != nil {
-		return err
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	defer pf.Cleanup()
-	if _, err := pf.Write(append(data, '\n')); err != nil {
-		return err
-	}
-	if err := pf.Sync(); err != nil {
-		return err
-	}
-	if err := pf.Close(); err != nil {
-		return err
-	}
-	return os.Rename(pf.Name(), path)
+	return err
 }
 
 // tempFile opens a new temp file (0600) in dir, named tempPrefix and

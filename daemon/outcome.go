@@ -82,11 +82,11 @@ func (d *daemon) outcome(tid string) {
 	if m != nil {
 		out.Summary = m.Summary
 	}
+	if err := d.writeOutcomes(names, out); err != nil {
+		d.log.Error("cannot write outcome", "files", names, "error", err)
+		return // tracked still: retried on the next event or start
+	}
 	for _, name := range names {
-		if err := d.writeFile(filepath.Join(d.cfg.Intake, name+SuffixOutcome), out); err != nil {
-			d.log.Error("cannot write outcome", "file", name, "error", err)
-			return // tracked still: retried on the next event or start
-		}
 		delete(d.byName, name)
 		d.log.Info("outcome written", "file", name, "thread", tid, "status", th.Status)
 	}

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -15,26 +14,8 @@ import (
 
 // sweep processes every pending descriptor, in name order.
 func (d *daemon) sweep(ctx context.Context) {
-	if fi, err := os.Stat(d.cfg.Intake); err != nil || d.iw == nil || !os.SameFile(fi, d.iwDir) {
-		// Deleted, or moved away and replaced: recreate it if needed and
-		// watch the directory that is there now.
-		if errors.Is(err, fs.ErrNotExist) {
-			if err := d.ensureIntake(); err != nil {
-				d.log.Error("cannot recreate intake directory", "dir", d.cfg.Intake, "error", err)
-				return
-			}
-			d.log.Warn("intake directory was missing; recreated", "dir", d.cfg.Intake)
-		} else if err == nil && d.iw != nil {
-			d.log.Warn("intake directory was replaced; watching the new one", "dir", d.cfg.Intake)
-		}
-		if err := d.watchIntake(); err != nil {
-			d.log.Error("cannot watch intake directory", "dir", d.cfg.Intake, "error", err)
-			return
-		}
-	}
-	names, err := d.pending()
-	if err != nil {
-		d.log.Error("cannot list intake directory", "error", err)
+	names, ok := d.list()
+	if !ok {
 		return
 	}
 	// Batches overlap by one stage: while a batch's .result files are

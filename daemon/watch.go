@@ -11,6 +11,58 @@ import (
 	"github.com/inbox-dev/inbox/watcher"
 )
 
+// swapRetries bounds how many times in a row list looks again at an
+// intake directory swapped while it armed its watch or listed it.
+const swapRetries = 10
+
+// list arms the watch on the directory at the intake's path (arm) and
+// lists the pending descriptors there. A directory moved away, deleted or
+// replaced in the middle is no failure: arming or listing it fails with
+// fs.ErrNotExist (a directory removed while it is read says so too), and
+// list starts again on the directory there now, so that a writer who
+// swaps the intake directory meets no error in the daemon's log.
+func (d *daemon) list() ([]string, bool) {
+	for try := 1; ; try++ {
+		step, err := d.arm()
+		if err == nil {
+			at(hookList)
+			var names []string
+			if names, err = d.pending(); err == nil {
+				return names, true
+			}
+			step = "list"
+		}
+		if try == swapRetries || !errors.Is(err, fs.ErrNotExist) {
+			d.log.Error("cannot "+step+" intake directory", "dir", d.cfg.Intake, "error", err)
+			return nil, false
+		}
+	}
+}
+
+// arm makes sure the intake watch is on the directory at the intake's
+// path: a deleted directory is recreated, and one moved away and
+// replaced is watched anew. On failure it names the step that failed
+// ("recreate" or "watch").
+func (d *daemon) arm() (step string, err error) {
+	ok, err := d.watched()
+	if ok {
+		return "", nil
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := d.ensureIntake(); err != nil {
+			return "recreate", err
+		}
+		d.log.Warn("intake directory was missing; recreated", "dir", d.cfg.Intake)
+	case err == nil && d.iw != nil:
+		d.log.Warn("intake directory was replaced; watching the new one", "dir", d.cfg.Intake)
+	}
+	if err := d.watchIntake(); err != nil {
+		return "watch", err
+	}
+	return "", nil
+}
+
 // watchIntake (re)arms the watch on the intake directory, remembering
 // which directory it is: one moved away and replaced must be watched anew.
 // The directory is identified before the watch is armed: if it is
@@ -27,9 +79,7 @@ func (d *daemon) watchIntake() error {
 	if d.iwDir, err = os.Stat(d.cfg.Intake); err != nil {
 		return err
 	}
-	if armHook != nil {
-		armHook()
-	}
+	at(hookArm)
 	d.iw, err = d.watch(d.cfg.Intake)
 	return err
 }
@@ -73,13 +123,35 @@ func (d *daemon) parentC() <-chan struct{} {
 // replaced reports whether the intake directory at its path is not the
 // one the daemon watches: moved away, deleted or replaced.
 func (d *daemon) replaced() bool {
-	fi, err := os.Stat(d.cfg.Intake)
-	return err != nil || d.iw == nil || !os.SameFile(fi, d.iwDir)
+	ok, _ := d.watched()
+	return !ok
 }
 
-// armHook, when a test sets it, runs between identifying the intake
-// directory and arming its watch, where a swap is hardest to notice.
-var armHook func()
+// watched reports whether the directory at the intake's path is the one
+// the intake watch is on, and the error of looking at the path.
+func (d *daemon) watched() (bool, error) {
+	fi, err := os.Stat(d.cfg.Intake)
+	return err == nil && d.iw != nil && os.SameFile(fi, d.iwDir), err
+}
+
+// The moments a test may act at (SetHook), where a swap of the intake
+// directory is hardest to notice or survive.
+const (
+	hookArm    = "arm"    // between identifying the intake directory and arming its watch
+	hookList   = "list"   // between arming the watch and listing the directory
+	hookFinish = "finish" // between a batch's renames and the fsync of their directory
+)
+
+// hook, when a test sets it, is called at each of the moments above. It
+// may be called from a batch's finishing goroutine as well as Run's.
+var hook func(at string)
+
+// at calls the test's hook, if any, at moment m.
+func at(m string) {
+	if hook != nil {
+		hook(m)
+	}
+}
 
 func (d *daemon) watch(dir string) (*watcher.Watcher, error) {
 	w, err := watcher.New(dir, watcher.Options{ForcePoll: d.cfg.ForcePoll})
