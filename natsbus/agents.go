@@ -66,23 +66,30 @@ func (b *Bus) waits() map[string]time.Time {
 		return out
 	}
 	for k := range l.Keys() {
-		parts := strings.Split(k, ".")
-		if len(parts) != 3 {
-			continue
-		}
-		name, err := hex.DecodeString(parts[1])
-		if err != nil {
+		name, _, ok := agentKey(k)
+		if !ok {
 			continue
 		}
 		var at time.Time
 		if e, err := b.kv.Get(ctx, k); err == nil {
 			at, _ = inbox.ParseTime(string(e.Value()))
 		}
-		if at.After(out[string(name)]) || out[string(name)].IsZero() {
-			out[string(name)] = at
+		if at.After(out[name]) || out[name].IsZero() {
+			out[name] = at
 		}
 	}
 	return out
+}
+
+// agentKey splits a key of the bucket named <kind>.<agent>.<rest>, the
+// agent in hex (key).
+func agentKey(k string) (agent, rest string, ok bool) {
+	parts := strings.Split(k, ".")
+	if len(parts) != 3 {
+		return "", "", false
+	}
+	name, err := hex.DecodeString(parts[1])
+	return string(name), parts[2], err == nil
 }
 
 func (b *Bus) isWaiting(agent string) bool {

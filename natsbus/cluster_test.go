@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/natsbus"
 )
 
@@ -216,7 +217,7 @@ func startCluster(t *testing.T) *cluster {
 		}
 	})
 	for i := 0; i < 3; i++ {
-		waitFor(t, 30*time.Second, func() bool {
+		testproc.Eventually(t, 30*time.Second, fmt.Sprint("server ", i, " ready"), func() bool {
 			_, err := os.Stat(filepath.Join(dir, fmt.Sprint("ready", i)))
 			return err == nil
 		})
@@ -232,7 +233,7 @@ func TestClusterKill(t *testing.T) {
 	c := startCluster(t)
 	db := c.db("cluster")
 	var b *natsbus.Bus
-	waitFor(t, 60*time.Second, func() bool {
+	testproc.Eventually(t, 60*time.Second, "the store opened on the cluster", func() bool {
 		var err error
 		b, err = natsbus.Open(db, natsbus.Options{Create: true})
 		return err == nil
@@ -414,17 +415,6 @@ func TestClusterKill(t *testing.T) {
 	}
 	t.Logf("server n%d killed at %v; %d claim races over %d threads, %d idempotent sends, %d worker loops finished in %v; %d transient errors retried by the agents",
 		victim, killedAt.Round(time.Millisecond), races, raceThreads, senders*sends, work, elapsed.Round(time.Millisecond), retries)
-}
-
-func waitFor(t *testing.T, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready within %v", d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // freePorts returns n loopback ports free now.

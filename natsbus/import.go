@@ -3,14 +3,12 @@ package natsbus
 import (
 	"cmp"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -66,7 +64,7 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 				*r = *prev
 				r.Event, r.Message, r.Prompt, r.Change, r.By = e.Event, nil, false, "", ""
 				r.Event.EventID = 0
-				r.Cursors = copyCursors(prev.Cursors)
+				r.Cursors = cloneMap(prev.Cursors)
 			}
 			if e.Thread != nil {
 				r.Thread, r.Lease, r.From, r.Origin = *e.Thread, e.Lease, e.LastFrom, e.Origin
@@ -99,7 +97,7 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 				if r.Idem == nil {
 					r.Idem = map[string]idemRecord{}
 				} else if prev != nil {
-					r.Idem = cloneIdem(prev.Idem)
+					r.Idem = cloneMap(prev.Idem)
 				}
 				r.Idem[idemHash(k.Key)] = idemRecord{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq}
 			}
@@ -180,14 +178,6 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 		}
 	}
 	return res, nil
-}
-
-func cloneIdem(m map[string]idemRecord) map[string]idemRecord {
-	c := make(map[string]idemRecord, len(m)+1)
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // History calls fn with every event of the store, in order, with what it
@@ -295,14 +285,10 @@ func (b *Bus) Collected() (map[string][]int64, error) {
 			return err
 		}
 		for k := range l.Keys() {
-			parts := strings.Split(k, ".")
-			if len(parts) != 3 {
-				continue
-			}
-			name, err1 := hex.DecodeString(parts[1])
-			id, err2 := strconv.ParseInt(parts[2], 10, 64)
-			if err1 == nil && err2 == nil {
-				out[string(name)] = append(out[string(name)], id)
+			name, rest, ok := agentKey(k)
+			id, err := strconv.ParseInt(rest, 10, 64)
+			if ok && err == nil {
+				out[name] = append(out[name], id)
 			}
 		}
 		return nil

@@ -456,6 +456,21 @@ func (c *change) addMessage(m *inbox.Message) {
 	}
 }
 
+// mutateResult is mutate for a change that answers with the thread, its
+// new message and its lease; a retry that replays an earlier result
+// (idempotency) answers with that result.
+func (b *Bus) mutateResult(tid string, decide func(c *change) error) (*inbox.Result, error) {
+	r, err := b.mutate(tid, decide)
+	var rp *replay
+	if errors.As(err, &rp) {
+		return rp.res, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &inbox.Result{Thread: &r.Thread, Message: r.Message, Lease: r.Lease}, nil
+}
+
 // mutate applies decide to the current state of tid and publishes the
 // result, deciding again from the new state whenever another change got
 // in first. decide returns nil to publish nothing (a result it made).
@@ -492,8 +507,8 @@ func (b *Bus) changeOf(cur *record) *change {
 		l := *cur.Lease
 		next.Lease = &l
 	}
-	next.From = copyMap(cur.From)
-	next.Cursors = copyCursors(cur.Cursors)
+	next.From = cloneMap(cur.From)
+	next.Cursors = cloneMap(cur.Cursors)
 	next.Idem = maps.Clone(cur.Idem)
 	next.Owed = maps.Clone(cur.Owed)
 	next.Prompt, next.By = false, ""
@@ -560,16 +575,9 @@ func (b *Bus) commit(c *change, last uint64) (*record, error) {
 	return r, nil
 }
 
-func copyMap(m map[string]int) map[string]int {
-	c := make(map[string]int, len(m)+1)
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
-}
-
-func copyCursors(m map[string]inbox.Cursor) map[string]inbox.Cursor {
-	c := make(map[string]inbox.Cursor, len(m)+1)
+// cloneMap copies m (never nil: a change adds to it).
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	c := make(map[K]V, len(m)+1)
 	for k, v := range m {
 		c[k] = v
 	}

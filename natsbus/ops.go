@@ -240,7 +240,7 @@ func (b *Bus) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error) 
 	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
-	r, err := b.mutate(tid, func(c *change) error {
+	return b.mutateResult(tid, func(c *change) error {
 		t := &c.r.Thread
 		if inbox.IsTerminal(t.Status) {
 			return inbox.InvalidState("thread %s is %s; terminal threads cannot be claimed", tid, t.Status)
@@ -265,10 +265,6 @@ func (b *Bus) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error) 
 			PayloadJSON: leasePayload(l)}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &inbox.Result{Thread: &r.Thread, Lease: r.Lease}, nil
 }
 
 func leasePayload(l *inbox.Lease) json.RawMessage {
@@ -284,7 +280,7 @@ func (b *Bus) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Re
 	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
-	r, err := b.mutate(tid, func(c *change) error {
+	return b.mutateResult(tid, func(c *change) error {
 		t := &c.r.Thread
 		if inbox.IsTerminal(t.Status) {
 			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.Status)
@@ -297,10 +293,6 @@ func (b *Bus) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Re
 			PayloadJSON: leasePayload(c.r.Lease)}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &inbox.Result{Thread: &r.Thread, Lease: r.Lease}, nil
 }
 
 // Update lets the holder post progress or a blocked question.
@@ -330,7 +322,7 @@ func (b *Bus) holderMessage(cmd, agent, tid, status string, token int64, c inbox
 		return nil, err
 	}
 	m0.Status = st.Status
-	r, err := b.mutate(tid, func(ch *change) error {
+	return b.mutateResult(tid, func(ch *change) error {
 		if err := ch.idempotent(cmd, c.IdempotencyKey); err != nil {
 			return err
 		}
@@ -343,14 +335,6 @@ func (b *Bus) holderMessage(cmd, agent, tid, status string, token int64, c inbox
 		ch.transition(agent, st.Status, st.EventType, &m)
 		return nil
 	})
-	var rp *replay
-	if errors.As(err, &rp) {
-		return rp.res, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &inbox.Result{Thread: &r.Thread, Message: r.Message, Lease: r.Lease}, nil
 }
 
 // transition moves the thread to status with message m, releasing a held
@@ -380,7 +364,7 @@ func (b *Bus) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) 
 		return nil, err
 	}
 	m0.Status = inbox.StatusCancelled
-	r, err := b.mutate(tid, func(ch *change) error {
+	return b.mutateResult(tid, func(ch *change) error {
 		if err := ch.idempotent("cancel", c.IdempotencyKey); err != nil {
 			return err
 		}
@@ -396,14 +380,6 @@ func (b *Bus) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) 
 		ch.transition(agent, inbox.StatusCancelled, inbox.EventThreadCancelled, &m)
 		return nil
 	})
-	var rp *replay
-	if errors.As(err, &rp) {
-		return rp.res, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &inbox.Result{Thread: &r.Thread, Message: r.Message, Lease: r.Lease}, nil
 }
 
 // MarkRead advances agent's read cursor in a thread to message seq (0:

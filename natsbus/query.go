@@ -531,34 +531,30 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 	if opt.Timeout <= 0 {
 		return &inbox.WaitResult{NextEventID: verified}, nil
 	}
-	fl, err := b.follow(b.threadFilter(tid), uint64(last.Thread.LastEventID)+1)
-	if err != nil {
-		return nil, err
-	}
-	defer fl.close()
-	release := b.Waiting(opt.Agent)
-	defer release()
-	for {
-		r, seq, ok, err := fl.next(ctx, deadline)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return &inbox.WaitResult{NextEventID: verified}, nil
-		}
+	var res *inbox.WaitResult
+	err = b.waitFollowing(ctx, b.threadFilter(tid), uint64(last.Thread.LastEventID)+1, opt.Agent, deadline, func(r *record, seq uint64) (bool, error) {
 		verified = max(verified, int64(seq))
 		if r.Message != nil {
 			msgs = append(msgs, r.Message)
 			if w.Matches(r.Message) {
-				return found(r.Message)
+				var ferr error
+				res, ferr = found(r.Message)
+				return true, ferr
 			}
 		}
 		if inbox.IsTerminal(r.Thread.Status) {
 			if m := inbox.TerminalMessage(msgs, r.Thread.Status); m != nil {
-				return found(m)
+				var ferr error
+				res, ferr = found(m)
+				return true, ferr
 			}
 		}
+		return false, nil
+	})
+	if res == nil && err == nil {
+		res = &inbox.WaitResult{NextEventID: verified}
 	}
+	return res, err
 }
 
 // replyThread is a thread as a wait-reply's rules see it: its last
@@ -655,24 +651,41 @@ func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after 
 	if opt.Timeout <= 0 {
 		return &inbox.WaitResult{NextEventID: scanned}, nil
 	}
-	fl, err := b.follow(b.prefix+"t.>", uint64(scanned)+1)
+	err = b.waitFollowing(ctx, b.prefix+"t.>", uint64(scanned)+1, agent, deadline, func(r *record, seq uint64) (bool, error) {
+		scanned = int64(seq)
+		if match(r) {
+			hit = r
+		}
+		return hit != nil, nil
+	})
 	if err != nil {
 		return nil, err
+	}
+	if hit == nil {
+		return &inbox.WaitResult{NextEventID: scanned}, nil
+	}
+	return result(hit), nil
+}
+
+// waitFollowing follows subject from sequence start while agent waits
+// (Waiting), handing each record to fn until fn says it is done, the
+// deadline passes or ctx ends.
+func (b *Bus) waitFollowing(ctx context.Context, subject string, start uint64, agent string, deadline time.Time,
+	fn func(r *record, seq uint64) (bool, error)) error {
+	fl, err := b.follow(subject, start)
+	if err != nil {
+		return err
 	}
 	defer fl.close()
 	release := b.Waiting(agent)
 	defer release()
 	for {
 		r, seq, ok, err := fl.next(ctx, deadline)
-		if err != nil {
-			return nil, err
+		if err != nil || !ok {
+			return err
 		}
-		if !ok {
-			return &inbox.WaitResult{NextEventID: scanned}, nil
-		}
-		scanned = int64(seq)
-		if match(r) {
-			return result(r), nil
+		if done, err := fn(r, seq); done || err != nil {
+			return err
 		}
 	}
 }

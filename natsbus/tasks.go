@@ -170,7 +170,7 @@ func (b *Bus) CancelTask(agent string, t *inbox.Task, c inbox.Content) (*inbox.R
 		return nil, err
 	}
 	m0.Status = inbox.StatusCancelled
-	r, err := b.mutate(t.ThreadID, func(ch *change) error {
+	return b.mutateResult(t.ThreadID, func(ch *change) error {
 		if err := ch.idempotent("cancel", c.IdempotencyKey); err != nil {
 			return err
 		}
@@ -185,14 +185,6 @@ func (b *Bus) CancelTask(agent string, t *inbox.Task, c inbox.Content) (*inbox.R
 		ch.r.Event.PayloadJSON, _ = json.Marshal(p)
 		return nil
 	})
-	var rp *replay
-	if errors.As(err, &rp) {
-		return rp.res, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &inbox.Result{Thread: &r.Thread, Message: r.Message, Lease: r.Lease}, nil
 }
 
 // SetTaskRunner records (nil: forgets) the process running a task.
