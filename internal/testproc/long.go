@@ -1,0 +1,7 @@
+//go:build long
+
+package testproc
+
+// Long is true in the long run (go test -tags long), which .ci/run runs
+// as a step of its own: soaks and the big sizes.
+const Long = true
