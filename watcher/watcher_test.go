@@ -1,6 +1,7 @@
 package watcher_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,14 +44,21 @@ func TestWakesOnAppendAndCreate(t *testing.T) {
 		f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
 		f.WriteString("b\n")
 		f.Close()
-		expectWake(t, w, 2*time.Second)
-		expectQuiet(t, w, 60*time.Millisecond)
+		expectWake(t, w, 10*time.Second)
+		// The append may give more than one wake-up (coalescing is not
+		// promised), so the next change is checked by a wake-up alone.
 		os.WriteFile(filepath.Join(dir, "new"), []byte("x"), 0o600)
-		expectWake(t, w, 2*time.Second)
+		expectWake(t, w, 10*time.Second)
 		w.Close()
 	}
 }
 
+// TestWakeUpsCoalesce: a burst of changes that nobody reads leaves one
+// pending wake-up (C's buffer holds one), not a backlog, and never blocks
+// the watcher: the burst wakes the reader, and a change after it, or
+// after a second burst, still does. How many wake-ups a burst gives a
+// reader who keeps reading is not promised ("many changes may give one"),
+// so nothing here counts them against a clock.
 func TestWakeUpsCoalesce(t *testing.T) {
 	dir := t.TempDir()
 	w, err := watcher.New(dir, watcher.Options{})
@@ -58,14 +66,15 @@ func TestWakeUpsCoalesce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	for i := 0; i < 50; i++ {
-		os.WriteFile(filepath.Join(dir, "f"), []byte{byte(i)}, 0o600)
+	if c := cap(w.C); c != 1 {
+		t.Fatalf("C buffers %d wake-ups, want 1", c)
 	}
-	expectWake(t, w, 2*time.Second)
-	// Fifty changes leave at most one more pending wake-up, never a backlog.
-	select {
-	case <-w.C:
-	case <-time.After(50 * time.Millisecond):
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 50; i++ {
+			os.WriteFile(filepath.Join(dir, "f"), []byte{byte(i)}, 0o600)
+		}
+		expectWake(t, w, 10*time.Second)
+		os.WriteFile(filepath.Join(dir, fmt.Sprint("after", round)), []byte("x"), 0o600)
+		expectWake(t, w, 10*time.Second)
 	}
-	expectQuiet(t, w, 60*time.Millisecond)
 }
