@@ -182,3 +182,21 @@ func (c *TeamChange) Summary(changed []string) string {
 	}
 	return ""
 }
+
+// ResolveTo parses and resolves recipients given to a message added to a
+// thread (to, "" for the default recipient): the address as given and the
+// agents it reaches.
+func ResolveTo(d Directory, from, to string) (Address, []string, error) {
+	if to == "" {
+		return Address{}, nil, nil
+	}
+	addr, err := ParseAddress("to", to)
+	if err != nil {
+		return Address{}, nil, err
+	}
+	recipients, err := Resolve(d, from, addr)
+	if err != nil {
+		return Address{}, nil, err
+	}
+	return addr, recipients, nil
+}

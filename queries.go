@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -118,4 +120,40 @@ func CheckSessionMark(agent, session, mark string) error {
 func SessionKey(agent, session string) string {
 	sum := sha256.Sum256([]byte(agent + "\x00" + session))
 	return hex.EncodeToString(sum[:16])
+}
+
+// Selects reports whether the filter (checked by PrepareList, which gave
+// statuses) selects thread t.
+func (f ListFilter) Selects(t *Thread, statuses []string) bool {
+	switch {
+	case !slices.Contains(statuses, t.Status),
+		f.AssignedTo != "" && t.AssignedTo != f.AssignedTo,
+		f.CreatedBy != "" && t.CreatedBy != f.CreatedBy,
+		f.Agent != "" && t.AssignedTo != f.Agent && t.CreatedBy != f.Agent:
+		return false
+	}
+	return true
+}
+
+// MessageNotFound is the error for a message id a thread does not hold.
+func MessageNotFound(id, tid string) error {
+	return NotFound("message %s not found in thread %s", id, tid)
+}
+
+// TaskOfThread returns the task whose thread tid is, from the thread's
+// first message (first, nil when there is none): a task's thread starts
+// with its prompt, which names the task; byName (the engine's
+// TaskByName) must give that task back for this thread.
+func TaskOfThread(tid string, first *Message, byName func(string) (*Task, error)) (*Task, error) {
+	var p struct {
+		Task TaskSpec `json:"task"`
+	}
+	if first == nil || first.Kind != KindTask || json.Unmarshal(first.PayloadJSON, &p) != nil || p.Task.Name == "" {
+		return nil, NotFound("thread %s is not a task", tid)
+	}
+	t, err := byName(p.Task.Name)
+	if err != nil || t.ThreadID != tid {
+		return nil, NotFound("thread %s is not a task", tid)
+	}
+	return t, nil
 }

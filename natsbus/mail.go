@@ -297,7 +297,7 @@ func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result,
 			}
 		}
 		if m == nil {
-			return nil, inbox.NotFound("message %s not found in thread %s", messageID, tid)
+			return nil, inbox.MessageNotFound(messageID, tid)
 		}
 	}
 	c, err := inbox.AckContent(m, agent, c)

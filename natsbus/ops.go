@@ -157,18 +157,11 @@ func (b *Bus) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, o 
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	var addr inbox.Address
-	var recipients []string
-	if to != "" {
-		var err error
-		if addr, err = inbox.ParseAddress("to", to); err != nil {
-			return nil, err
-		}
-		if recipients, err = b.resolve(from, addr); err != nil {
-			return nil, err
-		}
-		to = addr.Given
+	addr, recipients, err := inbox.ResolveTo(teamDir{b}, from, to)
+	if err != nil {
+		return nil, err
 	}
+	to = addr.Given
 	m0, err := b.message(b.now(), from, to, kind, c, "")
 	if err != nil {
 		return nil, err

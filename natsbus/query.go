@@ -252,12 +252,7 @@ func (b *Bus) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
 	now := b.now()
 	var out []*inbox.Thread
 	err = b.threads(func(r *record) bool {
-		t := &r.Thread
-		switch {
-		case !slices.Contains(statuses, t.Status),
-			f.AssignedTo != "" && t.AssignedTo != f.AssignedTo,
-			f.CreatedBy != "" && t.CreatedBy != f.CreatedBy,
-			f.Agent != "" && t.AssignedTo != f.Agent && t.CreatedBy != f.Agent:
+		if !f.Selects(&r.Thread, statuses) {
 			return true
 		}
 		out = append(out, r.view(now))
@@ -570,7 +565,7 @@ func (t replyThread) MessageCount() int { return t.last.Thread.MessageCount }
 func (t replyThread) MessageByID(id string) (*inbox.Message, error) {
 	i := slices.IndexFunc(t.msgs, func(m *inbox.Message) bool { return m.MessageID == id })
 	if i < 0 {
-		return nil, inbox.NotFound("message %s not found in thread %s", id, t.tid)
+		return nil, inbox.MessageNotFound(id, t.tid)
 	}
 	return t.msgs[i], nil
 }

@@ -147,17 +147,11 @@ func (b *Bus) TaskByThread(tid string) (*inbox.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		Task inbox.TaskSpec `json:"task"`
+	var first *inbox.Message
+	if len(v.Messages) > 0 {
+		first = v.Messages[0]
 	}
-	if len(v.Messages) == 0 || v.Messages[0].Kind != inbox.KindTask || json.Unmarshal(v.Messages[0].PayloadJSON, &p) != nil || p.Task.Name == "" {
-		return nil, inbox.NotFound("thread %s is not a task", tid)
-	}
-	t, err := b.TaskByName(p.Task.Name)
-	if err != nil || t.ThreadID != tid {
-		return nil, inbox.NotFound("thread %s is not a task", tid)
-	}
-	return t, nil
+	return inbox.TaskOfThread(tid, first, b.TaskByName)
 }
 
 // CancelTask cancels a task that has not finished.

@@ -230,18 +230,11 @@ func (s *Store) appendMessageOpts(cmd, tid, from, to, kind string, c inbox.Conte
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	var addr inbox.Address
-	var recipients []string
-	if to != "" {
-		var err error
-		if addr, err = inbox.ParseAddress("to", to); err != nil {
-			return nil, err
-		}
-		if recipients, err = s.resolve(from, addr); err != nil {
-			return nil, err
-		}
-		to = addr.Given
+	addr, recipients, err := inbox.ResolveTo(teamDir{s}, from, to)
+	if err != nil {
+		return nil, err
 	}
+	to = addr.Given
 	now := s.now()
 	m, err := s.message(now, from, to, kind, c, "")
 	if err != nil {

@@ -129,11 +129,7 @@ func (s *Store) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
 			herr = err
 			return false
 		}
-		switch {
-		case !slices.Contains(statuses, h.Status),
-			f.AssignedTo != "" && h.AssignedTo != f.AssignedTo,
-			f.CreatedBy != "" && h.CreatedBy != f.CreatedBy,
-			f.Agent != "" && h.AssignedTo != f.Agent && h.CreatedBy != f.Agent:
+		if !f.Selects(&h.Thread, statuses) {
 			return true
 		}
 		out = append(out, h.view(now))

@@ -210,17 +210,7 @@ func (s *Store) TaskByThread(tid string) (*inbox.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		Task inbox.TaskSpec `json:"task"`
-	}
-	if m.Kind != inbox.KindTask || json.Unmarshal(m.PayloadJSON, &p) != nil || p.Task.Name == "" {
-		return nil, inbox.NotFound("thread %s is not a task", tid)
-	}
-	t, err := s.TaskByName(p.Task.Name)
-	if err != nil || t.ThreadID != tid {
-		return nil, inbox.NotFound("thread %s is not a task", tid)
-	}
-	return t, nil
+	return inbox.TaskOfThread(tid, m, s.TaskByName)
 }
 
 // CancelTask cancels a queued or running task (the caller kills its

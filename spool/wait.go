@@ -264,7 +264,7 @@ func (s *Store) findMessage(tid string, count int, id string) (*inbox.Message, e
 			return m, nil
 		}
 	}
-	return nil, inbox.NotFound("message %s not found in thread %s", id, tid)
+	return nil, inbox.MessageNotFound(id, tid)
 }
 
 // statusEvents are the event types that set a thread's status.
