@@ -28,6 +28,10 @@
 //     a legal file name (at most 255 bytes): the daemon's temp files have
 //     short names of their own. Only a longer name is answered under the
 //     SHA-256 of the name (FileBase).
+//   - An intake directory moved away, deleted or replaced while the
+//     daemon lists it is no error: the sweep starts again on the
+//     directory at the path now. A batch's files are written, renamed and
+//     fsynced in one directory, the one it opened first.
 //
 // # Caveats
 //

@@ -11,34 +11,6 @@ import (
 	"github.com/inbox-dev/inbox/watcher"
 )
 
-// swapRetries bounds how many times in a row list looks again at an
-// intake directory swapped while it armed its watch or listed it.
-const swapRetries = 10
-
-// list arms the watch on the directory at the intake's path (arm) and
-// lists the pending descriptors there. A directory moved away, deleted or
-// replaced in the middle is no failure: arming or listing it fails with
-// fs.ErrNotExist (a directory removed while it is read says so too), and
-// list starts again on the directory there now, so that a writer who
-// swaps the intake directory meets no error in the daemon's log.
-func (d *daemon) list() ([]string, bool) {
-	for try := 1; ; try++ {
-		step, err := d.arm()
-		if err == nil {
-			at(hookList)
-			var names []string
-			if names, err = d.pending(); err == nil {
-				return names, true
-			}
-			step = "list"
-		}
-		if try == swapRetries || !errors.Is(err, fs.ErrNotExist) {
-			d.log.Error("cannot "+step+" intake directory", "dir", d.cfg.Intake, "error", err)
-			return nil, false
-		}
-	}
-}
-
 // arm makes sure the intake watch is on the directory at the intake's
 // path: a deleted directory is recreated, and one moved away and
 // replaced is watched anew. On failure it names the step that failed
