@@ -17,9 +17,20 @@ import (
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/daemon"
 	"github.com/inbox-dev/inbox/internal/crashfs"
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
-var powerCuts = flag.Int("powercut.cuts", 12, "power cuts TestPowerCut makes (a full run: 500)")
+var powerCuts = flag.Int("powercut.cuts", powerCutsDefault(), "power cuts TestPowerCut makes (12; 100 with -tags long; a full run: 500)")
+
+// powerCutsDefault is how many cuts TestPowerCut makes when not told: a
+// dozen rounds of every kind of writer in the default run, a soak in the
+// long one.
+func powerCutsDefault() int {
+	if testproc.Long {
+		return 100
+	}
+	return 12
+}
 
 // TestPowerCut: writers change the store on a file system that forgets
 // everything no fsync or fdatasync covered (internal/crashfs), and the

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // TestBoundedEndlessFIFO: a FIFO that never ends, given as --body-file,
@@ -19,7 +21,7 @@ import (
 // nothing in the store. Text (read into memory) and bytes that are not
 // text (streamed into a blob) take different paths; both are bounded.
 func TestBoundedEndlessFIFO(t *testing.T) {
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	for _, tc := range []struct {
 		name  string
 		chunk []byte

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -76,25 +77,17 @@ func writeClaudeTeam(t *testing.T, dir, team string, members ...string) {
 	}
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestClaudeTeamsProcesses: 4 writers using proper-lockfile (the library
-// Claude Code locks its inboxes with, from npm) write 800 entries to the
-// bridge's inbox while the CLI sends 200 messages to a teammate and the
-// bridging daemon is SIGKILLed and restarted at random: every entry is in
-// the store once and marked read, every send is in the teammate's inbox
-// once, and no entry is lost from either file.
+// Claude Code locks its inboxes with, from npm) write 200 entries (800
+// in the long run) to the bridge's inbox while the CLI sends 50 messages
+// (200) to a teammate and the bridging daemon is SIGKILLed and restarted
+// at random: every entry is in the store once and marked read, every send
+// is in the teammate's inbox once, and no entry is lost from either file.
 func TestClaudeTeamsProcesses(t *testing.T) {
-	const writers, each, sends = 4, 200, 200
+	writers, each, sends := 4, 50, 50
+	if testproc.Long {
+		each, sends = 200, 200
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is needed for Claude Code's locking library: %v", err)
@@ -103,13 +96,13 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 	s, db := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
 	writeClaudeTeam(t, dir, "beta", "team-lead", "researcher")
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	d := &killableDaemon{t: t, bin: bin, args: []string{"daemon", "--db", db, "--claude-teams=" + dir, "--agent", "bridge"}}
 	d.start()
 	defer d.stop()
 	own := filepath.Join(dir, "beta", "inboxes", "bridge.json")
-	waitFor(t, 10*time.Second, "the bridge's inbox", func() bool { _, err := os.Stat(own); return err == nil })
-	waitFor(t, 10*time.Second, "the team in the store", func() bool { _, err := s.Team("beta"); return err == nil })
+	testproc.Eventually(t, 10*time.Second, "the bridge's inbox", func() bool { _, err := os.Stat(own); return err == nil })
+	testproc.Eventually(t, 10*time.Second, "the team in the store", func() bool { _, err := s.Team("beta"); return err == nil })
 	var cmds []*exec.Cmd
 	for w := range writers {
 		c := exec.Command(node, "writer.mjs", own, []string{"team-lead", "researcher"}[w%2], fmt.Sprintf("w%d", w), fmt.Sprint(each))
@@ -145,7 +138,7 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 		}
 	}
 	theirs := filepath.Join(dir, "beta", "inboxes", "researcher.json")
-	waitFor(t, 60*time.Second, "everything across", func() bool {
+	testproc.Eventually(t, 60*time.Second, "everything across", func() bool {
 		items, _ := s.Mailbox("bridge", "")
 		es := readInboxFile(t, own)
 		unread := 0
@@ -196,6 +189,7 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 // TestClaudeStaleLockProcess: a lock left by a killed writer holds the
 // bridge off for 10 s, then is taken over.
 func TestClaudeStaleLockProcess(t *testing.T) {
+	t.Parallel() // it mostly waits for the lock to go stale
 	s, db := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
 	writeClaudeTeam(t, dir, "beta", "team-lead", "researcher")
@@ -208,11 +202,11 @@ func TestClaudeStaleLockProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	locked := time.Now()
-	d := &killableDaemon{t: t, bin: lookInbox(t, "inbox"), args: []string{"daemon", "--db", db, "--claude-teams=" + dir}}
+	d := &killableDaemon{t: t, bin: testproc.Installed(t, "inbox"), args: []string{"daemon", "--db", db, "--claude-teams=" + dir}}
 	d.start()
 	defer d.stop()
-	waitFor(t, 10*time.Second, "the team in the store", func() bool { _, err := s.Team("beta"); return err == nil })
-	if out, err := exec.Command(lookInbox(t, "inbox"), "send", "--db", db, "--from", "team-lead", "--to", "researcher", "--body", "after the lock").CombinedOutput(); err != nil {
+	testproc.Eventually(t, 10*time.Second, "the team in the store", func() bool { _, err := s.Team("beta"); return err == nil })
+	if out, err := exec.Command(testproc.Installed(t, "inbox"), "send", "--db", db, "--from", "team-lead", "--to", "researcher", "--body", "after the lock").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	has := func() bool {
@@ -229,7 +223,7 @@ func TestClaudeStaleLockProcess(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	waitFor(t, 8*time.Second, "the entry once the lock went stale", has)
+	testproc.Eventually(t, 8*time.Second, "the entry once the lock went stale", has)
 	if d := time.Since(locked); d < 10*time.Second {
 		t.Errorf("taken over after %v, before 10 s", d)
 	}

@@ -20,11 +20,22 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
-var crashDuration = flag.Duration("crash.duration", 45*time.Second,
-	"how long TestCrashSuite kills processes (go test ./cmd/inbox -run CrashSuite -crash.duration 20m for a long run)")
+var crashDuration = flag.Duration("crash.duration", crashDefault(),
+	"how long TestCrashSuite kills processes (10s; 2m with -tags long; go test ./cmd/internal/cli -run CrashSuite -crash.duration 20m for a long run)")
+
+// crashDefault is how long TestCrashSuite runs when not told: long enough
+// for every kind of operation to be killed at many instants (hundreds of
+// kills in 10 s), and a soak in the long run.
+func crashDefault() time.Duration {
+	if testproc.Long {
+		return 2 * time.Minute
+	}
+	return 10 * time.Second
+}
 
 var crashKeep = flag.String("crash.keep", "",
 	"copy the store of a failed TestCrashSuite run to this directory, for inspection")
@@ -329,7 +340,7 @@ func TestCrashSuite(t *testing.T) {
 			t.Logf("store kept in %s (%v %s)", *crashKeep, err, out)
 		}
 	})
-	c := &crashRun{t: t, db: db, intake: in, inbox: lookInbox(t, "inbox"), tids: ids}
+	c := &crashRun{t: t, db: db, intake: in, inbox: testproc.Installed(t, "inbox"), tids: ids}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -339,7 +350,7 @@ func TestCrashSuite(t *testing.T) {
 	wg.Add(3)
 	go func() { defer wg.Done(); c.reader(stop) }()
 	go func() { defer wg.Done(); c.daemonLoop(stop) }()
-	go func() { defer wg.Done(); c.taskLoop(lookInbox(t, "inbox-test-helper"), stop) }()
+	go func() { defer wg.Done(); c.taskLoop(testproc.Installed(t, "inbox-test-helper"), stop) }()
 	time.Sleep(*crashDuration)
 	close(stop)
 	wg.Wait()

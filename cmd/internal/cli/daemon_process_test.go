@@ -17,22 +17,26 @@ import (
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/natstest"
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
 // TestDaemonCrashLoop kills the daemon with SIGKILL at random instants
-// while 1,000 descriptors are dropped, restarting it each time. Afterwards
-// every descriptor must be finished exactly once and the store must hold
-// exactly 1,000 threads, one per descriptor.
+// while descriptors are dropped (200; 1,000 in the long run), restarting
+// it each time. Afterwards every descriptor must be finished exactly once
+// and the store must hold exactly one thread per descriptor.
 func TestDaemonCrashLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
 	}
-	const n = 1000
+	n := 200
+	if testproc.Long {
+		n = 1000
+	}
 	db, _ := newStore(t, 0)
 	in := filepath.Join(t.TempDir(), "intake")
 	os.Mkdir(in, 0o700)
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "daemon", "--db", db, "--intake", in)
 		if err := cmd.Start(); err != nil {
@@ -156,7 +160,7 @@ func finishedAll(dir string, n int) bool { return finished(dir) == n }
 func TestNATSDaemonLockDir(t *testing.T) {
 	srv := natstest.Start(t)
 	db := natstest.Store(srv, "lockdir")
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	work := t.TempDir()
 	notDir := filepath.Join(work, "home-is-a-file")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {

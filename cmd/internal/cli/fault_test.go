@@ -38,6 +38,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // ---------------------------------------------------------------------------
@@ -233,7 +235,7 @@ func unshareArgs() []string {
 // in one.
 func startNS(t *testing.T) *nsShell {
 	t.Helper()
-	inbox := lookInbox(t, "inbox")
+	inbox := testproc.Installed(t, "inbox")
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Fatalf("fault tests need unshare(1) (util-linux) on PATH to make a private mount namespace: %v", err)
 	}
@@ -1323,7 +1325,7 @@ func everyCommand(T, U string) [][]string {
 // message naming the version and saying to upgrade, and the store is left
 // byte for byte as it was.
 func TestFaultNewerFormatVersion(t *testing.T) {
-	inbox := lookInbox(t, "inbox")
+	inbox := testproc.Installed(t, "inbox")
 	db, T, U := faultStore(t, inbox)
 	format := filepath.Join(db, "inbox.json")
 	orig, err := os.ReadFile(format)
@@ -1408,7 +1410,7 @@ func TestFaultNewerFormatVersion(t *testing.T) {
 // is clean and writes work, with event ids that never go back below ones
 // already handed out.
 func TestFaultEventLogDeleted(t *testing.T) {
-	inbox := lookInbox(t, "inbox")
+	inbox := testproc.Installed(t, "inbox")
 	db, T, U := faultStore(t, inbox)
 	var lastID int64
 	{

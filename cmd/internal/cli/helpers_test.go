@@ -18,17 +18,6 @@ import (
 	"github.com/inbox-dev/inbox/spool"
 )
 
-// lookInbox finds a binary TestMain installs on $PATH: "inbox" or
-// "inbox-test-helper".
-func lookInbox(tb testing.TB, name string) string {
-	tb.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		tb.Fatalf("%s is not on PATH (testscript.Main installs it): %v", name, err)
-	}
-	return p
-}
-
 // newStore creates a store with n threads for agent X and returns its path
 // and the thread ids.
 func newStore(t *testing.T, n int) (string, []string) {

@@ -21,6 +21,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -201,7 +202,7 @@ var leaseModel = porcupine.Model{
 // runLin records one history: clients processes, ops each, on threads.
 func runLin(t *testing.T, seed uint64, clients, ops, threads int) []porcupine.Operation {
 	db, ids := newStore(t, threads)
-	helper := lookInbox(t, "inbox-test-helper")
+	helper := testproc.Installed(t, "inbox-test-helper")
 	cmds := make([]*exec.Cmd, clients)
 	for c := range cmds {
 		agent := fmt.Sprintf("a%d", c%(clients/2+1)) // some clients share an agent

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // holdLockHelper takes an flock on each path, says "locked" and stops
@@ -38,7 +40,7 @@ func stoppedHolder(t *testing.T, db string, locks ...string) int {
 	for _, l := range locks {
 		paths = append(paths, filepath.Join(db, "locks", l))
 	}
-	cmd := exec.Command(lookInbox(t, "inbox-test-helper"), append([]string{"holdlock"}, paths...)...)
+	cmd := exec.Command(testproc.Installed(t, "inbox-test-helper"), append([]string{"holdlock"}, paths...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -76,9 +78,10 @@ func stoppedHolder(t *testing.T, db string, locks ...string) int {
 // --lock-timeout, naming the lock and the stopped process, instead of
 // waiting forever; the store works again once the holder is gone.
 func TestLockWaitBounded(t *testing.T) {
+	t.Parallel() // it mostly waits out --lock-timeout
 	db, ids := newStore(t, 1)
 	tid := ids[0]
-	inboxBin := lookInbox(t, "inbox")
+	inboxBin := testproc.Installed(t, "inbox")
 	run := func(args ...string) (int, map[string]any, string) {
 		cmd := exec.Command(inboxBin, append([]string{"--db", db, "--json", "--lock-timeout", "1s"}, args...)...)
 		var stdout, stderr strings.Builder
@@ -140,13 +143,13 @@ func TestLockWaitBounded(t *testing.T) {
 func TestLockTimeoutFlag(t *testing.T) {
 	db, _ := newStore(t, 1)
 	for _, bad := range []string{"soon", "0", "-3s"} {
-		cmd := exec.Command(lookInbox(t, "inbox"), "--db", db, "--json", "list", "--lock-timeout", bad)
+		cmd := exec.Command(testproc.Installed(t, "inbox"), "--db", db, "--json", "list", "--lock-timeout", bad)
 		out, err := cmd.Output()
 		if code, _ := exitStatus(err); code != 30 || !strings.Contains(string(out), `"field":"lock-timeout"`) {
 			t.Errorf("--lock-timeout %s: exit %d, %s; want 30 naming the flag", bad, code, out)
 		}
 	}
-	cmd := exec.Command(lookInbox(t, "inbox"), "--db", db, "list")
+	cmd := exec.Command(testproc.Installed(t, "inbox"), "--db", db, "list")
 	cmd.Env = append(os.Environ(), "INBOX_LOCK_TIMEOUT=45")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("INBOX_LOCK_TIMEOUT=45: %v: %s", err, out)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,11 +15,17 @@ import (
 	"github.com/gofrs/flock"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/natsbus"
 )
 
+// TestMain installs this test binary as "inbox" and as the helper on
+// PATH; the tests, and every process they start, keep their temp files in
+// one directory removed at the end (testproc.Main). The scripts and the
+// process tests mostly wait (timeouts, leases, daemons), so twice as many
+// run at once as there are CPUs, unless -parallel says otherwise.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"inbox": func() { natsForTests(); os.Exit(Main()) }, "inbox-test-helper": helperMain})
+	testscript.Main(testproc.M(testproc.Parallel(m, 2*runtime.GOMAXPROCS(0))), map[string]func(){"inbox": func() { natsForTests(); os.Exit(Main()) }, "inbox-test-helper": helperMain})
 }
 
 // TestScripts runs the CLI scripts in testdata/script against the real
@@ -35,6 +42,10 @@ func scriptParams(dir string) testscript.Params {
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("INBOX_DB", "")
 			e.Setenv("INBOX_AGENT", "")
+			// A process the script left running detached (a task runner)
+			// must not write into $WORK once it is removed.
+			work := e.WorkDir
+			e.Defer(func() { testproc.KillTagged("WORK", work, 10*time.Second) })
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -132,24 +143,11 @@ func waitArgs(ts *testscript.TestScript, neg bool, args []string, name, arg stri
 	return args[0], limit
 }
 
-// pollFor calls done every 10 ms until it reports true, for at most
-// limit; it reports whether done did.
-func pollFor(limit time.Duration, done func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if done() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
-}
-
 // waitfile PATH [SECONDS]: wait until PATH exists (default 10 s).
 func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 	path, limit := waitArgs(ts, neg, args, "waitfile", "PATH")
 	p := ts.MkAbs(path)
-	if !pollFor(limit, func() bool { _, err := os.Stat(p); return err == nil }) {
+	if !testproc.Poll(limit, func() bool { _, err := os.Stat(p); return err == nil }) {
 		ts.Fatalf("%s did not appear within %v", path, limit)
 	}
 }
@@ -167,7 +165,7 @@ func cmdWaitdaemon(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("%v", err)
 		}
 	}
-	up := pollFor(limit, func() bool {
+	up := testproc.Poll(limit, func() bool {
 		lk := flock.New(p, flock.SetFlag(os.O_RDWR))
 		ok, err := lk.TryLock()
 		if ok {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // memoryBody is the size of the body TestMemoryLargeBody sends: close to
@@ -35,7 +37,7 @@ func TestMemoryLargeBody(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's memory is not inbox's")
 	}
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	dir := t.TempDir()
 	bodyFile := filepath.Join(dir, "body.txt")
 	writeTextBody(t, bodyFile, memoryBody)

@@ -20,6 +20,7 @@ import (
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/migrate"
 	"github.com/inbox-dev/inbox/internal/natstest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/natsbus"
 )
 
@@ -338,7 +339,7 @@ func TestNATSSecretsStayOut(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { w.Process.Kill(); w.Wait() })
-		waiting := pollFor(30*time.Second, func() bool {
+		waiting := testproc.Poll(30*time.Second, func() bool {
 			for _, a := range jsonOut(runInbox(0, "agents", "--db", db, "--json"))["agents"].([]any) {
 				if a := a.(map[string]any); a["agent"] == "boss" && a["state"] == "waiting" {
 					return true
@@ -391,7 +392,7 @@ printf ok
 		t.Error("the task did not read its runner's argv")
 	}
 	// The runner's file for its tasks goes with it.
-	if !pollFor(30*time.Second, func() bool { return syscall.Kill(runner, 0) != nil }) {
+	if !testproc.Poll(30*time.Second, func() bool { return syscall.Kill(runner, 0) != nil }) {
 		t.Fatalf("the runner (pid %d) did not exit", runner)
 	}
 	for _, kv := range strings.Split(string(env), "\n") {

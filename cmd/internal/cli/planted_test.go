@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // TestPlantedStoreFiles: a symbolic link, a FIFO or a socket planted in
@@ -21,7 +23,7 @@ import (
 // aside and rebuilds what it stood in for, after which fsck is clean and
 // the thread whole.
 func TestPlantedStoreFiles(t *testing.T) {
-	inboxBin := lookInbox(t, "inbox")
+	inboxBin := testproc.Installed(t, "inbox")
 	type plant struct {
 		name string
 		make func(t *testing.T, p, victim string)

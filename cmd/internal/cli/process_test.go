@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -71,7 +72,7 @@ func TestClaimRaceProcesses(t *testing.T) {
 	if err := os.WriteFile(list, []byte(strings.Join(ids, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	helper := lookInbox(t, "inbox-test-helper")
+	helper := testproc.Installed(t, "inbox-test-helper")
 	cmds := make([]*exec.Cmd, procs)
 	for p := range cmds {
 		cmds[p] = exec.Command(helper, "claim", db, fmt.Sprintf("w%d", p), list)
@@ -126,7 +127,7 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 	const procs, each = 8, 50
 	db, ids := newStore(t, 1)
 	tid := ids[0]
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	var mu sync.Mutex
 	sent := map[string]int{}
 	var wg sync.WaitGroup
@@ -201,7 +202,7 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 func TestLeaseExpiryFencesOldHolder(t *testing.T) {
 	db, ids := newStore(t, 1)
 	tid := ids[0]
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, append([]string{"--db", db, "--json"}, args...)...)
 		out, err := cmd.Output()

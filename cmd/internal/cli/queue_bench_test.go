@@ -9,6 +9,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkQueue(b *testing.B) {
 	}
 	cmdCost := time.Since(t0) / 50
 
-	bin := lookInbox(b, "inbox")
+	bin := testproc.Installed(b, "inbox")
 	b.ResetTimer()
 	start := time.Now()
 	if out, err := exec.Command(bin, "--db", db, "run", fmt.Sprint(slots), "--exec", "true").CombinedOutput(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // readmeShellBlocks returns the ```sh blocks of a Markdown file, in order.
@@ -58,12 +60,26 @@ func TestReadmeSnippets(t *testing.T) {
 	if !strings.Contains(blocks[0], "go build") || !strings.Contains(blocks[0], "go test -timeout 30m ./...") {
 		t.Fatalf("the README's first sh block must build and test:\n%s", blocks[0])
 	}
+	// CI runs the newcomer's test command as it stands in the README.
+	var testCmd string
+	for _, line := range strings.Split(blocks[0], "\n") {
+		if strings.HasPrefix(line, "go test ") {
+			testCmd = line
+		}
+	}
+	ci, err := os.ReadFile(filepath.Join("..", "..", "..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains("\n"+string(ci)+"\n", "\n"+testCmd+"\n") {
+		t.Errorf(".ci/run does not run the README's test command, a line of its own: %q", testCmd)
+	}
 
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(lookInbox(t, "inbox"), filepath.Join(dir, "bin", "inbox")); err != nil {
+	if err := os.Symlink(testproc.Installed(t, "inbox"), filepath.Join(dir, "bin", "inbox")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.CopyFS(filepath.Join(dir, "contrib"), os.DirFS(filepath.Join("..", "..", "..", "contrib"))); err != nil {

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // The long tests: too long for the README's go test ./... (they move
@@ -27,8 +29,8 @@ import (
 // message to the parent, byte-identical (SHA-256) whether inline or as a
 // blob; none stays running; fsck is clean.
 func TestTaskOutputSizes(t *testing.T) {
-	inbox := lookInbox(t, "inbox")
-	helper := lookInbox(t, "inbox-test-helper")
+	inbox := testproc.Installed(t, "inbox")
+	helper := testproc.Installed(t, "inbox-test-helper")
 	db := filepath.Join(t.TempDir(), "db")
 	run := func(args ...string) []byte {
 		t.Helper()

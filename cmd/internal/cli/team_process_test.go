@@ -12,6 +12,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -29,7 +30,7 @@ func TestTeamBroadcastProcesses(t *testing.T) {
 	if _, err := s.CreateTeam("lead", "crew", team); err != nil {
 		t.Fatal(err)
 	}
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	cmds := make([]*exec.Cmd, broadcasters)
 	for b := range cmds {
 		script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do i=$((i+1)); %s send --db %s --from b%d --to @crew --type team_broadcast --content-json "{\"text\":\"b%d #$i\"}" --json || exit 1; done`,
@@ -119,7 +120,7 @@ func TestTeamClaimRaceProcesses(t *testing.T) {
 	if err := os.WriteFile(list, []byte(strings.Join(ids, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	helper := lookInbox(t, "inbox-test-helper")
+	helper := testproc.Installed(t, "inbox-test-helper")
 	cmds := make([]*exec.Cmd, members)
 	for p := range cmds {
 		cmds[p] = exec.Command(helper, "claim", db, team[p], list)

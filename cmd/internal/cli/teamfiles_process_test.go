@@ -16,6 +16,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -64,17 +65,21 @@ func (d *killableDaemon) stop() {
 // TestTeamDirProcesses: 4 shell writers append seed 002 lines to a member's
 // inbox (two with plain `echo >>`, two under `flock` on inbox.lock) while
 // the CLI sends to the same member and the daemon bridging the file is
-// SIGKILLed and restarted at random. 1,000 messages in all: afterwards the
-// store holds every line exactly once, the file every send exactly once,
-// nothing written back, and fsck --repair leaves a clean store.
+// SIGKILLed and restarted at random. 250 messages in all (1,000 in the
+// long run): afterwards the store holds every line exactly once, the file
+// every send exactly once, nothing written back, and fsck --repair leaves
+// a clean store.
 func TestTeamDirProcesses(t *testing.T) {
-	const writers, each, sends = 4, 200, 200
+	writers, each, sends := 4, 50, 50
+	if testproc.Long {
+		each, sends = 200, 200
+	}
 	s, db := storetest.New(t, spool.Options{})
 	if _, err := s.CreateTeam("lead", "alpha", []string{"coordinator", "dev"}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	d := &killableDaemon{t: t, bin: bin, args: []string{"daemon", "--db", db, "--team-dir", dir}}
 	d.start()
 	defer d.stop()

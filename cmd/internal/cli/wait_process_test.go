@@ -17,6 +17,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -42,7 +43,7 @@ func TestManyWaitersWake(t *testing.T) {
 	}
 	const n = 200
 	db, ids := newStore(t, n)
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	type waiter struct {
 		cmd      *exec.Cmd
 		out, err *os.File
@@ -174,7 +175,7 @@ func TestManyWaitersWake(t *testing.T) {
 // returned (it wakes on the event append, after the commit point).
 func BenchmarkWakeLatency(b *testing.B) {
 	s, db := storetest.New(b, spool.Options{})
-	bin := lookInbox(b, "inbox")
+	bin := testproc.Installed(b, "inbox")
 	var lat []time.Duration
 	for i := 0; i < b.N; i++ {
 		r, err := s.Send(inbox.SendInput{From: "Y", To: "X", Subject: "q"})
@@ -223,7 +224,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 func TestBlockingInterrupted(t *testing.T) {
 	db, ids := newStore(t, 1)
 	tid := ids[0]
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	s, err := spool.Open(db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +293,7 @@ func TestBlockingInterrupted(t *testing.T) {
 						case <-time.After(10 * time.Second):
 							t.Fatal("events --follow printed nothing")
 						}
-					} else if !pollFor(10*time.Second, func() bool { return waiting(agent) }) {
+					} else if !testproc.Poll(10*time.Second, func() bool { return waiting(agent) }) {
 						t.Fatalf("%s never showed as waiting; stderr: %s", agent, stderr.String())
 					}
 					sent := time.Now()
@@ -358,7 +359,7 @@ func TestBlockingInterrupted(t *testing.T) {
 // an unknown kind among the alternatives is still refused naming it.
 func TestWaitKindsNotation(t *testing.T) {
 	db, ids := newStore(t, 2)
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	s, err := spool.Open(db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)

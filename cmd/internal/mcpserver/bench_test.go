@@ -17,6 +17,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/benchstore"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -71,7 +72,7 @@ func BenchmarkMCP(b *testing.B) {
 	if os.Getenv("MCP_BENCH_PROCESS") != "" {
 		// The server in its own process, as an agent's client sees it.
 		cs, err = mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
-			&mcp.CommandTransport{Command: exec.Command(lookInbox(b, "inbox"), "mcp", "--db", db, "--agent", "X")}, nil)
+			&mcp.CommandTransport{Command: exec.Command(testproc.Installed(b, "inbox"), "mcp", "--db", db, "--agent", "X")}, nil)
 	}
 	if err != nil {
 		b.Fatal(err)

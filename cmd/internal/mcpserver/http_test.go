@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -53,7 +54,7 @@ var (
 // it to say where it listens and where its token is.
 func startHTTP(t *testing.T, db string, args ...string) *httpServer {
 	t.Helper()
-	cmd := exec.Command(lookInbox(t, "inbox"), append([]string{"mcp", "--db", db, "--agent", "main",
+	cmd := exec.Command(testproc.Installed(t, "inbox"), append([]string{"mcp", "--db", db, "--agent", "main",
 		"--http", "127.0.0.1:0", "--exec", "cat"}, args...)...)
 	cmd.Env = append(os.Environ(), "INBOX_EXEC=")
 	pipe, err := cmd.StderrPipe()
@@ -436,7 +437,7 @@ func TestHTTPOtherUserRefused(t *testing.T) {
 	}
 	s := startHTTP(t, db, "--token-file", filepath.Join(open, "mcp.token"))
 	probe := filepath.Join(open, "mcp-probe")
-	data, err := os.ReadFile(lookInbox(t, "mcp-probe"))
+	data, err := os.ReadFile(testproc.Installed(t, "mcp-probe"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -277,7 +278,7 @@ func TestMCPWorkerLoop(t *testing.T) {
 
 // TestMCPSeed003 drives seed 003's tools with its input names.
 func TestMCPSeed003(t *testing.T) {
-	bin := lookInbox(t, "inbox")
+	bin := testproc.Installed(t, "inbox")
 	cli.Executable = func() (string, error) { return bin, nil }
 	t.Cleanup(func() { cli.Executable = os.Executable })
 	// The server's INBOX_EXEC is what runs a task.
@@ -398,7 +399,7 @@ func TestMCPWaitWokenByCLI(t *testing.T) {
 		done <- out
 	}()
 	time.Sleep(200 * time.Millisecond)
-	cmd := exec.Command(lookInbox(t, "inbox"), "reply", "--db", mt.db, "--from", "leader", "--thread", tid, "--kind", "answer", "--summary", "from the CLI")
+	cmd := exec.Command(testproc.Installed(t, "inbox"), "reply", "--db", mt.db, "--from", "leader", "--thread", tid, "--kind", "answer", "--summary", "from the CLI")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

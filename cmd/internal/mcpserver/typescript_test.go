@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -48,7 +49,7 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	}
 	t.Run("stdio", func(t *testing.T) {
 		s, db := storetest.New(t, spool.Options{})
-		client := exec.Command(node, "client.mjs", lookInbox(t, "inbox"), db)
+		client := exec.Command(node, "client.mjs", testproc.Installed(t, "inbox"), db)
 		client.Dir = dir
 		var stderr strings.Builder
 		client.Stderr = &stderr
