@@ -481,15 +481,17 @@ func testWaitReplyNoLostWakeup(t *testing.T, b inbox.Bus) {
 }
 
 func testWatch(t *testing.T, b inbox.Bus) {
+	// The watch starts after an event id read first, so the thread
+	// created below wakes it whenever the watch gets to run.
+	after := ok(b.LastEventID())(t)
 	done := make(chan *inbox.WaitResult, 1)
 	go func() {
-		w, err := b.Watch(context.Background(), "watcher", nil, nil, inbox.WaitOptions{Timeout: 10 * time.Second})
+		w, err := b.Watch(context.Background(), "watcher", nil, &after, inbox.WaitOptions{Timeout: 10 * time.Second})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- w
 	}()
-	time.Sleep(200 * time.Millisecond)
 	tid := newThread(t, b, "watcher", "for you").Thread.ThreadID
 	select {
 	case w := <-done:

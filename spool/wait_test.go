@@ -116,7 +116,12 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 func TestWatch(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	ctx := context.Background()
-	opt := inbox.WaitOptions{Timeout: 3 * time.Second}
+	// Without a cursor the watch starts at the log's end when it is
+	// called: its first check (AfterCheck) comes after that, so what is
+	// sent once it ran must wake it.
+	checked := make(chan struct{})
+	var once sync.Once
+	opt := inbox.WaitOptions{Timeout: 30 * time.Second, AfterCheck: func() { once.Do(func() { close(checked) }) }}
 	var got *inbox.WaitResult
 	var err error
 	done := make(chan struct{})
@@ -124,7 +129,7 @@ func TestWatch(t *testing.T) {
 		got, err = s.Watch(ctx, "X", []string{inbox.StatusPending}, nil, opt)
 		close(done)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-checked
 	send(t, s, "Y") // another agent's thread does not count
 	r := send(t, s, "X")
 	<-done
@@ -134,7 +139,7 @@ func TestWatch(t *testing.T) {
 	after := got.NextEventID
 	s.Claim("X", r.Thread.ThreadID, 60)
 	s.Done("X", r.Thread.ThreadID, 0, inbox.Content{Summary: "ok"})
-	got, err = s.Watch(ctx, "boss", []string{inbox.StatusDone}, &after, opt)
+	got, err = s.Watch(ctx, "boss", []string{inbox.StatusDone}, &after, inbox.WaitOptions{Timeout: 30 * time.Second})
 	if err != nil || !got.Woke || got.Event.EventType != inbox.EventThreadDone || got.Thread.Status != inbox.StatusDone {
 		t.Fatalf("leader watching for done: %+v %v", got, err)
 	}
