@@ -3,547 +3,480 @@
 package inbox
 
 import (
-	"strconv"
-
 	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
 var threadJSONMembers = []string{"thread_id", "run_id", "task_id", "subject", "created_by", "assigned_to", "recipients", "status", "priority", "latest_message_id", "created_at", "updated_at", "message_count", "last_event_id", "mail", "lease_expired"}
 
-func jsonAppendThread(b []byte, v *Thread) []byte {
-	b = append(b, '{')
-	b = append(b, "\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"run_id\":"...)
-	b = jsonrec.AppendString(b, v.RunID)
-	b = append(b, ",\"task_id\":"...)
-	b = jsonrec.AppendString(b, v.TaskID)
-	b = append(b, ",\"subject\":"...)
-	b = jsonrec.AppendString(b, v.Subject)
-	b = append(b, ",\"created_by\":"...)
-	b = jsonrec.AppendString(b, v.CreatedBy)
-	b = append(b, ",\"assigned_to\":"...)
-	b = jsonrec.AppendString(b, v.AssignedTo)
-	if len(v.Recipients) != 0 {
-		b = append(b, ",\"recipients\":"...)
-		b = jsonrec.AppendSlice(b, v.Recipients, jsonrec.AppendStr)
-	}
-	b = append(b, ",\"status\":"...)
-	b = jsonrec.AppendString(b, v.Status)
-	b = append(b, ",\"priority\":"...)
-	b = jsonrec.AppendString(b, v.Priority)
-	b = append(b, ",\"latest_message_id\":"...)
-	b = jsonrec.AppendString(b, v.LatestMessageID)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	b = append(b, ",\"updated_at\":"...)
-	b = jsonrec.AppendString(b, v.UpdatedAt)
-	b = append(b, ",\"message_count\":"...)
-	b = strconv.AppendInt(b, int64(v.MessageCount), 10)
-	b = append(b, ",\"last_event_id\":"...)
-	b = strconv.AppendInt(b, v.LastEventID, 10)
-	if v.Mail {
-		b = append(b, ",\"mail\":"...)
-		b = strconv.AppendBool(b, v.Mail)
-	}
-	if v.LeaseExpired {
-		b = append(b, ",\"lease_expired\":"...)
-		b = strconv.AppendBool(b, v.LeaseExpired)
-	}
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *Thread) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*Thread).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a Thread.
+func (v *Thread) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"thread_id":`, v.ThreadID)
+	b = jsonrec.String(b, `,"run_id":`, v.RunID)
+	b = jsonrec.String(b, `,"task_id":`, v.TaskID)
+	b = jsonrec.String(b, `,"subject":`, v.Subject)
+	b = jsonrec.String(b, `,"created_by":`, v.CreatedBy)
+	b = jsonrec.String(b, `,"assigned_to":`, v.AssignedTo)
+	b = jsonrec.StringsOmitEmpty(b, `,"recipients":`, v.Recipients)
+	b = jsonrec.String(b, `,"status":`, v.Status)
+	b = jsonrec.String(b, `,"priority":`, v.Priority)
+	b = jsonrec.String(b, `,"latest_message_id":`, v.LatestMessageID)
+	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	b = jsonrec.String(b, `,"updated_at":`, v.UpdatedAt)
+	b = jsonrec.Int(b, `,"message_count":`, int64(v.MessageCount))
+	b = jsonrec.Int(b, `,"last_event_id":`, v.LastEventID)
+	b = jsonrec.BoolOmitEmpty(b, `,"mail":`, v.Mail)
+	b = jsonrec.BoolOmitEmpty(b, `,"lease_expired":`, v.LeaseExpired)
+	return b
 }
 
 func jsonReadThread(d *jsonrec.Decoder, v *Thread) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, threadJSONMembers) {
-		case 0:
-			d.Str(&v.ThreadID)
-		case 1:
-			d.Str(&v.RunID)
-		case 2:
-			d.Str(&v.TaskID)
-		case 3:
-			d.Str(&v.Subject)
-		case 4:
-			d.Str(&v.CreatedBy)
-		case 5:
-			d.Str(&v.AssignedTo)
-		case 6:
-			jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
-		case 7:
-			d.Str(&v.Status)
-		case 8:
-			d.Str(&v.Priority)
-		case 9:
-			d.Str(&v.LatestMessageID)
-		case 10:
-			d.Str(&v.CreatedAt)
-		case 11:
-			d.Str(&v.UpdatedAt)
-		case 12:
-			d.Int(&v.MessageCount)
-		case 13:
-			d.Int64(&v.LastEventID)
-		case 14:
-			d.Bool(&v.Mail)
-		case 15:
-			d.Bool(&v.LeaseExpired)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, threadJSONMembers, (*Thread).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *Thread) AppendJSON(b []byte) []byte { return jsonAppendThread(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a Thread.
+func (v *Thread) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.ThreadID)
+	case 1:
+		d.Str(&v.RunID)
+	case 2:
+		d.Str(&v.TaskID)
+	case 3:
+		d.Str(&v.Subject)
+	case 4:
+		d.Str(&v.CreatedBy)
+	case 5:
+		d.Str(&v.AssignedTo)
+	case 6:
+		jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
+	case 7:
+		d.Str(&v.Status)
+	case 8:
+		d.Str(&v.Priority)
+	case 9:
+		d.Str(&v.LatestMessageID)
+	case 10:
+		d.Str(&v.CreatedAt)
+	case 11:
+		d.Str(&v.UpdatedAt)
+	case 12:
+		d.Int(&v.MessageCount)
+	case 13:
+		d.Int64(&v.LastEventID)
+	case 14:
+		d.Bool(&v.Mail)
+	case 15:
+		d.Bool(&v.LeaseExpired)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *Thread) ReadJSON(d *jsonrec.Decoder) { jsonReadThread(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Thread) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadThread(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadThread)
 }
 
 var messageJSONMembers = []string{"message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra"}
 
-func jsonAppendMessage(b []byte, v *Message) []byte {
-	b = append(b, '{')
-	b = append(b, "\"message_id\":"...)
-	b = jsonrec.AppendString(b, v.MessageID)
-	b = append(b, ",\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"seq\":"...)
-	b = strconv.AppendInt(b, int64(v.Seq), 10)
-	b = append(b, ",\"from_agent\":"...)
-	b = jsonrec.AppendString(b, v.FromAgent)
-	b = append(b, ",\"to_agent\":"...)
-	b = jsonrec.AppendString(b, v.ToAgent)
-	if len(v.Recipients) != 0 {
-		b = append(b, ",\"recipients\":"...)
-		b = jsonrec.AppendSlice(b, v.Recipients, jsonrec.AppendStr)
-	}
-	b = append(b, ",\"kind\":"...)
-	b = jsonrec.AppendString(b, v.Kind)
-	if v.Type != "" {
-		b = append(b, ",\"type\":"...)
-		b = jsonrec.AppendString(b, v.Type)
-	}
-	b = append(b, ",\"summary\":"...)
-	b = jsonrec.AppendString(b, v.Summary)
-	b = append(b, ",\"body\":"...)
-	b = jsonrec.AppendString(b, v.Body)
-	b = append(b, ",\"payload_json\":"...)
-	b = jsonrec.AppendRaw(b, v.PayloadJSON)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	b = append(b, ",\"event_id\":"...)
-	b = strconv.AppendInt(b, v.EventID, 10)
-	if len(v.Artifacts) != 0 {
-		b = append(b, ",\"artifacts\":"...)
-		b = jsonrec.AppendSlice(b, v.Artifacts, jsonAppendArtifact)
-	}
-	if v.Status != "" {
-		b = append(b, ",\"status\":"...)
-		b = jsonrec.AppendString(b, v.Status)
-	}
-	if v.Damaged {
-		b = append(b, ",\"damaged\":"...)
-		b = strconv.AppendBool(b, v.Damaged)
-	}
-	if v.RequestID != "" {
-		b = append(b, ",\"request_id\":"...)
-		b = jsonrec.AppendString(b, v.RequestID)
-	}
-	if v.AckID != "" {
-		b = append(b, ",\"ack_id\":"...)
-		b = jsonrec.AppendString(b, v.AckID)
-	}
-	if v.Timestamp != "" {
-		b = append(b, ",\"timestamp\":"...)
-		b = jsonrec.AppendString(b, v.Timestamp)
-	}
-	if len(v.Extra) != 0 {
-		b = append(b, ",\"extra\":"...)
-		b = jsonrec.AppendRaw(b, v.Extra)
-	}
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *Message) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*Message).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a Message.
+func (v *Message) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"message_id":`, v.MessageID)
+	b = jsonrec.String(b, `,"thread_id":`, v.ThreadID)
+	b = jsonrec.Int(b, `,"seq":`, int64(v.Seq))
+	b = jsonrec.String(b, `,"from_agent":`, v.FromAgent)
+	b = jsonrec.String(b, `,"to_agent":`, v.ToAgent)
+	b = jsonrec.StringsOmitEmpty(b, `,"recipients":`, v.Recipients)
+	b = jsonrec.String(b, `,"kind":`, v.Kind)
+	b = jsonrec.StringOmitEmpty(b, `,"type":`, v.Type)
+	b = jsonrec.String(b, `,"summary":`, v.Summary)
+	b = jsonrec.String(b, `,"body":`, v.Body)
+	b = jsonrec.Raw(b, `,"payload_json":`, v.PayloadJSON)
+	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	b = jsonrec.Int(b, `,"event_id":`, v.EventID)
+	b = jsonrec.ObjectsOmitEmpty(b, `,"artifacts":`, v.Artifacts, (*Artifact).AppendJSONMembers)
+	b = jsonrec.StringOmitEmpty(b, `,"status":`, v.Status)
+	b = jsonrec.BoolOmitEmpty(b, `,"damaged":`, v.Damaged)
+	b = jsonrec.StringOmitEmpty(b, `,"request_id":`, v.RequestID)
+	b = jsonrec.StringOmitEmpty(b, `,"ack_id":`, v.AckID)
+	b = jsonrec.StringOmitEmpty(b, `,"timestamp":`, v.Timestamp)
+	b = jsonrec.RawOmitEmpty(b, `,"extra":`, v.Extra)
+	return b
 }
 
 func jsonReadMessage(d *jsonrec.Decoder, v *Message) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, messageJSONMembers) {
-		case 0:
-			d.Str(&v.MessageID)
-		case 1:
-			d.Str(&v.ThreadID)
-		case 2:
-			d.Int(&v.Seq)
-		case 3:
-			d.Str(&v.FromAgent)
-		case 4:
-			d.Str(&v.ToAgent)
-		case 5:
-			jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
-		case 6:
-			d.Str(&v.Kind)
-		case 7:
-			d.Str(&v.Type)
-		case 8:
-			d.Str(&v.Summary)
-		case 9:
-			d.Str(&v.Body)
-		case 10:
-			d.Raw(&v.PayloadJSON)
-		case 11:
-			d.Str(&v.CreatedAt)
-		case 12:
-			d.Int64(&v.EventID)
-		case 13:
-			jsonrec.ReadSlice(d, &v.Artifacts, jsonReadArtifact)
-		case 14:
-			d.Str(&v.Status)
-		case 15:
-			d.Bool(&v.Damaged)
-		case 16:
-			d.Str(&v.RequestID)
-		case 17:
-			d.Str(&v.AckID)
-		case 18:
-			d.Str(&v.Timestamp)
-		case 19:
-			d.Raw(&v.Extra)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, messageJSONMembers, (*Message).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *Message) AppendJSON(b []byte) []byte { return jsonAppendMessage(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a Message.
+func (v *Message) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.MessageID)
+	case 1:
+		d.Str(&v.ThreadID)
+	case 2:
+		d.Int(&v.Seq)
+	case 3:
+		d.Str(&v.FromAgent)
+	case 4:
+		d.Str(&v.ToAgent)
+	case 5:
+		jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
+	case 6:
+		d.Str(&v.Kind)
+	case 7:
+		d.Str(&v.Type)
+	case 8:
+		d.Str(&v.Summary)
+	case 9:
+		d.Str(&v.Body)
+	case 10:
+		d.Raw(&v.PayloadJSON)
+	case 11:
+		d.Str(&v.CreatedAt)
+	case 12:
+		d.Int64(&v.EventID)
+	case 13:
+		jsonrec.ReadSlice(d, &v.Artifacts, jsonReadArtifact)
+	case 14:
+		d.Str(&v.Status)
+	case 15:
+		d.Bool(&v.Damaged)
+	case 16:
+		d.Str(&v.RequestID)
+	case 17:
+		d.Str(&v.AckID)
+	case 18:
+		d.Str(&v.Timestamp)
+	case 19:
+		d.Raw(&v.Extra)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *Message) ReadJSON(d *jsonrec.Decoder) { jsonReadMessage(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Message) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadMessage(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadMessage)
 }
 
 var leaseJSONMembers = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at"}
 
-func jsonAppendLease(b []byte, v *Lease) []byte {
-	b = append(b, '{')
-	b = append(b, "\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"agent_id\":"...)
-	b = jsonrec.AppendString(b, v.AgentID)
-	b = append(b, ",\"lease_token\":"...)
-	b = strconv.AppendInt(b, v.LeaseToken, 10)
-	b = append(b, ",\"claimed_at\":"...)
-	b = jsonrec.AppendString(b, v.ClaimedAt)
-	b = append(b, ",\"expires_at\":"...)
-	b = jsonrec.AppendString(b, v.ExpiresAt)
-	b = append(b, ",\"released_at\":"...)
-	b = jsonrec.AppendStrPtr(b, v.ReleasedAt)
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *Lease) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*Lease).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a Lease.
+func (v *Lease) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"thread_id":`, v.ThreadID)
+	b = jsonrec.String(b, `,"agent_id":`, v.AgentID)
+	b = jsonrec.Int(b, `,"lease_token":`, v.LeaseToken)
+	b = jsonrec.String(b, `,"claimed_at":`, v.ClaimedAt)
+	b = jsonrec.String(b, `,"expires_at":`, v.ExpiresAt)
+	b = jsonrec.StrPtr(b, `,"released_at":`, v.ReleasedAt)
+	return b
 }
 
 func jsonReadLease(d *jsonrec.Decoder, v *Lease) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, leaseJSONMembers) {
-		case 0:
-			d.Str(&v.ThreadID)
-		case 1:
-			d.Str(&v.AgentID)
-		case 2:
-			d.Int64(&v.LeaseToken)
-		case 3:
-			d.Str(&v.ClaimedAt)
-		case 4:
-			d.Str(&v.ExpiresAt)
-		case 5:
-			jsonrec.ReadStrPtr(d, &v.ReleasedAt)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, leaseJSONMembers, (*Lease).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *Lease) AppendJSON(b []byte) []byte { return jsonAppendLease(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a Lease.
+func (v *Lease) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.ThreadID)
+	case 1:
+		d.Str(&v.AgentID)
+	case 2:
+		d.Int64(&v.LeaseToken)
+	case 3:
+		d.Str(&v.ClaimedAt)
+	case 4:
+		d.Str(&v.ExpiresAt)
+	case 5:
+		jsonrec.ReadStrPtr(d, &v.ReleasedAt)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *Lease) ReadJSON(d *jsonrec.Decoder) { jsonReadLease(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Lease) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLease(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadLease)
 }
 
 var cursorJSONMembers = []string{"thread_id", "agent_id", "last_read_message_id", "last_read_seq", "read_at"}
 
-func jsonAppendCursor(b []byte, v *Cursor) []byte {
-	b = append(b, '{')
-	b = append(b, "\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"agent_id\":"...)
-	b = jsonrec.AppendString(b, v.AgentID)
-	b = append(b, ",\"last_read_message_id\":"...)
-	b = jsonrec.AppendString(b, v.LastReadMessageID)
-	b = append(b, ",\"last_read_seq\":"...)
-	b = strconv.AppendInt(b, int64(v.LastReadSeq), 10)
-	b = append(b, ",\"read_at\":"...)
-	b = jsonrec.AppendString(b, v.ReadAt)
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *Cursor) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*Cursor).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a Cursor.
+func (v *Cursor) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"thread_id":`, v.ThreadID)
+	b = jsonrec.String(b, `,"agent_id":`, v.AgentID)
+	b = jsonrec.String(b, `,"last_read_message_id":`, v.LastReadMessageID)
+	b = jsonrec.Int(b, `,"last_read_seq":`, int64(v.LastReadSeq))
+	b = jsonrec.String(b, `,"read_at":`, v.ReadAt)
+	return b
 }
 
 func jsonReadCursor(d *jsonrec.Decoder, v *Cursor) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, cursorJSONMembers) {
-		case 0:
-			d.Str(&v.ThreadID)
-		case 1:
-			d.Str(&v.AgentID)
-		case 2:
-			d.Str(&v.LastReadMessageID)
-		case 3:
-			d.Int(&v.LastReadSeq)
-		case 4:
-			d.Str(&v.ReadAt)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, cursorJSONMembers, (*Cursor).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *Cursor) AppendJSON(b []byte) []byte { return jsonAppendCursor(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a Cursor.
+func (v *Cursor) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.ThreadID)
+	case 1:
+		d.Str(&v.AgentID)
+	case 2:
+		d.Str(&v.LastReadMessageID)
+	case 3:
+		d.Int(&v.LastReadSeq)
+	case 4:
+		d.Str(&v.ReadAt)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *Cursor) ReadJSON(d *jsonrec.Decoder) { jsonReadCursor(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Cursor) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadCursor(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadCursor)
 }
 
 var eventJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "type", "status"}
 
-func jsonAppendEvent(b []byte, v *Event) []byte {
-	b = append(b, '{')
-	b = append(b, "\"event_id\":"...)
-	b = strconv.AppendInt(b, v.EventID, 10)
-	b = append(b, ",\"run_id\":"...)
-	b = jsonrec.AppendString(b, v.RunID)
-	b = append(b, ",\"task_id\":"...)
-	b = jsonrec.AppendString(b, v.TaskID)
-	b = append(b, ",\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"source\":"...)
-	b = jsonrec.AppendString(b, v.Source)
-	b = append(b, ",\"event_type\":"...)
-	b = jsonrec.AppendString(b, v.EventType)
-	b = append(b, ",\"message_id\":"...)
-	b = jsonrec.AppendString(b, v.MessageID)
-	b = append(b, ",\"summary\":"...)
-	b = jsonrec.AppendString(b, v.Summary)
-	b = append(b, ",\"payload_json\":"...)
-	b = jsonrec.AppendRaw(b, v.PayloadJSON)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	if v.Agent != "" {
-		b = append(b, ",\"agent\":"...)
-		b = jsonrec.AppendString(b, v.Agent)
-	}
-	if v.Kind != "" {
-		b = append(b, ",\"kind\":"...)
-		b = jsonrec.AppendString(b, v.Kind)
-	}
-	if v.Type != "" {
-		b = append(b, ",\"type\":"...)
-		b = jsonrec.AppendString(b, v.Type)
-	}
-	if v.Status != "" {
-		b = append(b, ",\"status\":"...)
-		b = jsonrec.AppendString(b, v.Status)
-	}
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *Event) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*Event).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a Event.
+func (v *Event) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.Int(b, `,"event_id":`, v.EventID)
+	b = jsonrec.String(b, `,"run_id":`, v.RunID)
+	b = jsonrec.String(b, `,"task_id":`, v.TaskID)
+	b = jsonrec.String(b, `,"thread_id":`, v.ThreadID)
+	b = jsonrec.String(b, `,"source":`, v.Source)
+	b = jsonrec.String(b, `,"event_type":`, v.EventType)
+	b = jsonrec.String(b, `,"message_id":`, v.MessageID)
+	b = jsonrec.String(b, `,"summary":`, v.Summary)
+	b = jsonrec.Raw(b, `,"payload_json":`, v.PayloadJSON)
+	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	b = jsonrec.StringOmitEmpty(b, `,"agent":`, v.Agent)
+	b = jsonrec.StringOmitEmpty(b, `,"kind":`, v.Kind)
+	b = jsonrec.StringOmitEmpty(b, `,"type":`, v.Type)
+	b = jsonrec.StringOmitEmpty(b, `,"status":`, v.Status)
+	return b
 }
 
 func jsonReadEvent(d *jsonrec.Decoder, v *Event) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, eventJSONMembers) {
-		case 0:
-			d.Int64(&v.EventID)
-		case 1:
-			d.Str(&v.RunID)
-		case 2:
-			d.Str(&v.TaskID)
-		case 3:
-			d.Str(&v.ThreadID)
-		case 4:
-			d.Str(&v.Source)
-		case 5:
-			d.Str(&v.EventType)
-		case 6:
-			d.Str(&v.MessageID)
-		case 7:
-			d.Str(&v.Summary)
-		case 8:
-			d.Raw(&v.PayloadJSON)
-		case 9:
-			d.Str(&v.CreatedAt)
-		case 10:
-			d.Str(&v.Agent)
-		case 11:
-			d.Str(&v.Kind)
-		case 12:
-			d.Str(&v.Type)
-		case 13:
-			d.Str(&v.Status)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, eventJSONMembers, (*Event).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *Event) AppendJSON(b []byte) []byte { return jsonAppendEvent(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a Event.
+func (v *Event) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Int64(&v.EventID)
+	case 1:
+		d.Str(&v.RunID)
+	case 2:
+		d.Str(&v.TaskID)
+	case 3:
+		d.Str(&v.ThreadID)
+	case 4:
+		d.Str(&v.Source)
+	case 5:
+		d.Str(&v.EventType)
+	case 6:
+		d.Str(&v.MessageID)
+	case 7:
+		d.Str(&v.Summary)
+	case 8:
+		d.Raw(&v.PayloadJSON)
+	case 9:
+		d.Str(&v.CreatedAt)
+	case 10:
+		d.Str(&v.Agent)
+	case 11:
+		d.Str(&v.Kind)
+	case 12:
+		d.Str(&v.Type)
+	case 13:
+		d.Str(&v.Status)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *Event) ReadJSON(d *jsonrec.Decoder) { jsonReadEvent(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Event) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadEvent(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadEvent)
 }
 
 var originJSONMembers = []string{"descriptor", "sha256"}
 
-func jsonAppendOrigin(b []byte, v *Origin) []byte {
-	b = append(b, '{')
-	b = append(b, "\"descriptor\":"...)
-	b = jsonrec.AppendString(b, v.Descriptor)
-	b = append(b, ",\"sha256\":"...)
-	b = jsonrec.AppendString(b, v.SHA256)
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *Origin) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*Origin).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a Origin.
+func (v *Origin) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"descriptor":`, v.Descriptor)
+	b = jsonrec.String(b, `,"sha256":`, v.SHA256)
+	return b
 }
 
 func jsonReadOrigin(d *jsonrec.Decoder, v *Origin) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, originJSONMembers) {
-		case 0:
-			d.Str(&v.Descriptor)
-		case 1:
-			d.Str(&v.SHA256)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, originJSONMembers, (*Origin).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *Origin) AppendJSON(b []byte) []byte { return jsonAppendOrigin(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a Origin.
+func (v *Origin) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.Descriptor)
+	case 1:
+		d.Str(&v.SHA256)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *Origin) ReadJSON(d *jsonrec.Decoder) { jsonReadOrigin(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Origin) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadOrigin(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadOrigin)
 }
 
 var taskRunnerJSONMembers = []string{"runner_pid", "runner_start", "pgid", "started_at"}
 
-func jsonAppendTaskRunner(b []byte, v *TaskRunner) []byte {
-	b = append(b, '{')
-	b = append(b, "\"runner_pid\":"...)
-	b = strconv.AppendInt(b, int64(v.RunnerPID), 10)
-	b = append(b, ",\"runner_start\":"...)
-	b = strconv.AppendInt(b, v.RunnerStart, 10)
-	b = append(b, ",\"pgid\":"...)
-	b = strconv.AppendInt(b, int64(v.PGID), 10)
-	b = append(b, ",\"started_at\":"...)
-	b = jsonrec.AppendString(b, v.StartedAt)
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *TaskRunner) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*TaskRunner).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a TaskRunner.
+func (v *TaskRunner) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.Int(b, `,"runner_pid":`, int64(v.RunnerPID))
+	b = jsonrec.Int(b, `,"runner_start":`, v.RunnerStart)
+	b = jsonrec.Int(b, `,"pgid":`, int64(v.PGID))
+	b = jsonrec.String(b, `,"started_at":`, v.StartedAt)
+	return b
 }
 
 func jsonReadTaskRunner(d *jsonrec.Decoder, v *TaskRunner) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, taskRunnerJSONMembers) {
-		case 0:
-			d.Int(&v.RunnerPID)
-		case 1:
-			d.Int64(&v.RunnerStart)
-		case 2:
-			d.Int(&v.PGID)
-		case 3:
-			d.Str(&v.StartedAt)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, taskRunnerJSONMembers, (*TaskRunner).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *TaskRunner) AppendJSON(b []byte) []byte { return jsonAppendTaskRunner(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a TaskRunner.
+func (v *TaskRunner) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Int(&v.RunnerPID)
+	case 1:
+		d.Int64(&v.RunnerStart)
+	case 2:
+		d.Int(&v.PGID)
+	case 3:
+		d.Str(&v.StartedAt)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *TaskRunner) ReadJSON(d *jsonrec.Decoder) { jsonReadTaskRunner(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *TaskRunner) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadTaskRunner(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadTaskRunner)
 }
 
 var artifactJSONMembers = []string{"artifact_id", "message_id", "path", "kind", "metadata_json", "created_at"}
 
-func jsonAppendArtifact(b []byte, v *Artifact) []byte {
-	b = append(b, '{')
-	b = append(b, "\"artifact_id\":"...)
-	b = jsonrec.AppendString(b, v.ArtifactID)
-	b = append(b, ",\"message_id\":"...)
-	b = jsonrec.AppendString(b, v.MessageID)
-	b = append(b, ",\"path\":"...)
-	b = jsonrec.AppendString(b, v.Path)
-	b = append(b, ",\"kind\":"...)
-	b = jsonrec.AppendString(b, v.Kind)
-	b = append(b, ",\"metadata_json\":"...)
-	b = jsonrec.AppendRaw(b, v.MetadataJSON)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *Artifact) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*Artifact).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a Artifact.
+func (v *Artifact) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"artifact_id":`, v.ArtifactID)
+	b = jsonrec.String(b, `,"message_id":`, v.MessageID)
+	b = jsonrec.String(b, `,"path":`, v.Path)
+	b = jsonrec.String(b, `,"kind":`, v.Kind)
+	b = jsonrec.Raw(b, `,"metadata_json":`, v.MetadataJSON)
+	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	return b
 }
 
 func jsonReadArtifact(d *jsonrec.Decoder, v *Artifact) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, artifactJSONMembers) {
-		case 0:
-			d.Str(&v.ArtifactID)
-		case 1:
-			d.Str(&v.MessageID)
-		case 2:
-			d.Str(&v.Path)
-		case 3:
-			d.Str(&v.Kind)
-		case 4:
-			d.Raw(&v.MetadataJSON)
-		case 5:
-			d.Str(&v.CreatedAt)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, artifactJSONMembers, (*Artifact).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *Artifact) AppendJSON(b []byte) []byte { return jsonAppendArtifact(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a Artifact.
+func (v *Artifact) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.ArtifactID)
+	case 1:
+		d.Str(&v.MessageID)
+	case 2:
+		d.Str(&v.Path)
+	case 3:
+		d.Str(&v.Kind)
+	case 4:
+		d.Raw(&v.MetadataJSON)
+	case 5:
+		d.Str(&v.CreatedAt)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *Artifact) ReadJSON(d *jsonrec.Decoder) { jsonReadArtifact(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Artifact) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadArtifact(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadArtifact)
 }

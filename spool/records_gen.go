@@ -3,889 +3,473 @@
 package spool
 
 import (
-	"strconv"
-
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
 var logEventJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "type", "status", "state", "idem", "task", "team", "message"}
 
-func jsonAppendLogEvent(b []byte, v *logEvent) []byte {
-	b = append(b, '{')
-	b = append(b, "\"event_id\":"...)
-	b = strconv.AppendInt(b, v.EventID, 10)
-	b = append(b, ",\"run_id\":"...)
-	b = jsonrec.AppendString(b, v.RunID)
-	b = append(b, ",\"task_id\":"...)
-	b = jsonrec.AppendString(b, v.TaskID)
-	b = append(b, ",\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"source\":"...)
-	b = jsonrec.AppendString(b, v.Source)
-	b = append(b, ",\"event_type\":"...)
-	b = jsonrec.AppendString(b, v.EventType)
-	b = append(b, ",\"message_id\":"...)
-	b = jsonrec.AppendString(b, v.MessageID)
-	b = append(b, ",\"summary\":"...)
-	b = jsonrec.AppendString(b, v.Summary)
-	b = append(b, ",\"payload_json\":"...)
-	b = jsonrec.AppendRaw(b, v.PayloadJSON)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	if v.Agent != "" {
-		b = append(b, ",\"agent\":"...)
-		b = jsonrec.AppendString(b, v.Agent)
-	}
-	if v.Kind != "" {
-		b = append(b, ",\"kind\":"...)
-		b = jsonrec.AppendString(b, v.Kind)
-	}
-	if v.Type != "" {
-		b = append(b, ",\"type\":"...)
-		b = jsonrec.AppendString(b, v.Type)
-	}
-	if v.Status != "" {
-		b = append(b, ",\"status\":"...)
-		b = jsonrec.AppendString(b, v.Status)
-	}
-	if v.State != nil {
-		b = append(b, ",\"state\":"...)
-		if v.State == nil {
-			b = append(b, "null"...)
-		} else {
-			b = jsonAppendHeader(b, v.State)
-		}
-	}
-	if v.Idem != nil {
-		b = append(b, ",\"idem\":"...)
-		if v.Idem == nil {
-			b = append(b, "null"...)
-		} else {
-			b = jsonAppendIdemRecord(b, v.Idem)
-		}
-	}
-	if v.Task != "" {
-		b = append(b, ",\"task\":"...)
-		b = jsonrec.AppendString(b, v.Task)
-	}
-	if v.Team != nil {
-		b = append(b, ",\"team\":"...)
-		if v.Team == nil {
-			b = append(b, "null"...)
-		} else {
-			b = jsonAppendTeamRecord(b, v.Team)
-		}
-	}
-	if v.Message != nil {
-		b = append(b, ",\"message\":"...)
-		if v.Message == nil {
-			b = append(b, "null"...)
-		} else {
-			b = jsonAppendMsgFile(b, v.Message)
-		}
-	}
-	return append(b, '}')
+func (v *logEvent) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*logEvent).appendJSONMembers)
+}
+
+func (v *logEvent) appendJSONMembers(b []byte) []byte {
+	b = v.Event.AppendJSONMembers(b)
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"state":`, v.State, (*header).appendJSONMembers)
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"idem":`, v.Idem, (*idemRecord).appendJSONMembers)
+	b = jsonrec.StringOmitEmpty(b, `,"task":`, v.Task)
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"team":`, v.Team, (*teamRecord).appendJSONMembers)
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"message":`, v.Message, (*msgFile).appendJSONMembers)
+	return b
 }
 
 func jsonReadLogEvent(d *jsonrec.Decoder, v *logEvent) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, logEventJSONMembers) {
-		case 0:
-			d.Int64(&v.EventID)
-		case 1:
-			d.Str(&v.RunID)
-		case 2:
-			d.Str(&v.TaskID)
-		case 3:
-			d.Str(&v.ThreadID)
-		case 4:
-			d.Str(&v.Source)
-		case 5:
-			d.Str(&v.EventType)
-		case 6:
-			d.Str(&v.MessageID)
-		case 7:
-			d.Str(&v.Summary)
-		case 8:
-			d.Raw(&v.PayloadJSON)
-		case 9:
-			d.Str(&v.CreatedAt)
-		case 10:
-			d.Str(&v.Agent)
-		case 11:
-			d.Str(&v.Kind)
-		case 12:
-			d.Str(&v.Type)
-		case 13:
-			d.Str(&v.Status)
-		case 14:
-			jsonrec.ReadPtr(d, &v.State, jsonReadHeader)
-		case 15:
-			jsonrec.ReadPtr(d, &v.Idem, jsonReadIdemRecord)
-		case 16:
-			d.Str(&v.Task)
-		case 17:
-			jsonrec.ReadPtr(d, &v.Team, jsonReadTeamRecord)
-		case 18:
-			jsonrec.ReadPtr(d, &v.Message, jsonReadMsgFile)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, logEventJSONMembers, (*logEvent).readJSONMember)
 }
 
-func (v *logEvent) appendJSON(b []byte) []byte { return jsonAppendLogEvent(b, v) }
+func (v *logEvent) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch {
+	case i < 14:
+		v.Event.ReadJSONMember(d, i)
+	case i == 14:
+		jsonrec.ReadPtr(d, &v.State, jsonReadHeader)
+	case i == 15:
+		jsonrec.ReadPtr(d, &v.Idem, jsonReadIdemRecord)
+	case i == 16:
+		d.Str(&v.Task)
+	case i == 17:
+		jsonrec.ReadPtr(d, &v.Team, jsonReadTeamRecord)
+	case i == 18:
+		jsonrec.ReadPtr(d, &v.Message, jsonReadMsgFile)
+	}
+}
 
 func (v *logEvent) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLogEvent(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadLogEvent)
 }
 
 var logHeadJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "type", "status", "state"}
 
-func jsonAppendLogHead(b []byte, v *logHead) []byte {
-	b = append(b, '{')
-	b = append(b, "\"event_id\":"...)
-	b = strconv.AppendInt(b, v.EventID, 10)
-	b = append(b, ",\"run_id\":"...)
-	b = jsonrec.AppendString(b, v.RunID)
-	b = append(b, ",\"task_id\":"...)
-	b = jsonrec.AppendString(b, v.TaskID)
-	b = append(b, ",\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"source\":"...)
-	b = jsonrec.AppendString(b, v.Source)
-	b = append(b, ",\"event_type\":"...)
-	b = jsonrec.AppendString(b, v.EventType)
-	b = append(b, ",\"message_id\":"...)
-	b = jsonrec.AppendString(b, v.MessageID)
-	b = append(b, ",\"summary\":"...)
-	b = jsonrec.AppendString(b, v.Summary)
-	b = append(b, ",\"payload_json\":"...)
-	b = jsonrec.AppendRaw(b, v.PayloadJSON)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	if v.Agent != "" {
-		b = append(b, ",\"agent\":"...)
-		b = jsonrec.AppendString(b, v.Agent)
-	}
-	if v.Kind != "" {
-		b = append(b, ",\"kind\":"...)
-		b = jsonrec.AppendString(b, v.Kind)
-	}
-	if v.Type != "" {
-		b = append(b, ",\"type\":"...)
-		b = jsonrec.AppendString(b, v.Type)
-	}
-	if v.Status != "" {
-		b = append(b, ",\"status\":"...)
-		b = jsonrec.AppendString(b, v.Status)
-	}
-	if v.State != nil {
-		b = append(b, ",\"state\":"...)
-		if v.State == nil {
-			b = append(b, "null"...)
-		} else {
-			b = jsonAppendHeader(b, v.State)
-		}
-	}
-	return append(b, '}')
+func (v *logHead) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*logHead).appendJSONMembers)
+}
+
+func (v *logHead) appendJSONMembers(b []byte) []byte {
+	b = v.Event.AppendJSONMembers(b)
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"state":`, v.State, (*header).appendJSONMembers)
+	return b
 }
 
 func jsonReadLogHead(d *jsonrec.Decoder, v *logHead) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, logHeadJSONMembers) {
-		case 0:
-			d.Int64(&v.EventID)
-		case 1:
-			d.Str(&v.RunID)
-		case 2:
-			d.Str(&v.TaskID)
-		case 3:
-			d.Str(&v.ThreadID)
-		case 4:
-			d.Str(&v.Source)
-		case 5:
-			d.Str(&v.EventType)
-		case 6:
-			d.Str(&v.MessageID)
-		case 7:
-			d.Str(&v.Summary)
-		case 8:
-			d.Raw(&v.PayloadJSON)
-		case 9:
-			d.Str(&v.CreatedAt)
-		case 10:
-			d.Str(&v.Agent)
-		case 11:
-			d.Str(&v.Kind)
-		case 12:
-			d.Str(&v.Type)
-		case 13:
-			d.Str(&v.Status)
-		case 14:
-			jsonrec.ReadPtr(d, &v.State, jsonReadHeader)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, logHeadJSONMembers, (*logHead).readJSONMember)
 }
 
-func (v *logHead) appendJSON(b []byte) []byte { return jsonAppendLogHead(b, v) }
+func (v *logHead) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch {
+	case i < 14:
+		v.Event.ReadJSONMember(d, i)
+	case i == 14:
+		jsonrec.ReadPtr(d, &v.State, jsonReadHeader)
+	}
+}
 
 func (v *logHead) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLogHead(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadLogHead)
 }
 
 var leaseRecordJSONMembers = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at", "rev"}
 
-func jsonAppendLeaseRecord(b []byte, v *leaseRecord) []byte {
-	b = append(b, '{')
-	b = append(b, "\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"agent_id\":"...)
-	b = jsonrec.AppendString(b, v.AgentID)
-	b = append(b, ",\"lease_token\":"...)
-	b = strconv.AppendInt(b, v.LeaseToken, 10)
-	b = append(b, ",\"claimed_at\":"...)
-	b = jsonrec.AppendString(b, v.ClaimedAt)
-	b = append(b, ",\"expires_at\":"...)
-	b = jsonrec.AppendString(b, v.ExpiresAt)
-	b = append(b, ",\"released_at\":"...)
-	b = jsonrec.AppendStrPtr(b, v.ReleasedAt)
-	if v.Rev != 0 {
-		b = append(b, ",\"rev\":"...)
-		b = strconv.AppendInt(b, v.Rev, 10)
-	}
-	return append(b, '}')
+func (v *leaseRecord) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*leaseRecord).appendJSONMembers)
+}
+
+func (v *leaseRecord) appendJSONMembers(b []byte) []byte {
+	b = v.Lease.AppendJSONMembers(b)
+	b = jsonrec.IntOmitEmpty(b, `,"rev":`, v.Rev)
+	return b
 }
 
 func jsonReadLeaseRecord(d *jsonrec.Decoder, v *leaseRecord) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, leaseRecordJSONMembers) {
-		case 0:
-			d.Str(&v.ThreadID)
-		case 1:
-			d.Str(&v.AgentID)
-		case 2:
-			d.Int64(&v.LeaseToken)
-		case 3:
-			d.Str(&v.ClaimedAt)
-		case 4:
-			d.Str(&v.ExpiresAt)
-		case 5:
-			jsonrec.ReadStrPtr(d, &v.ReleasedAt)
-		case 6:
-			d.Int64(&v.Rev)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, leaseRecordJSONMembers, (*leaseRecord).readJSONMember)
 }
 
-func (v *leaseRecord) appendJSON(b []byte) []byte { return jsonAppendLeaseRecord(b, v) }
+func (v *leaseRecord) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch {
+	case i < 6:
+		v.Lease.ReadJSONMember(d, i)
+	case i == 6:
+		d.Int64(&v.Rev)
+	}
+}
 
 func (v *leaseRecord) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLeaseRecord(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadLeaseRecord)
 }
 
 var headerJSONMembers = []string{"thread_id", "run_id", "task_id", "subject", "created_by", "assigned_to", "recipients", "status", "priority", "latest_message_id", "created_at", "updated_at", "message_count", "last_event_id", "mail", "lease_expired", "lease", "lease_rev", "last_from", "log_pos", "last_event", "origin"}
 
-func jsonAppendHeader(b []byte, v *header) []byte {
-	b = append(b, '{')
-	b = append(b, "\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"run_id\":"...)
-	b = jsonrec.AppendString(b, v.RunID)
-	b = append(b, ",\"task_id\":"...)
-	b = jsonrec.AppendString(b, v.TaskID)
-	b = append(b, ",\"subject\":"...)
-	b = jsonrec.AppendString(b, v.Subject)
-	b = append(b, ",\"created_by\":"...)
-	b = jsonrec.AppendString(b, v.CreatedBy)
-	b = append(b, ",\"assigned_to\":"...)
-	b = jsonrec.AppendString(b, v.AssignedTo)
-	if len(v.Recipients) != 0 {
-		b = append(b, ",\"recipients\":"...)
-		b = jsonrec.AppendSlice(b, v.Recipients, jsonrec.AppendStr)
-	}
-	b = append(b, ",\"status\":"...)
-	b = jsonrec.AppendString(b, v.Status)
-	b = append(b, ",\"priority\":"...)
-	b = jsonrec.AppendString(b, v.Priority)
-	b = append(b, ",\"latest_message_id\":"...)
-	b = jsonrec.AppendString(b, v.LatestMessageID)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	b = append(b, ",\"updated_at\":"...)
-	b = jsonrec.AppendString(b, v.UpdatedAt)
-	b = append(b, ",\"message_count\":"...)
-	b = strconv.AppendInt(b, int64(v.MessageCount), 10)
-	b = append(b, ",\"last_event_id\":"...)
-	b = strconv.AppendInt(b, v.LastEventID, 10)
-	if v.Mail {
-		b = append(b, ",\"mail\":"...)
-		b = strconv.AppendBool(b, v.Mail)
-	}
-	if v.LeaseExpired {
-		b = append(b, ",\"lease_expired\":"...)
-		b = strconv.AppendBool(b, v.LeaseExpired)
-	}
-	if v.Lease != nil {
-		b = append(b, ",\"lease\":"...)
-		if v.Lease == nil {
-			b = append(b, "null"...)
-		} else {
-			b = func(b []byte, x *inbox.Lease) []byte { return x.AppendJSON(b) }(b, v.Lease)
-		}
-	}
-	b = append(b, ",\"lease_rev\":"...)
-	b = strconv.AppendInt(b, v.LeaseRev, 10)
-	if len(v.LastFrom) != 0 {
-		b = append(b, ",\"last_from\":"...)
-		b = jsonrec.AppendIntMap(b, v.LastFrom)
-	}
-	b = append(b, ",\"log_pos\":"...)
-	b = jsonAppendPos(b, &v.LogPos)
-	if v.LastEvent != nil {
-		b = append(b, ",\"last_event\":"...)
-		if v.LastEvent == nil {
-			b = append(b, "null"...)
-		} else {
-			b = func(b []byte, x *inbox.Event) []byte { return x.AppendJSON(b) }(b, v.LastEvent)
-		}
-	}
-	if v.Origin != nil {
-		b = append(b, ",\"origin\":"...)
-		if v.Origin == nil {
-			b = append(b, "null"...)
-		} else {
-			b = func(b []byte, x *inbox.Origin) []byte { return x.AppendJSON(b) }(b, v.Origin)
-		}
-	}
-	return append(b, '}')
+func (v *header) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*header).appendJSONMembers)
+}
+
+func (v *header) appendJSONMembers(b []byte) []byte {
+	b = v.Thread.AppendJSONMembers(b)
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"lease":`, v.Lease, (*inbox.Lease).AppendJSONMembers)
+	b = jsonrec.Int(b, `,"lease_rev":`, v.LeaseRev)
+	b = jsonrec.IntMapOmitEmpty(b, `,"last_from":`, v.LastFrom)
+	b = jsonrec.Object(b, `,"log_pos":`, &v.LogPos, (*Pos).AppendJSONMembers)
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"last_event":`, v.LastEvent, (*inbox.Event).AppendJSONMembers)
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"origin":`, v.Origin, (*inbox.Origin).AppendJSONMembers)
+	return b
 }
 
 func jsonReadHeader(d *jsonrec.Decoder, v *header) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, headerJSONMembers) {
-		case 0:
-			d.Str(&v.ThreadID)
-		case 1:
-			d.Str(&v.RunID)
-		case 2:
-			d.Str(&v.TaskID)
-		case 3:
-			d.Str(&v.Subject)
-		case 4:
-			d.Str(&v.CreatedBy)
-		case 5:
-			d.Str(&v.AssignedTo)
-		case 6:
-			jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
-		case 7:
-			d.Str(&v.Status)
-		case 8:
-			d.Str(&v.Priority)
-		case 9:
-			d.Str(&v.LatestMessageID)
-		case 10:
-			d.Str(&v.CreatedAt)
-		case 11:
-			d.Str(&v.UpdatedAt)
-		case 12:
-			d.Int(&v.MessageCount)
-		case 13:
-			d.Int64(&v.LastEventID)
-		case 14:
-			d.Bool(&v.Mail)
-		case 15:
-			d.Bool(&v.LeaseExpired)
-		case 16:
-			jsonrec.ReadPtr(d, &v.Lease, func(d *jsonrec.Decoder, x *inbox.Lease) { x.ReadJSON(d) })
-		case 17:
-			d.Int64(&v.LeaseRev)
-		case 18:
-			jsonrec.ReadIntMap(d, &v.LastFrom)
-		case 19:
-			jsonReadPos(d, &v.LogPos)
-		case 20:
-			jsonrec.ReadPtr(d, &v.LastEvent, func(d *jsonrec.Decoder, x *inbox.Event) { x.ReadJSON(d) })
-		case 21:
-			jsonrec.ReadPtr(d, &v.Origin, func(d *jsonrec.Decoder, x *inbox.Origin) { x.ReadJSON(d) })
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, headerJSONMembers, (*header).readJSONMember)
 }
 
-func (v *header) appendJSON(b []byte) []byte { return jsonAppendHeader(b, v) }
+func (v *header) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch {
+	case i < 16:
+		v.Thread.ReadJSONMember(d, i)
+	case i == 16:
+		jsonrec.ReadPtr(d, &v.Lease, func(d *jsonrec.Decoder, x *inbox.Lease) { x.ReadJSON(d) })
+	case i == 17:
+		d.Int64(&v.LeaseRev)
+	case i == 18:
+		jsonrec.ReadIntMap(d, &v.LastFrom)
+	case i == 19:
+		jsonReadPos(d, &v.LogPos)
+	case i == 20:
+		jsonrec.ReadPtr(d, &v.LastEvent, func(d *jsonrec.Decoder, x *inbox.Event) { x.ReadJSON(d) })
+	case i == 21:
+		jsonrec.ReadPtr(d, &v.Origin, func(d *jsonrec.Decoder, x *inbox.Origin) { x.ReadJSON(d) })
+	}
+}
 
 func (v *header) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadHeader(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadHeader)
 }
 
 var msgFileJSONMembers = []string{"thread_header", "idempotency_key", "idempotency_command", "message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra"}
 
-func jsonAppendMsgFile(b []byte, v *msgFile) []byte {
-	b = append(b, '{')
-	n := len(b)
-	if v.InitialHeader != nil {
-		b = append(b, "\"thread_header\":"...)
-		if v.InitialHeader == nil {
-			b = append(b, "null"...)
-		} else {
-			b = jsonAppendHeader(b, v.InitialHeader)
-		}
-	}
-	if v.IdempotencyKey != "" {
-		if len(b) > n {
-			b = append(b, ',')
-		}
-		b = append(b, "\"idempotency_key\":"...)
-		b = jsonrec.AppendString(b, v.IdempotencyKey)
-	}
-	if v.IdempotencyCommand != "" {
-		if len(b) > n {
-			b = append(b, ',')
-		}
-		b = append(b, "\"idempotency_command\":"...)
-		b = jsonrec.AppendString(b, v.IdempotencyCommand)
-	}
-	if len(b) > n {
-		b = append(b, ',')
-	}
-	b = append(b, "\"message_id\":"...)
-	b = jsonrec.AppendString(b, v.MessageID)
-	b = append(b, ",\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"seq\":"...)
-	b = strconv.AppendInt(b, int64(v.Seq), 10)
-	b = append(b, ",\"from_agent\":"...)
-	b = jsonrec.AppendString(b, v.FromAgent)
-	b = append(b, ",\"to_agent\":"...)
-	b = jsonrec.AppendString(b, v.ToAgent)
-	if len(v.Recipients) != 0 {
-		b = append(b, ",\"recipients\":"...)
-		b = jsonrec.AppendSlice(b, v.Recipients, jsonrec.AppendStr)
-	}
-	b = append(b, ",\"kind\":"...)
-	b = jsonrec.AppendString(b, v.Kind)
-	if v.Type != "" {
-		b = append(b, ",\"type\":"...)
-		b = jsonrec.AppendString(b, v.Type)
-	}
-	b = append(b, ",\"summary\":"...)
-	b = jsonrec.AppendString(b, v.Summary)
-	b = append(b, ",\"body\":"...)
-	b = jsonrec.AppendString(b, v.Body)
-	b = append(b, ",\"payload_json\":"...)
-	b = jsonrec.AppendRaw(b, v.PayloadJSON)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	b = append(b, ",\"event_id\":"...)
-	b = strconv.AppendInt(b, v.EventID, 10)
-	if len(v.Artifacts) != 0 {
-		b = append(b, ",\"artifacts\":"...)
-		b = jsonrec.AppendSlice(b, v.Artifacts, func(b []byte, x *inbox.Artifact) []byte { return x.AppendJSON(b) })
-	}
-	if v.Status != "" {
-		b = append(b, ",\"status\":"...)
-		b = jsonrec.AppendString(b, v.Status)
-	}
-	if v.Damaged {
-		b = append(b, ",\"damaged\":"...)
-		b = strconv.AppendBool(b, v.Damaged)
-	}
-	if v.RequestID != "" {
-		b = append(b, ",\"request_id\":"...)
-		b = jsonrec.AppendString(b, v.RequestID)
-	}
-	if v.AckID != "" {
-		b = append(b, ",\"ack_id\":"...)
-		b = jsonrec.AppendString(b, v.AckID)
-	}
-	if v.Timestamp != "" {
-		b = append(b, ",\"timestamp\":"...)
-		b = jsonrec.AppendString(b, v.Timestamp)
-	}
-	if len(v.Extra) != 0 {
-		b = append(b, ",\"extra\":"...)
-		b = jsonrec.AppendRaw(b, v.Extra)
-	}
-	return append(b, '}')
+func (v *msgFile) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*msgFile).appendJSONMembers)
+}
+
+func (v *msgFile) appendJSONMembers(b []byte) []byte {
+	b = jsonrec.ObjectPtrOmitEmpty(b, `,"thread_header":`, v.InitialHeader, (*header).appendJSONMembers)
+	b = jsonrec.StringOmitEmpty(b, `,"idempotency_key":`, v.IdempotencyKey)
+	b = jsonrec.StringOmitEmpty(b, `,"idempotency_command":`, v.IdempotencyCommand)
+	b = v.Message.AppendJSONMembers(b)
+	return b
 }
 
 func jsonReadMsgFile(d *jsonrec.Decoder, v *msgFile) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, msgFileJSONMembers) {
-		case 0:
-			jsonrec.ReadPtr(d, &v.InitialHeader, jsonReadHeader)
-		case 1:
-			d.Str(&v.IdempotencyKey)
-		case 2:
-			d.Str(&v.IdempotencyCommand)
-		case 3:
-			d.Str(&v.MessageID)
-		case 4:
-			d.Str(&v.ThreadID)
-		case 5:
-			d.Int(&v.Seq)
-		case 6:
-			d.Str(&v.FromAgent)
-		case 7:
-			d.Str(&v.ToAgent)
-		case 8:
-			jsonrec.ReadSlice(d, &v.Recipients, jsonrec.ReadString)
-		case 9:
-			d.Str(&v.Kind)
-		case 10:
-			d.Str(&v.Type)
-		case 11:
-			d.Str(&v.Summary)
-		case 12:
-			d.Str(&v.Body)
-		case 13:
-			d.Raw(&v.PayloadJSON)
-		case 14:
-			d.Str(&v.CreatedAt)
-		case 15:
-			d.Int64(&v.EventID)
-		case 16:
-			jsonrec.ReadSlice(d, &v.Artifacts, func(d *jsonrec.Decoder, x *inbox.Artifact) { x.ReadJSON(d) })
-		case 17:
-			d.Str(&v.Status)
-		case 18:
-			d.Bool(&v.Damaged)
-		case 19:
-			d.Str(&v.RequestID)
-		case 20:
-			d.Str(&v.AckID)
-		case 21:
-			d.Str(&v.Timestamp)
-		case 22:
-			d.Raw(&v.Extra)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, msgFileJSONMembers, (*msgFile).readJSONMember)
 }
 
-func (v *msgFile) appendJSON(b []byte) []byte { return jsonAppendMsgFile(b, v) }
+func (v *msgFile) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch {
+	case i == 0:
+		jsonrec.ReadPtr(d, &v.InitialHeader, jsonReadHeader)
+	case i == 1:
+		d.Str(&v.IdempotencyKey)
+	case i == 2:
+		d.Str(&v.IdempotencyCommand)
+	case i >= 3:
+		v.Message.ReadJSONMember(d, i-3)
+	}
+}
 
 func (v *msgFile) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadMsgFile(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadMsgFile)
 }
 
 var idemRecordJSONMembers = []string{"key", "command", "thread_id", "message_id", "seq", "created_at"}
 
-func jsonAppendIdemRecord(b []byte, v *idemRecord) []byte {
-	b = append(b, '{')
-	b = append(b, "\"key\":"...)
-	b = jsonrec.AppendString(b, v.Key)
-	b = append(b, ",\"command\":"...)
-	b = jsonrec.AppendString(b, v.Command)
-	b = append(b, ",\"thread_id\":"...)
-	b = jsonrec.AppendString(b, v.ThreadID)
-	b = append(b, ",\"message_id\":"...)
-	b = jsonrec.AppendString(b, v.MessageID)
-	b = append(b, ",\"seq\":"...)
-	b = strconv.AppendInt(b, int64(v.Seq), 10)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	return append(b, '}')
+func (v *idemRecord) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*idemRecord).appendJSONMembers)
+}
+
+func (v *idemRecord) appendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"key":`, v.Key)
+	b = jsonrec.String(b, `,"command":`, v.Command)
+	b = jsonrec.String(b, `,"thread_id":`, v.ThreadID)
+	b = jsonrec.String(b, `,"message_id":`, v.MessageID)
+	b = jsonrec.Int(b, `,"seq":`, int64(v.Seq))
+	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	return b
 }
 
 func jsonReadIdemRecord(d *jsonrec.Decoder, v *idemRecord) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, idemRecordJSONMembers) {
-		case 0:
-			d.Str(&v.Key)
-		case 1:
-			d.Str(&v.Command)
-		case 2:
-			d.Str(&v.ThreadID)
-		case 3:
-			d.Str(&v.MessageID)
-		case 4:
-			d.Int(&v.Seq)
-		case 5:
-			d.Str(&v.CreatedAt)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, idemRecordJSONMembers, (*idemRecord).readJSONMember)
 }
 
-func (v *idemRecord) appendJSON(b []byte) []byte { return jsonAppendIdemRecord(b, v) }
+func (v *idemRecord) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.Key)
+	case 1:
+		d.Str(&v.Command)
+	case 2:
+		d.Str(&v.ThreadID)
+	case 3:
+		d.Str(&v.MessageID)
+	case 4:
+		d.Int(&v.Seq)
+	case 5:
+		d.Str(&v.CreatedAt)
+	}
+}
 
 func (v *idemRecord) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadIdemRecord(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadIdemRecord)
 }
 
 var formatInfoJSONMembers = []string{"format", "version", "shared", "created_at", "max_blob"}
 
-func jsonAppendFormatInfo(b []byte, v *formatInfo) []byte {
-	b = append(b, '{')
-	b = append(b, "\"format\":"...)
-	b = jsonrec.AppendString(b, v.Format)
-	b = append(b, ",\"version\":"...)
-	b = strconv.AppendInt(b, int64(v.Version), 10)
-	b = append(b, ",\"shared\":"...)
-	b = strconv.AppendBool(b, v.Shared)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	if v.MaxBlob != 0 {
-		b = append(b, ",\"max_blob\":"...)
-		b = strconv.AppendInt(b, v.MaxBlob, 10)
-	}
-	return append(b, '}')
+func (v *formatInfo) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*formatInfo).appendJSONMembers)
+}
+
+func (v *formatInfo) appendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"format":`, v.Format)
+	b = jsonrec.Int(b, `,"version":`, int64(v.Version))
+	b = jsonrec.Bool(b, `,"shared":`, v.Shared)
+	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	b = jsonrec.IntOmitEmpty(b, `,"max_blob":`, v.MaxBlob)
+	return b
 }
 
 func jsonReadFormatInfo(d *jsonrec.Decoder, v *formatInfo) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, formatInfoJSONMembers) {
-		case 0:
-			d.Str(&v.Format)
-		case 1:
-			d.Int(&v.Version)
-		case 2:
-			d.Bool(&v.Shared)
-		case 3:
-			d.Str(&v.CreatedAt)
-		case 4:
-			d.Int64(&v.MaxBlob)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, formatInfoJSONMembers, (*formatInfo).readJSONMember)
 }
 
-func (v *formatInfo) appendJSON(b []byte) []byte { return jsonAppendFormatInfo(b, v) }
+func (v *formatInfo) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.Format)
+	case 1:
+		d.Int(&v.Version)
+	case 2:
+		d.Bool(&v.Shared)
+	case 3:
+		d.Str(&v.CreatedAt)
+	case 4:
+		d.Int64(&v.MaxBlob)
+	}
+}
 
 func (v *formatInfo) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadFormatInfo(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadFormatInfo)
 }
 
 var formatFieldsJSONMembers = []string{"format", "version", "shared", "created_at", "max_blob"}
 
-func jsonAppendFormatFields(b []byte, v *formatFields) []byte {
-	b = append(b, '{')
-	b = append(b, "\"format\":"...)
-	b = jsonrec.AppendString(b, v.Format)
-	b = append(b, ",\"version\":"...)
-	b = jsonrec.AppendRaw(b, v.Version)
-	b = append(b, ",\"shared\":"...)
-	b = strconv.AppendBool(b, v.Shared)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	if v.MaxBlob != 0 {
-		b = append(b, ",\"max_blob\":"...)
-		b = strconv.AppendInt(b, v.MaxBlob, 10)
-	}
-	return append(b, '}')
+func (v *formatFields) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*formatFields).appendJSONMembers)
+}
+
+func (v *formatFields) appendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"format":`, v.Format)
+	b = jsonrec.Raw(b, `,"version":`, v.Version)
+	b = jsonrec.Bool(b, `,"shared":`, v.Shared)
+	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	b = jsonrec.IntOmitEmpty(b, `,"max_blob":`, v.MaxBlob)
+	return b
 }
 
 func jsonReadFormatFields(d *jsonrec.Decoder, v *formatFields) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, formatFieldsJSONMembers) {
-		case 0:
-			d.Str(&v.Format)
-		case 1:
-			d.Raw(&v.Version)
-		case 2:
-			d.Bool(&v.Shared)
-		case 3:
-			d.Str(&v.CreatedAt)
-		case 4:
-			d.Int64(&v.MaxBlob)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, formatFieldsJSONMembers, (*formatFields).readJSONMember)
 }
 
-func (v *formatFields) appendJSON(b []byte) []byte { return jsonAppendFormatFields(b, v) }
+func (v *formatFields) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.Format)
+	case 1:
+		d.Raw(&v.Version)
+	case 2:
+		d.Bool(&v.Shared)
+	case 3:
+		d.Str(&v.CreatedAt)
+	case 4:
+		d.Int64(&v.MaxBlob)
+	}
+}
 
 func (v *formatFields) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadFormatFields(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadFormatFields)
 }
 
 var formatProbeJSONMembers = []string{"format", "version"}
 
-func jsonAppendFormatProbe(b []byte, v *formatProbe) []byte {
-	b = append(b, '{')
-	b = append(b, "\"format\":"...)
-	b = jsonrec.AppendString(b, v.Format)
-	b = append(b, ",\"version\":"...)
-	b = jsonrec.AppendRaw(b, v.Version)
-	return append(b, '}')
+func (v *formatProbe) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*formatProbe).appendJSONMembers)
+}
+
+func (v *formatProbe) appendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"format":`, v.Format)
+	b = jsonrec.Raw(b, `,"version":`, v.Version)
+	return b
 }
 
 func jsonReadFormatProbe(d *jsonrec.Decoder, v *formatProbe) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, formatProbeJSONMembers) {
-		case 0:
-			d.Str(&v.Format)
-		case 1:
-			d.Raw(&v.Version)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, formatProbeJSONMembers, (*formatProbe).readJSONMember)
 }
 
-func (v *formatProbe) appendJSON(b []byte) []byte { return jsonAppendFormatProbe(b, v) }
+func (v *formatProbe) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.Format)
+	case 1:
+		d.Raw(&v.Version)
+	}
+}
 
 func (v *formatProbe) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadFormatProbe(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadFormatProbe)
 }
 
 var blobMetaJSONMembers = []string{"blob", "field", "sha256", "bytes"}
 
-func jsonAppendBlobMeta(b []byte, v *blobMeta) []byte {
-	b = append(b, '{')
-	b = append(b, "\"blob\":"...)
-	b = jsonrec.AppendString(b, v.Blob)
-	b = append(b, ",\"field\":"...)
-	b = jsonrec.AppendString(b, v.Field)
-	b = append(b, ",\"sha256\":"...)
-	b = jsonrec.AppendString(b, v.SHA256)
-	b = append(b, ",\"bytes\":"...)
-	b = strconv.AppendInt(b, v.Bytes, 10)
-	return append(b, '}')
+func (v *blobMeta) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*blobMeta).appendJSONMembers)
+}
+
+func (v *blobMeta) appendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"blob":`, v.Blob)
+	b = jsonrec.String(b, `,"field":`, v.Field)
+	b = jsonrec.String(b, `,"sha256":`, v.SHA256)
+	b = jsonrec.Int(b, `,"bytes":`, v.Bytes)
+	return b
 }
 
 func jsonReadBlobMeta(d *jsonrec.Decoder, v *blobMeta) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, blobMetaJSONMembers) {
-		case 0:
-			d.Str(&v.Blob)
-		case 1:
-			d.Str(&v.Field)
-		case 2:
-			d.Str(&v.SHA256)
-		case 3:
-			d.Int64(&v.Bytes)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, blobMetaJSONMembers, (*blobMeta).readJSONMember)
 }
 
-func (v *blobMeta) appendJSON(b []byte) []byte { return jsonAppendBlobMeta(b, v) }
+func (v *blobMeta) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.Blob)
+	case 1:
+		d.Str(&v.Field)
+	case 2:
+		d.Str(&v.SHA256)
+	case 3:
+		d.Int64(&v.Bytes)
+	}
+}
 
 func (v *blobMeta) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadBlobMeta(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadBlobMeta)
 }
 
 var watermarkJSONMembers = []string{"boot_id", "event_id"}
 
-func jsonAppendWatermark(b []byte, v *watermark) []byte {
-	b = append(b, '{')
-	b = append(b, "\"boot_id\":"...)
-	b = jsonrec.AppendString(b, v.BootID)
-	b = append(b, ",\"event_id\":"...)
-	b = strconv.AppendInt(b, v.EventID, 10)
-	return append(b, '}')
+func (v *watermark) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*watermark).appendJSONMembers)
+}
+
+func (v *watermark) appendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"boot_id":`, v.BootID)
+	b = jsonrec.Int(b, `,"event_id":`, v.EventID)
+	return b
 }
 
 func jsonReadWatermark(d *jsonrec.Decoder, v *watermark) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, watermarkJSONMembers) {
-		case 0:
-			d.Str(&v.BootID)
-		case 1:
-			d.Int64(&v.EventID)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, watermarkJSONMembers, (*watermark).readJSONMember)
 }
 
-func (v *watermark) appendJSON(b []byte) []byte { return jsonAppendWatermark(b, v) }
+func (v *watermark) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.BootID)
+	case 1:
+		d.Int64(&v.EventID)
+	}
+}
 
 func (v *watermark) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadWatermark(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadWatermark)
 }
 
 var teamRecordJSONMembers = []string{"name", "members", "created_by", "created_at", "updated_at", "event_id"}
 
-func jsonAppendTeamRecord(b []byte, v *teamRecord) []byte {
-	b = append(b, '{')
-	b = append(b, "\"name\":"...)
-	b = jsonrec.AppendString(b, v.Name)
-	b = append(b, ",\"members\":"...)
-	b = jsonrec.AppendSlice(b, v.Members, jsonrec.AppendStr)
-	b = append(b, ",\"created_by\":"...)
-	b = jsonrec.AppendString(b, v.CreatedBy)
-	b = append(b, ",\"created_at\":"...)
-	b = jsonrec.AppendString(b, v.CreatedAt)
-	b = append(b, ",\"updated_at\":"...)
-	b = jsonrec.AppendString(b, v.UpdatedAt)
-	b = append(b, ",\"event_id\":"...)
-	b = strconv.AppendInt(b, v.EventID, 10)
-	return append(b, '}')
+func (v *teamRecord) appendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*teamRecord).appendJSONMembers)
+}
+
+func (v *teamRecord) appendJSONMembers(b []byte) []byte {
+	b = jsonrec.String(b, `,"name":`, v.Name)
+	b = jsonrec.Strings(b, `,"members":`, v.Members)
+	b = jsonrec.String(b, `,"created_by":`, v.CreatedBy)
+	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	b = jsonrec.String(b, `,"updated_at":`, v.UpdatedAt)
+	b = jsonrec.Int(b, `,"event_id":`, v.EventID)
+	return b
 }
 
 func jsonReadTeamRecord(d *jsonrec.Decoder, v *teamRecord) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, teamRecordJSONMembers) {
-		case 0:
-			d.Str(&v.Name)
-		case 1:
-			jsonrec.ReadSlice(d, &v.Members, jsonrec.ReadString)
-		case 2:
-			d.Str(&v.CreatedBy)
-		case 3:
-			d.Str(&v.CreatedAt)
-		case 4:
-			d.Str(&v.UpdatedAt)
-		case 5:
-			d.Int64(&v.EventID)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, teamRecordJSONMembers, (*teamRecord).readJSONMember)
 }
 
-func (v *teamRecord) appendJSON(b []byte) []byte { return jsonAppendTeamRecord(b, v) }
+func (v *teamRecord) readJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Str(&v.Name)
+	case 1:
+		jsonrec.ReadSlice(d, &v.Members, jsonrec.ReadString)
+	case 2:
+		d.Str(&v.CreatedBy)
+	case 3:
+		d.Str(&v.CreatedAt)
+	case 4:
+		d.Str(&v.UpdatedAt)
+	case 5:
+		d.Int64(&v.EventID)
+	}
+}
 
 func (v *teamRecord) decodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadTeamRecord(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadTeamRecord)
 }
 
 var posJSONMembers = []string{"segment", "offset"}
 
-func jsonAppendPos(b []byte, v *Pos) []byte {
-	b = append(b, '{')
-	b = append(b, "\"segment\":"...)
-	b = strconv.AppendInt(b, v.Segment, 10)
-	b = append(b, ",\"offset\":"...)
-	b = strconv.AppendInt(b, v.Offset, 10)
-	return append(b, '}')
+// AppendJSON appends v as a JSON object, as encoding/json writes it.
+func (v *Pos) AppendJSON(b []byte) []byte {
+	return jsonrec.AppendObject(b, v, (*Pos).AppendJSONMembers)
+}
+
+// AppendJSONMembers appends v's members, each after a comma: AppendJSON
+// without the braces, for the records that embed a Pos.
+func (v *Pos) AppendJSONMembers(b []byte) []byte {
+	b = jsonrec.Int(b, `,"segment":`, v.Segment)
+	b = jsonrec.Int(b, `,"offset":`, v.Offset)
+	return b
 }
 
 func jsonReadPos(d *jsonrec.Decoder, v *Pos) {
-	d.Object(func(name []byte) {
-		switch jsonrec.Match(name, posJSONMembers) {
-		case 0:
-			d.Int64(&v.Segment)
-		case 1:
-			d.Int64(&v.Offset)
-		default:
-			d.Skip()
-		}
-	})
+	jsonrec.ReadObject(d, v, posJSONMembers, (*Pos).ReadJSONMember)
 }
 
-// AppendJSON appends v as a JSON object, as encoding/json writes it.
-func (v *Pos) AppendJSON(b []byte) []byte { return jsonAppendPos(b, v) }
+// ReadJSONMember reads into v the value of member i of those
+// AppendJSONMembers writes, for the records that embed a Pos.
+func (v *Pos) ReadJSONMember(d *jsonrec.Decoder, i int) {
+	switch i {
+	case 0:
+		d.Int64(&v.Segment)
+	case 1:
+		d.Int64(&v.Offset)
+	}
+}
 
 // ReadJSON reads a JSON object into v, as json.Unmarshal does.
 func (v *Pos) ReadJSON(d *jsonrec.Decoder) { jsonReadPos(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Pos) DecodeJSON(data []byte) error {
-	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadPos(d, v) })
+	return jsonrec.DecodeInto(data, v, jsonReadPos)
 }

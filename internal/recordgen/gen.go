@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
 const jsonrecPath = "/internal/jsonrec"
@@ -24,6 +26,7 @@ type pkg struct {
 	dir, path, name string
 	types           map[string]*ast.StructType
 	files           map[*ast.StructType]*ast.File
+	generated       map[string]bool // the types its go:generate recordgen lines name
 }
 
 // gen holds what one run knows.
@@ -129,17 +132,26 @@ func (g *gen) load(p, skip string) (*pkg, error) {
 		return nil, fmt.Errorf("%s is outside module %s", p, g.module)
 	}
 	k := &pkg{dir: filepath.Join(g.root, filepath.FromSlash(strings.TrimPrefix(rel, "/"))), path: p,
-		types: map[string]*ast.StructType{}, files: map[*ast.StructType]*ast.File{}}
+		types: map[string]*ast.StructType{}, files: map[*ast.StructType]*ast.File{}, generated: map[string]bool{}}
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, k.dir, func(fi os.FileInfo) bool {
 		return !strings.HasSuffix(fi.Name(), "_test.go") && fi.Name() != skip
-	}, parser.SkipObjectResolution)
+	}, parser.SkipObjectResolution|parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
 	for name, ap := range pkgs {
 		k.name = name
 		for _, f := range ap.Files {
+			for _, cg := range f.Comments {
+				for _, c := range cg.List {
+					if _, types, ok := directive(c.Text); ok {
+						for _, t := range types {
+							k.generated[t] = true
+						}
+					}
+				}
+			}
 			for _, d := range f.Decls {
 				gd, ok := d.(*ast.GenDecl)
 				if !ok || gd.Tok != token.TYPE {
@@ -184,6 +196,7 @@ type member struct {
 	omitEmpty bool
 	depth     int
 	tagged    bool
+	via       *embedded // the embedded record of the outer one it is promoted from
 }
 
 // members lists st's members as encoding/json sees them: fields in order,
@@ -213,6 +226,12 @@ func (g *gen) members(k *pkg, st *ast.StructType, depth int) ([]member, error) {
 			sub, err := g.members(ek, et, depth+1)
 			if err != nil {
 				return nil, err
+			}
+			if depth == 0 {
+				e := &embedded{field: embeddedName(f.Type), typ: embeddedName(f.Type), from: ek}
+				for i := range sub {
+					sub[i].via = e
+				}
 			}
 			out = append(out, sub...)
 			continue
@@ -290,15 +309,30 @@ func (g *gen) resolve(k *pkg, e ast.Expr) (*pkg, *ast.StructType, error) {
 	return nil, nil, nil
 }
 
-// record writes the codec of type t of the package.
+// record writes the codec of type t of the package: the list of its
+// members' names, a function appending them and one reading them (both
+// calling a member's kind's helper in jsonrec), and the methods other code
+// calls. An embedded record whose members all stand in t is written and
+// read by its own members' functions.
 func (g *gen) record(w *bytes.Buffer, t string) error {
 	k := g.self
 	ms, err := g.members(k, k.types[t], 0)
 	if err != nil {
 		return fmt.Errorf("%s: %w", t, err)
 	}
+	groups, err := g.group(ms)
+	if err != nil {
+		return fmt.Errorf("%s: %w", t, err)
+	}
 	jr := g.use(g.module + jsonrecPath)
-	low := lowerFirst(t)
+	low, up := lowerFirst(t), upperFirst(t)
+	exported := ast.IsExported(t)
+	meth := func(s string) string { // a method's name: exported for exported types
+		if exported {
+			return upperFirst(s)
+		}
+		return s
+	}
 	fmt.Fprintf(w, "var %sJSONMembers = []string{", low)
 	for i, m := range ms {
 		if i > 0 {
@@ -308,65 +342,146 @@ func (g *gen) record(w *bytes.Buffer, t string) error {
 	}
 	w.WriteString("}\n\n")
 
-	// Encoder.
-	// A member's comma is written unconditionally when a member that is
-	// always written precedes it; after members that may be left out, it
-	// depends on whether anything was written.
-	var enc bytes.Buffer
-	written, maybe := false, false // some member surely / possibly written before
-	for _, m := range ms {
-		val, present, err := g.encode(m, "v."+m.goName)
+	if exported {
+		w.WriteString("// AppendJSON appends v as a JSON object, as encoding/json writes it.\n")
+	}
+	fmt.Fprintf(w, "func (v *%s) %s(b []byte) []byte {\n\treturn %s.AppendObject(b, v, (*%s).%s)\n}\n\n", t, meth("appendJSON"), jr, t, meth("appendJSONMembers"))
+	if exported {
+		fmt.Fprintf(w, "// AppendJSONMembers appends v's members, each after a comma: AppendJSON\n// without the braces, for the records that embed a %s.\n", t)
+	}
+	fmt.Fprintf(w, "func (v *%s) %s(b []byte) []byte {\n", t, meth("appendJSONMembers"))
+	for _, gr := range groups {
+		if gr.via != nil {
+			fmt.Fprintf(w, "\tb = v.%s.%s(b)\n", gr.via.field, gr.via.method("appendJSONMembers"))
+			continue
+		}
+		m := gr.ms[0]
+		stmt, err := g.encode(m, "v."+m.goName)
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, m.goName, err)
 		}
-		optional := m.omitEmpty && present != ""
-		if optional {
-			fmt.Fprintf(&enc, "\tif %s {\n", present)
-		}
-		key := strconv.Quote(m.name) + ":"
-		switch {
-		case written:
-			fmt.Fprintf(&enc, "\tb = append(b, %q...)\n", ","+key)
-		case maybe:
-			fmt.Fprintf(&enc, "\tif len(b) > n {\n\t\tb = append(b, ',')\n\t}\n\tb = append(b, %q...)\n", key)
-		default:
-			fmt.Fprintf(&enc, "\tb = append(b, %q...)\n", key)
-		}
-		fmt.Fprintf(&enc, "\t%s\n", val)
-		if optional {
-			enc.WriteString("\t}\n")
-			maybe = true
-		} else {
-			written = true
-		}
+		fmt.Fprintf(w, "\t%s\n", stmt)
 	}
-	fmt.Fprintf(w, "func jsonAppend%s(b []byte, v *%s) []byte {\n\tb = append(b, '{')\n", upperFirst(t), t)
-	if strings.Contains(enc.String(), "len(b) > n") {
-		w.WriteString("\tn := len(b)\n")
-	}
-	w.Write(enc.Bytes())
-	w.WriteString("\treturn append(b, '}')\n}\n\n")
+	w.WriteString("\treturn b\n}\n\n")
 
-	// Decoder.
-	fmt.Fprintf(w, "func jsonRead%s(d *%s.Decoder, v *%s) {\n\td.Object(func(name []byte) {\n\t\tswitch %s.Match(name, %sJSONMembers) {\n", upperFirst(t), jr, t, jr, low)
-	for i, m := range ms {
+	fmt.Fprintf(w, "func jsonRead%s(d *%s.Decoder, v *%s) {\n\t%s.ReadObject(d, v, %sJSONMembers, (*%s).%s)\n}\n\n", up, jr, t, jr, low, t, meth("readJSONMember"))
+	if exported {
+		fmt.Fprintf(w, "// ReadJSONMember reads into v the value of member i of those\n// AppendJSONMembers writes, for the records that embed a %s.\n", t)
+	}
+	fmt.Fprintf(w, "func (v *%s) %s(d *%s.Decoder, i int) {\n", t, meth("readJSONMember"), jr)
+	delegates := len(groups) < len(ms)
+	if delegates {
+		w.WriteString("\tswitch {\n")
+	} else {
+		w.WriteString("\tswitch i {\n")
+	}
+	at := 0
+	for _, gr := range groups {
+		lo, hi := at, at+len(gr.ms)
+		at = hi
+		if gr.via != nil {
+			cond, sub := fmt.Sprintf("i >= %d && i < %d", lo, hi), fmt.Sprintf("i-%d", lo)
+			switch {
+			case lo == 0:
+				cond, sub = fmt.Sprintf("i < %d", hi), "i"
+			case hi == len(ms):
+				cond = fmt.Sprintf("i >= %d", lo)
+			}
+			fmt.Fprintf(w, "\tcase %s:\n\t\tv.%s.%s(d, %s)\n", cond, gr.via.field, gr.via.method("readJSONMember"), sub)
+			continue
+		}
+		m := gr.ms[0]
 		code, err := g.decode(m, "v."+m.goName)
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, m.goName, err)
 		}
-		fmt.Fprintf(w, "\t\tcase %d:\n\t\t\t%s\n", i, code)
+		if delegates {
+			fmt.Fprintf(w, "\tcase i == %d:\n\t\t%s\n", lo, code)
+		} else {
+			fmt.Fprintf(w, "\tcase %d:\n\t\t%s\n", lo, code)
+		}
 	}
-	w.WriteString("\t\tdefault:\n\t\t\td.Skip()\n\t\t}\n\t})\n}\n\n")
+	w.WriteString("\t}\n}\n\n")
 
-	if ast.IsExported(t) {
-		fmt.Fprintf(w, "// AppendJSON appends v as a JSON object, as encoding/json writes it.\nfunc (v *%s) AppendJSON(b []byte) []byte { return jsonAppend%s(b, v) }\n\n", t, t)
-		fmt.Fprintf(w, "// ReadJSON reads a JSON object into v, as json.Unmarshal does.\nfunc (v *%s) ReadJSON(d *%s.Decoder) { jsonRead%s(d, v) }\n\n", t, jr, t)
-		fmt.Fprintf(w, "// DecodeJSON decodes data into v, as json.Unmarshal does.\nfunc (v *%s) DecodeJSON(data []byte) error {\n\treturn %s.Decode(data, func(d *%s.Decoder) { jsonRead%s(d, v) })\n}\n\n", t, jr, jr, t)
-	} else {
-		fmt.Fprintf(w, "func (v *%s) appendJSON(b []byte) []byte { return jsonAppend%s(b, v) }\n\n", t, upperFirst(t))
-		fmt.Fprintf(w, "func (v *%s) decodeJSON(data []byte) error {\n\treturn %s.Decode(data, func(d *%s.Decoder) { jsonRead%s(d, v) })\n}\n\n", t, jr, jr, upperFirst(t))
+	if exported {
+		fmt.Fprintf(w, "// ReadJSON reads a JSON object into v, as json.Unmarshal does.\nfunc (v *%s) ReadJSON(d *%s.Decoder) { jsonRead%s(d, v) }\n\n", t, jr, up)
+		w.WriteString("// DecodeJSON decodes data into v, as json.Unmarshal does.\n")
 	}
+	fmt.Fprintf(w, "func (v *%s) %s(data []byte) error {\n\treturn %s.DecodeInto(data, v, jsonRead%s)\n}\n\n", t, meth("decodeJSON"), jr, up)
 	return nil
+}
+
+// group cuts ms into the runs the codec writes and reads as one: the
+// members of an embedded record that all stand in the outer record, in
+// their order, when that record has a codec of its own; else each member
+// on its own.
+func (g *gen) group(ms []member) ([]group, error) {
+	var out []group
+	for i := 0; i < len(ms); {
+		e := ms[i].via
+		n := 1
+		for i+n < len(ms) && e != nil && ms[i+n].via == e {
+			n++
+		}
+		if e != nil {
+			ok, err := g.whole(e, ms[i:i+n])
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, group{via: e, ms: ms[i : i+n]})
+				i += n
+				continue
+			}
+		}
+		out = append(out, group{ms: ms[i : i+1]})
+		i++
+	}
+	return out, nil
+}
+
+// whole reports whether run is every member of embedded record e, in
+// order, and e has a codec to write and read them: one this run writes
+// (e is of this package), or one its package's go:generate line names.
+func (g *gen) whole(e *embedded, run []member) (bool, error) {
+	if e.from != g.self && !e.from.generated[e.typ] {
+		return false, nil
+	}
+	own, err := g.members(e.from, e.from.types[e.typ], 0)
+	if err != nil || len(own) != len(run) {
+		return false, err
+	}
+	for i := range own {
+		if own[i].name != run[i].name {
+			return false, nil
+		}
+	}
+	if e.from == g.self {
+		g.want(e.typ)
+	}
+	return true, nil
+}
+
+// group is one member, or the members of one embedded record.
+type group struct {
+	via *embedded
+	ms  []member
+}
+
+// embedded is an embedded record field.
+type embedded struct {
+	field string // the field's name (the type's)
+	typ   string // the type's name in its package
+	from  *pkg
+}
+
+// method is the name of the embedded record's method s: exported when
+// the record is of another package or exported.
+func (e *embedded) method(s string) string {
+	if ast.IsExported(e.typ) {
+		return upperFirst(s)
+	}
+	return s
 }
 
 // kind classifies a field type.
@@ -442,51 +557,50 @@ func (g *gen) qualified(k kind) string {
 	return g.use(k.foreign.path) + "." + k.rec
 }
 
-// encode returns the statement appending x, and the condition under which
-// x is not empty (for omitempty; "" when it is never empty).
-func (g *gen) encode(m member, x string) (stmt, present string, err error) {
+// encode returns the statement appending member m, whose value is x, to b.
+func (g *gen) encode(m member, x string) (string, error) {
 	k, err := g.classify(m, m.typ)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	jr := g.use(g.module + jsonrecPath)
+	helper := map[string]string{"string": "String", "*string": "StrPtr", "int": "Int", "int64": "Int", "bool": "Bool",
+		"raw": "Raw", "strings": "Strings", "intmap": "IntMap", "struct": "Object", "*struct": "ObjectPtr", "[]struct": "Objects"}[k.name]
+	if helper == "" {
+		return "", fmt.Errorf("cannot encode %s", k.name)
+	}
+	if m.omitEmpty && k.name != "struct" { // encoding/json never omits a struct
+		helper += "OmitEmpty"
+	}
+	args := []string{"b", goString("," + string(jsonrec.AppendString(nil, m.name)) + ":"), x}
 	switch k.name {
-	case "string":
-		return fmt.Sprintf("b = %s.AppendString(b, %s)", jr, x), x + ` != ""`, nil
-	case "*string":
-		return fmt.Sprintf("b = %s.AppendStrPtr(b, %s)", jr, x), x + " != nil", nil
 	case "int":
-		g.use("strconv")
-		return fmt.Sprintf("b = strconv.AppendInt(b, int64(%s), 10)", x), x + " != 0", nil
-	case "int64":
-		g.use("strconv")
-		return fmt.Sprintf("b = strconv.AppendInt(b, %s, 10)", x), x + " != 0", nil
-	case "bool":
-		g.use("strconv")
-		return fmt.Sprintf("b = strconv.AppendBool(b, %s)", x), x, nil
-	case "raw":
-		return fmt.Sprintf("b = %s.AppendRaw(b, %s)", jr, x), "len(" + x + ") != 0", nil
-	case "strings":
-		return fmt.Sprintf("b = %s.AppendSlice(b, %s, %s.AppendStr)", jr, x, jr), "len(" + x + ") != 0", nil
-	case "intmap":
-		return fmt.Sprintf("b = %s.AppendIntMap(b, %s)", jr, x), "len(" + x + ") != 0", nil
+		args[2] = "int64(" + x + ")"
 	case "struct":
-		return fmt.Sprintf("b = %s(b, &%s)", g.appender(k), x), "", nil
-	case "*struct":
-		return fmt.Sprintf("if %s == nil {\n\t\tb = append(b, \"null\"...)\n\t} else {\n\t\tb = %s(b, %s)\n\t}", x, g.appender(k), x), x + " != nil", nil
-	case "[]struct":
-		return fmt.Sprintf("b = %s.AppendSlice(b, %s, %s)", jr, x, g.appender(k)), "len(" + x + ") != 0", nil
+		args[2] = "&" + x
 	}
-	return "", "", fmt.Errorf("cannot encode %s", k.name)
+	if strings.HasSuffix(k.name, "struct") {
+		args = append(args, g.membersOf(k))
+	}
+	return fmt.Sprintf("b = %s.%s(%s)", g.use(g.module+jsonrecPath), helper, strings.Join(args, ", ")), nil
 }
 
-// appender is a func([]byte, *T) []byte for record k.
-func (g *gen) appender(k kind) string {
+// goString is s as a Go literal: raw when it can be.
+func goString(s string) string {
+	if strings.ContainsAny(s, "`\r") || !strconv.CanBackquote(s) {
+		return strconv.Quote(s)
+	}
+	return "`" + s + "`"
+}
+
+// membersOf is the method expression appending the members of record k.
+func (g *gen) membersOf(k kind) string {
 	if k.foreign == nil {
 		g.want(k.rec)
-		return "jsonAppend" + upperFirst(k.rec)
+		if !ast.IsExported(k.rec) {
+			return "(*" + k.rec + ").appendJSONMembers"
+		}
 	}
-	return fmt.Sprintf("func(b []byte, x *%s) []byte { return x.AppendJSON(b) }", g.qualified(k))
+	return "(*" + g.qualified(k) + ").AppendJSONMembers"
 }
 
 // reader is a func(*jsonrec.Decoder, *T) for record k.
@@ -529,6 +643,29 @@ func (g *gen) decode(m member, x string) (string, error) {
 		return fmt.Sprintf("%s.ReadSlice(d, &%s, %s)", jr, x, g.reader(k)), nil
 	}
 	return "", fmt.Errorf("cannot decode %s", k.name)
+}
+
+// directive parses a go:generate line that runs this command: the file
+// it writes and the types it names.
+func directive(line string) (out string, types []string, ok bool) {
+	rest, ok := strings.CutPrefix(line, "//go:generate go run ")
+	if !ok || !strings.Contains(rest, "internal/recordgen") {
+		return "", nil, false
+	}
+	args := strings.Fields(rest)[1:]
+	out = "records_gen.go"
+	if len(args) >= 2 && args[0] == "-out" {
+		out, args = args[1], args[2:]
+	}
+	return out, args, true
+}
+
+// embeddedName is the name of an embedded field of type e (T or p.T).
+func embeddedName(e ast.Expr) string {
+	if s, ok := e.(*ast.SelectorExpr); ok {
+		return s.Sel.Name
+	}
+	return exprString(e)
 }
 
 func exprString(e ast.Expr) string {

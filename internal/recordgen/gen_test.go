@@ -31,16 +31,11 @@ func TestGeneratedRecordsAreCurrent(t *testing.T) {
 			return err
 		}
 		for _, line := range strings.Split(string(data), "\n") {
-			rest, ok := strings.CutPrefix(line, "//go:generate go run ")
-			if !ok || !strings.Contains(rest, "internal/recordgen") {
+			out, args, ok := directive(line)
+			if !ok {
 				continue
 			}
 			found++
-			args := strings.Fields(rest)[1:]
-			out := "records_gen.go"
-			if len(args) >= 2 && args[0] == "-out" {
-				out, args = args[1], args[2:]
-			}
 			dir := filepath.Dir(p)
 			want, err := Generate(dir, out, args)
 			if err != nil {

@@ -8,9 +8,21 @@
 // Each named type, and each struct type of the package they contain, gets
 // an encoder and a decoder with encoding/json's output and semantics
 // (field order, omitempty, embedded fields promoted, pointers, slices of
-// records, []string, map[string]int, json.RawMessage). Exported types get
-// the methods AppendJSON, ReadJSON and DecodeJSON; unexported ones
-// appendJSON, readJSON and decodeJSON. Other field types are refused.
+// records, []string, map[string]int, json.RawMessage). Other field types
+// are refused.
+//
+// What the generated code says of a type is its members, once for
+// writing and once for reading; how a member of each kind is written and
+// read is internal/jsonrec's, hand-written and tested once. Exported types
+// get the methods AppendJSON, AppendJSONMembers, ReadJSON, ReadJSONMember
+// and DecodeJSON; unexported ones appendJSON, appendJSONMembers,
+// readJSONMember and decodeJSON; every type a function jsonRead<Type>.
+// The Members methods write and read the members without the braces, so
+// that a record embedding another (spool's log line embeds inbox.Event)
+// calls them instead of repeating the embedded record's code: that is
+// done when all the embedded record's members stand in the outer one and
+// it has a codec, of this package or named on its own package's
+// go:generate line.
 //
 // The generated file is checked in; TestGeneratedRecordsAreCurrent fails
 // when it no longer matches what this command would write.
