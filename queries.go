@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 )
@@ -156,4 +157,45 @@ func TaskOfThread(tid string, first *Message, byName func(string) (*Task, error)
 		return nil, NotFound("thread %s is not a task", tid)
 	}
 	return t, nil
+}
+
+// PrepareWatch checks a watch: the agent, the statuses and the cursor
+// (nil: from now).
+func PrepareWatch(agent string, statuses []string, after *int64) error {
+	if err := ValidateAgent("agent", agent); err != nil {
+		return err
+	}
+	if err := ValidateStatuses("status", statuses); err != nil {
+		return err
+	}
+	if after != nil && *after < 0 {
+		return Invalid("after_event", "must be 0 or more")
+	}
+	return nil
+}
+
+// Selects reports whether the filter selects task t.
+func (f TaskFilter) Selects(t *Task) bool {
+	return (f.Owner == "" || t.Owner == f.Owner) && (f.Parent == "" || t.Parent == f.Parent)
+}
+
+// TasksIn returns the tasks of names (as byName, the engine's
+// TaskByName, reads them; a name whose task is gone is skipped) that f
+// selects, by thread id.
+func TasksIn(names []string, f TaskFilter, byName func(string) (*Task, error)) ([]*Task, error) {
+	out := []*Task{}
+	for _, n := range names {
+		t, err := byName(n)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if f.Selects(t) {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(x, y *Task) int { return cmp.Compare(x.ThreadID, y.ThreadID) })
+	return out, nil
 }

@@ -591,14 +591,8 @@ var statusEvents = []string{inbox.EventThreadCreated, inbox.EventThreadClaimed, 
 // assigned to or created changes to one of statuses (any when empty),
 // after the cursor (after, or now when nil).
 func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after *int64, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
+	if err := inbox.PrepareWatch(agent, statuses, after); err != nil {
 		return nil, err
-	}
-	if err := inbox.ValidateStatuses("status", statuses); err != nil {
-		return nil, err
-	}
-	if after != nil && *after < 0 {
-		return nil, inbox.Invalid("after_event", "must be 0 or more")
 	}
 	deadline := time.Now().Add(opt.Timeout)
 	var cursor int64

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -121,21 +120,7 @@ func (b *Bus) Tasks(f inbox.TaskFilter) ([]*inbox.Task, error) {
 			names = append(names, string(raw))
 		}
 	}
-	out := []*inbox.Task{}
-	for _, n := range names {
-		t, err := b.TaskByName(n)
-		if errors.Is(err, inbox.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if (f.Owner == "" || t.Owner == f.Owner) && (f.Parent == "" || t.Parent == f.Parent) {
-			out = append(out, t)
-		}
-	}
-	slices.SortFunc(out, func(x, y *inbox.Task) int { return strings.Compare(x.ThreadID, y.ThreadID) })
-	return out, nil
+	return inbox.TasksIn(names, f, b.TaskByName)
 }
 
 // TaskByThread returns the task whose thread tid is.

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/google/renameio/v2"
@@ -126,29 +125,13 @@ func (s *Store) Tasks(f inbox.TaskFilter) ([]*inbox.Task, error) {
 	if err != nil {
 		return nil, inbox.Storage(err, "list tasks")
 	}
-	out := []*inbox.Task{}
+	var names []string
 	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || inbox.ValidateAgent("name", name) != nil {
-			continue
-		}
-		t, err := s.TaskByName(name)
-		if errors.Is(err, inbox.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if (f.Owner == "" || t.Owner == f.Owner) && (f.Parent == "" || t.Parent == f.Parent) {
-			out = append(out, t)
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok && inbox.ValidateAgent("name", name) == nil {
+			names = append(names, name)
 		}
 	}
-	sortTasks(out)
-	return out, nil
-}
-
-func sortTasks(ts []*inbox.Task) {
-	slices.SortFunc(ts, func(a, b *inbox.Task) int { return strings.Compare(a.ThreadID, b.ThreadID) })
+	return inbox.TasksIn(names, f, s.TaskByName)
 }
 
 // taskRunnerFile is where a runner records the process running a task.

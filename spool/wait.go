@@ -275,16 +275,10 @@ var statusEvents = []string{inbox.EventThreadCreated, inbox.EventThreadClaimed, 
 // agent is assigned to or created changes to one of statuses (any status
 // when empty), after the cursor (after, or now when nil).
 func (s *Store) Watch(ctx context.Context, agent string, statuses []string, after *int64, opt inbox.WaitOptions) (*inbox.WaitResult, error) {
-	if err := inbox.ValidateAgent("agent", agent); err != nil {
+	if err := inbox.PrepareWatch(agent, statuses, after); err != nil {
 		return nil, err
 	}
 	opt.Agent = agent
-	if err := inbox.ValidateStatuses("status", statuses); err != nil {
-		return nil, err
-	}
-	if after != nil && *after < 0 {
-		return nil, inbox.Invalid("after_event", "must be 0 or more")
-	}
 	deadline := time.Now().Add(opt.Timeout)
 	var cursor int64
 	var pos Pos
