@@ -146,7 +146,7 @@ func (s *Store) openDurable(version int) error {
 	if s.linkErr != nil {
 		return nil // writes are refused anyway; fsck --repair removes the link
 	}
-	unlock, err := s.lockAll()
+	s, unlock, err := s.lockAllToWrite() // from here on, the locked view
 	if err != nil {
 		return err
 	}

@@ -46,9 +46,9 @@ type eventLog struct {
 	tmpDir   string
 	segBytes int64
 	fileMode os.FileMode
-	// held is set while this Store holds events.lock for a whole upkeep
-	// run (lockAll): appends then must not take it again — a second flock
-	// from the same process would wait for itself.
+	// held is set in the view of a Store that holds events.lock for a
+	// whole upkeep run (lockAllToWrite): its appends must not take it
+	// again.
 	held        bool
 	unsynced    bool          // Options.Unsynced
 	lockTimeout time.Duration // Options.LockTimeout

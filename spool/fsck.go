@@ -28,11 +28,18 @@ func (s *Store) Fsck(repair bool) (*inbox.FsckReport, error) {
 			os.Remove(filepath.Clean(p))
 			os.Mkdir(filepath.Clean(p), s.dirMode)
 		}
-		unlock, err := s.lockAll()
+		locked, unlock, err := s.lockAllToWrite()
 		if err != nil {
 			return nil, err
 		}
 		defer unlock()
+		r, err := locked.fsck(repair)
+		if (locked.linkErr == nil) != (s.linkErr == nil) {
+			// A planted link was removed (or found): writes through
+			// this Store go again (or stop).
+			s.linkErr = locked.linkErr
+		}
+		return r, err
 	}
 	return s.fsck(repair)
 }
@@ -49,7 +56,8 @@ func (add addFinding) removable(f inbox.Finding, repair bool) {
 	}
 }
 
-// fsck is Fsck; with repair, the caller holds every lock of the store.
+// fsck is Fsck; with repair, s is the view of a caller that holds every
+// lock of the store (lockAllToWrite).
 func (s *Store) fsck(repair bool) (*inbox.FsckReport, error) {
 	r := &inbox.FsckReport{Findings: []inbox.Finding{}}
 	add := addFinding(func(f inbox.Finding) *inbox.Finding {

@@ -59,7 +59,6 @@ func (s *Store) lockThread(tid string) (*flock.Flock, error) {
 func (s *Store) lockAll() (unlock func(), err error) {
 	var held []*flock.Flock
 	unlock = func() {
-		s.log.held = false
 		for i := len(held) - 1; i >= 0; i-- {
 			held[i].Unlock()
 		}
@@ -77,6 +76,23 @@ func (s *Store) lockAll() (unlock func(), err error) {
 		}
 		held = append(held, lk)
 	}
-	s.log.held = true
 	return unlock, nil
+}
+
+// lockAllToWrite is lockAll for upkeep that appends to the event log
+// while it holds every lock (fsck --repair, replay). It returns, with
+// unlock, a view of s for the caller alone: the same store, whose
+// appends do not take events.lock again (a second flock from this
+// process would wait for itself). Other goroutines using s still take
+// it, and so wait for unlock.
+func (s *Store) lockAllToWrite() (locked *Store, unlock func(), err error) {
+	unlock, err = s.lockAll()
+	if err != nil {
+		return nil, nil, err
+	}
+	v := *s
+	l := *s.log
+	l.held = true
+	v.log = &l
+	return &v, unlock, nil
 }

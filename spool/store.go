@@ -105,9 +105,17 @@ const DefaultSegmentBytes = 16 << 20
 
 // Store is an inbox store: a directory tree of threads, messages, leases,
 // read cursors, an event log and a derived index. A Store holds no open
-// files between calls and is safe for use by many processes at once; one
-// Store value must not be used by several goroutines at the same time
-// unless noted.
+// files between calls. It is safe for use by many processes at once, and
+// its methods for concurrent use by many goroutines (inbox.Bus): what a
+// Store value holds is fixed when it is opened, but for the watermark it
+// last saw (atomic). The store's locks are flocks, each taken through an
+// open file of its own, so they exclude goroutines of one process as
+// they exclude processes; upkeep that holds them all works on a view of
+// the Store of its own (lockAllToWrite).
+//
+// One caveat: a Fsck with repair that finds or removes a planted link
+// (links.go) sets the Store's refusal of writes without synchronisation,
+// so such a repair should not run beside other calls on the same value.
 type Store struct {
 	dir      string
 	fileMode os.FileMode
@@ -117,8 +125,8 @@ type Store struct {
 	log      *eventLog
 	idx      *index.Index
 	unsynced bool
-	linkErr  error        // a top-level directory is a symbolic link (see links.go)
-	markID   atomic.Int64 // durable.json's event id as this Store last saw it (checkpoint.go)
+	linkErr  error         // a top-level directory is a symbolic link (see links.go)
+	markID   *atomic.Int64 // durable.json's event id as this Store last saw it (checkpoint.go)
 	// checkpointEvery is Options.CheckpointEvery, defaulted.
 	checkpointEvery int
 	lockTimeout     time.Duration // Options.LockTimeout
@@ -313,7 +321,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		shareUmask()
 	}
 	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced,
-		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout, maxBlob: info.MaxBlob}
+		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout, maxBlob: info.MaxBlob, markID: new(atomic.Int64)}
 	if s.maxBlob == 0 {
 		s.maxBlob = inbox.DefaultMaxBlob
 	}
