@@ -1,14 +1,13 @@
 package spool
 
 import (
-	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // TestPlantedRecords: a symbolic link, a FIFO or a socket planted in place
@@ -55,36 +54,8 @@ func TestPlantedRecords(t *testing.T) {
 			s.Send(inbox.SendInput{From: "a", To: "b", Subject: "seen"})
 		}},
 	}
-	plants := map[string]func(t *testing.T, p, victim string){
-		"symlink": func(t *testing.T, p, victim string) {
-			if err := os.Symlink(victim, p); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"fifo": func(t *testing.T, p, _ string) {
-			if err := syscall.Mkfifo(p, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"socket": func(t *testing.T, p, _ string) {
-			dir, err := os.MkdirTemp("", "sock")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			l, err := net.Listen("unix", filepath.Join(dir, "s"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.(*net.UnixListener).SetUnlinkOnClose(false)
-			t.Cleanup(func() { l.Close() })
-			if err := os.Rename(filepath.Join(dir, "s"), p); err != nil {
-				t.Fatal(err)
-			}
-		},
-	}
 	for _, rec := range records {
-		for plant, plantIt := range plants {
+		for _, plant := range testproc.PlantKinds {
 			t.Run(rec.name+"/"+plant, func(t *testing.T) {
 				db := filepath.Join(t.TempDir(), "db")
 				if _, err := Init(db, false); err != nil {
@@ -108,7 +79,7 @@ func TestPlantedRecords(t *testing.T) {
 				if err := os.Remove(p); err != nil {
 					t.Fatal(err)
 				}
-				plantIt(t, p, victim)
+				testproc.Plant(t, plant, p, victim)
 
 				done := make(chan struct{})
 				go func() {

@@ -3,11 +3,9 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -111,27 +109,9 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 	}
 	cmds = append(cmds, exec.Command("bash", "-c", fmt.Sprintf(`for i in $(seq %d); do %s send --db %s --from team-lead --to researcher --body "s$i" || exit 1; done`,
 		sends, shq(bin), shq(db))))
-	stopKill := make(chan struct{})
-	killed := 0
-	var kwg sync.WaitGroup
-	kwg.Add(1)
-	go func() {
-		defer kwg.Done()
-		r := rand.New(rand.NewPCG(3, 4))
-		for {
-			select {
-			case <-stopKill:
-				return
-			case <-time.After(time.Duration(100+r.IntN(300)) * time.Millisecond):
-			}
-			d.kill()
-			killed++
-			d.start()
-		}
-	}()
+	stopKilling := d.killAtRandom(3, 100*time.Millisecond, 300*time.Millisecond)
 	outs := runConcurrently(t, cmds)
-	close(stopKill)
-	kwg.Wait()
+	killed := stopKilling()
 	for i, o := range outs {
 		if o.err != nil {
 			t.Fatalf("writer %d: %v\n%s%s", i, o.err, o.stdout.String(), o.stderr.String())

@@ -3,12 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,44 +22,10 @@ import (
 // the thread whole.
 func TestPlantedStoreFiles(t *testing.T) {
 	inboxBin := testproc.Installed(t, "inbox")
-	type plant struct {
-		name string
-		make func(t *testing.T, p, victim string)
-	}
-	plants := []plant{
-		{"symlink", func(t *testing.T, p, victim string) {
-			if err := os.Symlink(victim, p); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"fifo", func(t *testing.T, p, _ string) {
-			if err := syscall.Mkfifo(p, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"socket", func(t *testing.T, p, _ string) {
-			// Bound under a short name (a socket's path is limited to
-			// 108 bytes), then moved into place.
-			dir, err := os.MkdirTemp("", "sock")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			l, err := net.Listen("unix", filepath.Join(dir, "s"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.(*net.UnixListener).SetUnlinkOnClose(false)
-			t.Cleanup(func() { l.Close() })
-			if err := os.Rename(filepath.Join(dir, "s"), p); err != nil {
-				t.Fatal(err)
-			}
-		}},
-	}
 	files := []string{"cursor-w.log", "thread.log", "m-00000001.json", "m-00000002.json", "lease.json"}
 	for _, file := range files {
-		for _, pl := range plants {
-			t.Run(file+"/"+pl.name, func(t *testing.T) {
+		for _, plant := range testproc.PlantKinds {
+			t.Run(file+"/"+plant, func(t *testing.T) {
 				db := filepath.Join(t.TempDir(), "db")
 				run := func(timeout time.Duration, args ...string) (int, string) {
 					ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -109,7 +73,7 @@ func TestPlantedStoreFiles(t *testing.T) {
 				if err := os.Remove(p); err != nil {
 					t.Fatal(err)
 				}
-				pl.make(t, p, victim)
+				testproc.Plant(t, plant, p, victim)
 
 				// Every command returns, whatever it answers.
 				for _, args := range [][]string{
@@ -124,12 +88,12 @@ func TestPlantedStoreFiles(t *testing.T) {
 					run(30*time.Second, args...)
 				}
 				if b, _ := os.ReadFile(victim); string(b) != "not the store's\n" {
-					t.Fatalf("written through the planted %s: the target now holds %q", pl.name, b)
+					t.Fatalf("written through the planted %s: the target now holds %q", plant, b)
 				}
 				code, out := run(60*time.Second, "fsck")
-				want := map[string]string{"symlink": `"check":"symlink"`, "fifo": `"check":"planted_file"`, "socket": `"check":"planted_file"`}[pl.name]
+				want := map[string]string{"symlink": `"check":"symlink"`, "fifo": `"check":"planted_file"`, "socket": `"check":"planted_file"`}[plant]
 				if code != 50 || !strings.Contains(out, want) {
-					t.Fatalf("fsck should report the planted %s (%s): exit %d: %s", pl.name, want, code, out)
+					t.Fatalf("fsck should report the planted %s (%s): exit %d: %s", plant, want, code, out)
 				}
 				if code, out := run(60*time.Second, "fsck", "--repair"); code != 0 {
 					t.Fatalf("fsck --repair: exit %d: %s", code, out)

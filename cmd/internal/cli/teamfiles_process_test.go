@@ -51,6 +51,34 @@ func (d *killableDaemon) kill() {
 	}
 }
 
+// killAtRandom SIGKILLs the daemon and starts it again, over and over,
+// every least+rand(spread) (the random source seeded with seed), until
+// the function it returns is called; that one returns how many kills
+// there were.
+func (d *killableDaemon) killAtRandom(seed uint64, least, spread time.Duration) (stop func() int) {
+	done := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		r := rand.New(rand.NewPCG(seed, seed+1))
+		n := 0
+		for {
+			select {
+			case <-done:
+				killed <- n
+				return
+			case <-time.After(least + time.Duration(r.Int64N(int64(spread)))):
+			}
+			d.kill()
+			n++
+			d.start()
+		}
+	}()
+	return func() int {
+		close(done)
+		return <-killed
+	}
+}
+
 // stop ends the daemon cleanly.
 func (d *killableDaemon) stop() {
 	d.mu.Lock()
@@ -105,27 +133,9 @@ func TestTeamDirProcesses(t *testing.T) {
 	cmds = append(cmds, exec.Command("bash", "-c", fmt.Sprintf(`for i in $(seq %d); do %s send --db %s --from coordinator --to dev --body "s$i" --json || exit 1; done`,
 		sends, shq(bin), shq(db))))
 	// The killer: SIGKILL the daemon every 50–200 ms and start it again.
-	stopKill := make(chan struct{})
-	killed := 0
-	var kwg sync.WaitGroup
-	kwg.Add(1)
-	go func() {
-		defer kwg.Done()
-		r := rand.New(rand.NewPCG(1, 2))
-		for {
-			select {
-			case <-stopKill:
-				return
-			case <-time.After(time.Duration(50+r.IntN(150)) * time.Millisecond):
-			}
-			d.kill()
-			killed++
-			d.start()
-		}
-	}()
+	stopKilling := d.killAtRandom(1, 50*time.Millisecond, 150*time.Millisecond)
 	outs := runConcurrently(t, cmds)
-	close(stopKill)
-	kwg.Wait()
+	killed := stopKilling()
 	for i, o := range outs {
 		if o.err != nil {
 			t.Fatalf("writer %d: %v\n%s", i, o.err, o.stderr.String())
