@@ -187,10 +187,7 @@ func (s *Store) writeFormatVersion() error {
 		return err
 	}
 	info.Version = FormatVersion
-	if err := publishFile(filepath.Join(s.dir, formatFile), s.tmpDir(), s.fileMode, info.appendJSON(nil)); err != nil {
-		return err
-	}
-	return syncDir(s.dir)
+	return writeFormat(s.dir, s.fileMode, info)
 }
 
 // replay restores, after a crash of the machine, what the log says and

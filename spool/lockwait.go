@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+
 	"github.com/inbox-dev/inbox"
 )
 
@@ -49,9 +50,7 @@ func lockWithin(lk *flock.Flock, what string, timeout time.Duration) error {
 // in its own goroutine; one that succeeds after the caller gave up
 // releases at once, so an abandoned wait never ends up holding the lock.
 func waitBounded(acquire func() error, release func(), timeout time.Duration) (timedOut bool, err error) {
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
+	timeout = orDefault(timeout)
 	var mu sync.Mutex
 	abandoned := false
 	done := make(chan error, 1)

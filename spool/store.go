@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -178,10 +179,7 @@ func InitWith(dir string, o InitOptions) (created bool, err error) {
 		}
 		info.MaxBlob = o.MaxBlob
 		fileMode, _ := modes(info.Shared)
-		if err := publishFile(filepath.Join(dir, formatFile), filepath.Join(dir, tmpDirName), fileMode, info.appendJSON(nil)); err != nil {
-			return false, err
-		}
-		return false, syncDir(dir)
+		return false, writeFormat(dir, fileMode, info)
 	} else if !errors.Is(err, inbox.ErrNotInitialized) {
 		return false, err
 	}
@@ -238,10 +236,15 @@ func InitWith(dir string, o InitOptions) (created bool, err error) {
 	}
 	info := formatInfo{Format: formatName, Version: FormatVersion, Shared: shared, CreatedAt: inbox.FormatTime(time.Now()), MaxBlob: maxBlob}
 	// inbox.json goes last: its presence means the store is complete.
+	return true, writeFormat(dir, fileMode, &info)
+}
+
+// writeFormat writes inbox.json of the store at dir, durably.
+func writeFormat(dir string, fileMode os.FileMode, info *formatInfo) error {
 	if err := publishFile(filepath.Join(dir, formatFile), filepath.Join(dir, tmpDirName), fileMode, info.appendJSON(nil)); err != nil {
-		return false, err
+		return err
 	}
-	return true, syncDir(dir)
+	return syncDir(dir)
 }
 
 // ReadMaxBlob returns the maximum of the store at dir (see
@@ -409,14 +412,7 @@ type syncSet []string
 
 func (ss *syncSet) add(dirs ...string) {
 	for _, d := range dirs {
-		dup := false
-		for _, x := range *ss {
-			if x == d {
-				dup = true
-				break
-			}
-		}
-		if !dup {
+		if !slices.Contains(*ss, d) {
 			*ss = append(*ss, d)
 		}
 	}
