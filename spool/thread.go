@@ -203,7 +203,7 @@ func (s *Store) readLeaseFile(tid string) (*leaseRecord, error) {
 // writeLeaseFile rewrites lease.json in place, under the thread lock. It is
 // not fsynced on its own: the header line that commits the change carries
 // the lease, and a lease file that disagrees with the header after a crash
-// is rewritten from it (loadForWrite).
+// is rewritten from it (loadForWrite; replay after a power cut).
 func (s *Store) writeLeaseFile(dir string, l *leaseRecord) (created bool, err error) {
 	p := filepath.Join(dir, leaseFile)
 	f, err := openFile(p, os.O_RDWR, s.fileMode)

@@ -268,16 +268,18 @@ func (t *tx) messageFileData(msg []byte) [][]byte {
 	return [][]byte{append(head, ','), msg[1:]}
 }
 
-// commitAll commits transactions on distinct threads together: one
-// reservation of the event log, one append of all their event lines with
-// one fdatasync, one round of directory fsyncs. Each transaction keeps its
-// own commit point (its header line, or a new thread's first message), so
-// a crash part-way leaves each one either committed or not.
+// commitAll commits transactions on distinct threads together, in the
+// order described on tx: one reservation of the event log, one write of
+// all their event lines and one flush of them (shared with concurrent
+// writers by group commit); no directory is fsynced but blobs/, when a
+// blob was linked. Each transaction keeps its own commit point for a
+// killed process (its header line, or a new thread's first message), so
+// a kill part-way leaves each one either committed or not.
 //
-// A failure (a full disk, a failed fsync) undoes what the call created,
-// in reverse order, before it returns: a refused change leaves the store
-// as it was, not with debris for fsck to find. Only what a crash leaves
-// is for the next writer (settle) or fsck --repair.
+// A failure before the flush (a full disk, a failed fsync) undoes what
+// the call created, in reverse order, before it returns: a refused change
+// leaves the store as it was, not with debris for fsck to find. Only what
+// a crash leaves is for the next writer (settle), replay or fsck --repair.
 func (s *Store) commitAll(txs []*tx) (err error) {
 	if s.linkErr != nil {
 		return s.linkErr
