@@ -262,7 +262,19 @@ func digits(b []byte, i int) (int, bool) {
 
 // stringBytes consumes a string and returns its unquoted value, which may
 // alias the input.
-func (d *Decoder) stringBytes() []byte {
+func (d *Decoder) stringBytes() []byte { return d.unquote(false) }
+
+// unquote consumes the string at d.i and returns its value, with
+// json.Unmarshal's rules: a broken or lone surrogate escape and an invalid
+// UTF-8 byte both stand for U+FFFD. A string with neither escapes nor
+// invalid UTF-8 is the input's bytes where they stand. Another is
+// unescaped into a buffer of its own or, when inPlace (the Decoder owns
+// its input: see DecodeOwned), over its own escaped form: writing never
+// passes the input not yet read, since an escape is never shorter than
+// what it stands for. The one exception, an invalid UTF-8 byte (U+FFFD
+// takes three), which the store never writes, moves the string to a
+// buffer of its own when there is no room.
+func (d *Decoder) unquote(inPlace bool) []byte {
 	b := d.b
 	i := d.i + 1
 	start := i
@@ -286,7 +298,12 @@ func (d *Decoder) stringBytes() []byte {
 		}
 		i += size
 	}
-	out := append([]byte(nil), b[start:i]...)
+	var out []byte
+	if inPlace {
+		out = b[start:i:len(b)]
+	} else {
+		out = append([]byte(nil), b[start:i]...)
+	}
 	for i < len(b) {
 		c := b[i]
 		switch {
@@ -297,62 +314,64 @@ func (d *Decoder) stringBytes() []byte {
 			d.fail(errSyntax)
 			return nil
 		case c == '\\':
-			if i+1 >= len(b) {
+			var ok bool
+			if out, i, ok = unescape(out, b, i); !ok {
 				d.fail(errSyntax)
 				return nil
 			}
-			i++
-			switch b[i] {
-			case '"', '\\', '/':
-				out = append(out, b[i])
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				r := hex4(b[i+1:])
-				if r < 0 {
-					d.fail(errSyntax)
-					return nil
-				}
-				i += 4
-				if utf16.IsSurrogate(r) {
-					// A valid pair is one rune; anything else is U+FFFD
-					// (and the next escape is read on its own).
-					if i+2 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
-						if r2 := hex4(b[i+3:]); r2 >= 0 {
-							if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-								out = utf8.AppendRune(out, dec)
-								i += 6
-								break
-							}
-						}
-					}
-					r = utf8.RuneError
-				}
-				out = utf8.AppendRune(out, r)
-			default:
-				d.fail(errSyntax)
-				return nil
-			}
-			i++
 		case c < utf8.RuneSelf:
 			out = append(out, c)
 			i++
 		default:
 			r, size := utf8.DecodeRune(b[i:])
+			if inPlace && r == utf8.RuneError && size == 1 && start+len(out)+3 > i+1 {
+				out = append(make([]byte, 0, len(out)+3+len(b)-i-1), out...)
+				inPlace = false
+			}
 			out = utf8.AppendRune(out, r) // invalid UTF-8 becomes U+FFFD
 			i += size
 		}
 	}
 	d.fail(errSyntax) // unterminated
 	return nil
+}
+
+// unescaped maps the character after a backslash to what the two-byte
+// escape stands for (0: not one of them).
+var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// unescape appends what the escape at b[i] (a backslash) stands for to
+// out and returns where reading resumes; ok is false when the escape is
+// not valid JSON. A \u escape of a surrogate followed by a \u escape of
+// its pair is one rune; any other surrogate is U+FFFD, and the escape
+// after it is read on its own. Everything is read before anything is
+// appended, so out may be written over b (see unquote).
+func unescape(out, b []byte, i int) (_ []byte, next int, ok bool) {
+	if i+1 >= len(b) {
+		return out, i, false
+	}
+	if c := unescaped[b[i+1]]; c != 0 {
+		return append(out, c), i + 2, true
+	}
+	if b[i+1] != 'u' {
+		return out, i, false
+	}
+	r := hex4(b[i+2:])
+	if r < 0 {
+		return out, i, false
+	}
+	i += 6
+	if utf16.IsSurrogate(r) {
+		if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
+			if r2 := hex4(b[i+2:]); r2 >= 0 {
+				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+					return utf8.AppendRune(out, dec), i + 6, true
+				}
+			}
+		}
+		r = utf8.RuneError
+	}
+	return utf8.AppendRune(out, r), i, true
 }
 
 // hex4 reads four hex digits, or returns -1.

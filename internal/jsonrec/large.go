@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -94,14 +93,10 @@ func (d *Decoder) skipString() {
 		if i+1 >= len(b) {
 			break
 		}
-		switch b[i+1] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		switch {
+		case unescaped[b[i+1]] != 0:
 			i += 2
-		case 'u':
-			if hex4(b[i+2:]) < 0 {
-				d.fail(errSyntax)
-				return
-			}
+		case b[i+1] == 'u' && hex4(b[i+2:]) >= 0:
 			i += 6
 		default:
 			d.fail(errSyntax)
@@ -127,118 +122,8 @@ func DecodePrefix(data []byte, fn func(d *Decoder)) (int, error) {
 
 // ownedStr reads the string at d.i of a buffer the Decoder owns (see
 // DecodeOwned), with stringBytes' semantics, and returns it without a
-// copy: unescaped in place, where the escapes stood. Writing never
-// passes the input already read, since an escape is never shorter than
-// what it stands for; the one exception, an invalid UTF-8 byte (U+FFFD
-// takes three), which the store never writes, moves the string to a
-// buffer of its own when there is no room.
-func (d *Decoder) ownedStr() string {
-	b := d.b
-	i := d.i + 1
-	start := i
-	for i < len(b) {
-		c := b[i]
-		if c == '"' {
-			d.i = i + 1
-			return aliasString(b[start:i])
-		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
-		if c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			break
-		}
-		i += size
-	}
-	out := b[start:i:len(b)] // written in place while inPlace
-	inPlace := true
-	// room makes sure n more bytes can be written without overwriting
-	// input not yet read (next is where reading resumes).
-	room := func(n, next int) {
-		if inPlace && start+len(out)+n > next {
-			out = append(make([]byte, 0, len(out)+n+(len(b)-next)), out...)
-			inPlace = false
-		}
-	}
-	for i < len(b) {
-		c := b[i]
-		switch {
-		case c == '"':
-			d.i = i + 1
-			return aliasString(out)
-		case c < 0x20:
-			d.fail(errSyntax)
-			return ""
-		case c == '\\':
-			if i+1 >= len(b) {
-				d.fail(errSyntax)
-				return ""
-			}
-			switch e := b[i+1]; e {
-			case '"', '\\', '/':
-				out = append(out, e)
-				i += 2
-			case 'b':
-				out = append(out, '\b')
-				i += 2
-			case 'f':
-				out = append(out, '\f')
-				i += 2
-			case 'n':
-				out = append(out, '\n')
-				i += 2
-			case 'r':
-				out = append(out, '\r')
-				i += 2
-			case 't':
-				out = append(out, '\t')
-				i += 2
-			case 'u':
-				r := hex4(b[i+2:])
-				if r < 0 {
-					d.fail(errSyntax)
-					return ""
-				}
-				i += 6
-				if utf16.IsSurrogate(r) {
-					// A valid pair is one rune; anything else is U+FFFD
-					// (and the next escape is read on its own).
-					if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
-						if r2 := hex4(b[i+2:]); r2 >= 0 {
-							if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-								out = utf8.AppendRune(out, dec)
-								i += 6
-								break
-							}
-						}
-					}
-					r = utf8.RuneError
-				}
-				out = utf8.AppendRune(out, r)
-			default:
-				d.fail(errSyntax)
-				return ""
-			}
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				room(3, i+1)
-			}
-			out = utf8.AppendRune(out, r) // invalid UTF-8 becomes U+FFFD
-			i += size
-		}
-	}
-	d.fail(errSyntax) // unterminated
-	return ""
-}
+// copy: unescaped in place, where the escapes stood (see unquote).
+func (d *Decoder) ownedStr() string { return aliasString(d.unquote(true)) }
 
 // aliasMin is the length from which a decoded string shares its
 // buffer. A shorter one (an id, a name, a time) is copied: a process
