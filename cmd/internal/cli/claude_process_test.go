@@ -131,17 +131,7 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 	})
 	d.stop()
 	items, _ := s.Mailbox("bridge", "")
-	bodies := map[string]int{}
-	for _, it := range items {
-		bodies[it.Message.Body]++
-	}
-	for w := range writers {
-		for i := 1; i <= each; i++ {
-			if n := bodies[fmt.Sprintf("w%d-%d", w, i)]; n != 1 {
-				t.Fatalf("entry w%d-%d is %d times in the store", w, i, n)
-			}
-		}
-	}
+	wantEachOnce(t, items, "entry", writers, each)
 	if es := readInboxFile(t, own); len(es) != writers*each {
 		t.Fatalf("the bridge's inbox holds %d entries, want %d: an entry was lost", len(es), writers*each)
 	}

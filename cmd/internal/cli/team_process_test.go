@@ -22,14 +22,7 @@ import (
 // message of one thread.
 func TestTeamBroadcastProcesses(t *testing.T) {
 	const broadcasters, each, members = 4, 100, 8
-	s, db := storetest.New(t, spool.Options{})
-	var team []string
-	for i := range members {
-		team = append(team, fmt.Sprintf("m%d", i))
-	}
-	if _, err := s.CreateTeam("lead", "crew", team); err != nil {
-		t.Fatal(err)
-	}
+	s, db, team := crewStore(t, members)
 	bin := testproc.Installed(t, "inbox")
 	cmds := make([]*exec.Cmd, broadcasters)
 	for b := range cmds {
@@ -97,14 +90,7 @@ func TestTeamBroadcastProcesses(t *testing.T) {
 // offers a claimed thread.
 func TestTeamClaimRaceProcesses(t *testing.T) {
 	const members, threads = 8, 200
-	s, db := storetest.New(t, spool.Options{})
-	var team []string
-	for i := range members {
-		team = append(team, fmt.Sprintf("m%d", i))
-	}
-	if _, err := s.CreateTeam("lead", "crew", team); err != nil {
-		t.Fatal(err)
-	}
+	s, db, team := crewStore(t, members)
 	var ids []string
 	for i := range threads {
 		r, err := s.Send(inbox.SendInput{From: "lead", To: "@crew", Subject: fmt.Sprintf("job %d", i)})
@@ -160,4 +146,19 @@ func TestTeamClaimRaceProcesses(t *testing.T) {
 			t.Errorf("%s's fetch after the race: %d threads, %v", m, len(th), err)
 		}
 	}
+}
+
+// crewStore makes a store with a team "crew" of n members, m0 to m(n-1),
+// created by "lead", and returns the open store, its path and the members.
+func crewStore(t *testing.T, n int) (*spool.Store, string, []string) {
+	t.Helper()
+	s, db := storetest.New(t, spool.Options{})
+	var team []string
+	for i := range n {
+		team = append(team, fmt.Sprintf("m%d", i))
+	}
+	if _, err := s.CreateTeam("lead", "crew", team); err != nil {
+		t.Fatal(err)
+	}
+	return s, db, team
 }

@@ -79,6 +79,24 @@ func (d *killableDaemon) killAtRandom(seed uint64, least, spread time.Duration) 
 	}
 }
 
+// wantEachOnce counts the bodies of items and fails t unless each of the
+// writers' entries w<W>-<I> (I from 1 to each) is there exactly once (what
+// names an entry in the message).
+func wantEachOnce(t *testing.T, items []*inbox.MailItem, what string, writers, each int) {
+	t.Helper()
+	bodies := map[string]int{}
+	for _, it := range items {
+		bodies[it.Message.Body]++
+	}
+	for w := range writers {
+		for i := 1; i <= each; i++ {
+			if n := bodies[fmt.Sprintf("w%d-%d", w, i)]; n != 1 {
+				t.Fatalf("%s w%d-%d is %d times in the store", what, w, i, n)
+			}
+		}
+	}
+}
+
 // stop ends the daemon cleanly.
 func (d *killableDaemon) stop() {
 	d.mu.Lock()
@@ -167,17 +185,7 @@ func TestTeamDirProcesses(t *testing.T) {
 	}
 	d.stop()
 	// The store: every foreign line once, every send once.
-	bodies := map[string]int{}
-	for _, it := range items {
-		bodies[it.Message.Body]++
-	}
-	for w := range writers {
-		for i := 1; i <= each; i++ {
-			if n := bodies[fmt.Sprintf("w%d-%d", w, i)]; n != 1 {
-				t.Fatalf("line w%d-%d is %d times in the store", w, i, n)
-			}
-		}
-	}
+	wantEachOnce(t, items, "line", writers, each)
 	// The file: every line once, every send once, nothing written back.
 	f, err := os.Open(inboxFile)
 	if err != nil {
