@@ -198,11 +198,7 @@ func flagError(err error, cmd string) error {
 // global ones registered on a fresh flag set.
 func (c *command) prepare(g globals, e *env) (*call, runner) {
 	cl := &call{cmd: c, g: g, env: e}
-	cl.fs = pflag.NewFlagSet("inbox "+c.name, pflag.ContinueOnError)
-	cl.fs.SetOutput(io.Discard)
-	cl.fs.SortFlags = false
-	r := c.new()
-	r.flags(cl.fs, cl)
+	r := cl.ownFlags()
 	cl.fs.StringVar(&cl.g.db, "db", g.db, "store directory (env INBOX_DB, default "+defaultDB+")")
 	cl.fs.BoolVar(&cl.g.json, "json", g.json, "print one JSON object instead of text")
 	cl.fs.StringVar(&cl.g.lockTimeout, "lock-timeout", g.lockTimeout, lockTimeoutUsage)
@@ -211,6 +207,17 @@ func (c *command) prepare(g globals, e *env) (*call, runner) {
 	}
 	cl.fs.BoolP("help", "h", false, "show this help")
 	return cl, r
+}
+
+// ownFlags gives cl a fresh flag set with its command's own flags, and
+// returns the command's runner, which they set.
+func (cl *call) ownFlags() runner {
+	cl.fs = pflag.NewFlagSet("inbox "+cl.cmd.name, pflag.ContinueOnError)
+	cl.fs.SetOutput(io.Discard)
+	cl.fs.SortFlags = false
+	r := cl.cmd.new()
+	r.flags(cl.fs, cl)
+	return r
 }
 
 // wantsJSON reports whether --json appears among the arguments, so that
@@ -453,6 +460,22 @@ func Invoke(ctx context.Context, bus inbox.Bus, getenv func(string) string, cmd 
 		b = fmt.Appendf(nil, `{"ok":false,"command":%q,"error":{"code":"internal_error","message":"no output"}}`, cmd)
 	}
 	return b, code
+}
+
+// CommandFlags returns the flags of command name as a fresh flag set
+// nothing has parsed, or nil when there is no such command. It holds the
+// command's own flags (--agent among them where the command gives it a
+// meaning of its own), not the global ones every command takes (--db,
+// --json, --lock-timeout, --agent, -h). The MCP server's tests check its
+// tools' inputs against them.
+func CommandFlags(name string) *pflag.FlagSet {
+	c := lookup(name)
+	if c == nil {
+		return nil
+	}
+	cl := &call{cmd: c, env: &env{getenv: func(string) string { return "" }}}
+	cl.ownFlags()
+	return cl.fs
 }
 
 // ExitConflict is the exit code of a conflict; codes from it on are

@@ -21,16 +21,24 @@ import (
 // open, so its structured result is the CLI's JSON and a failure is the
 // CLI's error shape with its code. Inputs are turned into arguments by
 // reflection (toArgs): a field tagged flag:",pos" is a positional
-// argument, flag:"-" is not passed on, and zero values are left out.
+// argument, flag:"-" is not passed on, flag:"name" passes it as --name,
+// and zero values are left out. tools_flags_test.go checks every tool's
+// inputs against its command's flags.
 
 // Shared inputs.
 
 type contentIn struct {
-	Summary        string   `json:"summary,omitempty" jsonschema:"one-line summary"`
-	Body           string   `json:"body,omitempty" jsonschema:"message body (free text, any size)"`
-	PayloadJSON    string   `json:"payload_json,omitempty" jsonschema:"structured payload: one JSON value, as a string"`
-	Artifact       []string `json:"artifact,omitempty" jsonschema:"file paths to attach as references (the files are not read)"`
-	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"retry-safe key: repeating the call with it returns the first result and writes nothing"`
+	Summary     string `json:"summary,omitempty" jsonschema:"one-line summary"`
+	Body        string `json:"body,omitempty" jsonschema:"message body (free text, any size)"`
+	PayloadJSON string `json:"payload_json,omitempty" jsonschema:"structured payload: one JSON value, as a string"`
+	artifactIn
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"retry-safe key: repeating the call with it returns the first result and writes nothing"`
+}
+
+type artifactIn struct {
+	Artifact             []string `json:"artifact,omitempty" jsonschema:"file paths to attach as references (the files are not read)"`
+	ArtifactKind         []string `json:"artifact_kind,omitempty" jsonschema:"the kind of each artifact, in order (default file)"`
+	ArtifactMetadataJSON []string `json:"artifact_metadata_json,omitempty" jsonschema:"JSON metadata of each artifact, in order, as strings"`
 }
 
 type typedIn struct {
@@ -57,23 +65,30 @@ type claimIn struct {
 	LeaseSeconds int    `json:"lease_seconds,omitempty" jsonschema:"lease length in seconds (default 900)"`
 }
 
-type renewIn struct {
-	claimIn
+type tokenIn struct {
 	LeaseToken int64 `json:"lease_token,omitempty" jsonschema:"refuse unless this is the current lease token"`
 }
 
+type renewIn struct {
+	claimIn
+	tokenIn
+}
+
+type holderIn struct {
+	Agent  string `json:"agent,omitempty" jsonschema:"the lease holder (default: the server's agent)"`
+	Thread string `json:"thread" jsonschema:"thread id"`
+}
+
 type updateIn struct {
-	Agent      string `json:"agent,omitempty" jsonschema:"the lease holder (default: the server's agent)"`
-	Thread     string `json:"thread" jsonschema:"thread id"`
-	Status     string `json:"status" jsonschema:"in_progress (progress) or blocked (a question: say exactly what is missing in summary)"`
-	LeaseToken int64  `json:"lease_token,omitempty" jsonschema:"refuse unless this is the current lease token"`
+	holderIn
+	Status string `json:"status" jsonschema:"in_progress (progress) or blocked (a question: say exactly what is missing in summary)"`
+	tokenIn
 	contentIn
 }
 
 type finishIn struct {
-	Agent      string `json:"agent,omitempty" jsonschema:"the lease holder (default: the server's agent)"`
-	Thread     string `json:"thread" jsonschema:"thread id"`
-	LeaseToken int64  `json:"lease_token,omitempty" jsonschema:"refuse unless this is the current lease token"`
+	holderIn
+	tokenIn
 	contentIn
 }
 
@@ -92,6 +107,7 @@ type cancelIn struct {
 	Name           string `json:"name,omitempty" jsonschema:"a queued or running task, by name (or thread)"`
 	Reason         string `json:"reason,omitempty" jsonschema:"why (the message summary)"`
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"retry-safe key"`
+	artifactIn
 }
 
 type sendIn struct {
@@ -154,44 +170,54 @@ type pushIn struct {
 	Parent         string `json:"parent,omitempty" jsonschema:"who gets the result in its mailbox (default: you)"`
 	Model          string `json:"model,omitempty" jsonschema:"model hint, passed as INBOX_MODEL"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"kill the task after this long"`
-	Agent          string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
+	queueAgentIn
+}
+
+type queueAgentIn struct {
+	Agent string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
 }
 
 // runIn has no exec: what runs a task is the server's --exec (or
 // INBOX_EXEC), never a tool call's (refused below).
 type runIn struct {
-	Count          int    `json:"count,omitempty" flag:",pos" jsonschema:"start up to this many queued tasks (default all)"`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"default timeout for tasks pushed without one"`
-	Agent          string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
+	Count          int `json:"count,omitempty" flag:",pos" jsonschema:"start up to this many queued tasks (default all)"`
+	TimeoutSeconds int `json:"timeout_seconds,omitempty" jsonschema:"default timeout for tasks pushed without one"`
+	queueAgentIn
 }
 
 type receiveIn struct {
-	From  string `json:"from,omitempty" jsonschema:"only messages from this agent"`
-	Lifo  bool   `json:"lifo,omitempty" jsonschema:"newest first"`
-	Agent string `json:"agent,omitempty" jsonschema:"whose mailbox (default: the server's agent)"`
+	checkIn
 	waitIn
 }
 
 type checkIn struct {
-	From  string `json:"from,omitempty" jsonschema:"only messages from this agent"`
-	Lifo  bool   `json:"lifo,omitempty" jsonschema:"newest first"`
-	Agent string `json:"agent,omitempty" jsonschema:"whose mailbox (default: the server's agent)"`
+	fromIn
+	Lifo bool `json:"lifo,omitempty" jsonschema:"newest first"`
+	mailAgentIn
 }
 
 type mailboxIn struct {
-	From  string `json:"from,omitempty" jsonschema:"only messages from this agent"`
+	fromIn
+	mailAgentIn
+}
+
+type fromIn struct {
+	From string `json:"from,omitempty" jsonschema:"only messages from this agent"`
+}
+
+type mailAgentIn struct {
 	Agent string `json:"agent,omitempty" jsonschema:"whose mailbox (default: the server's agent)"`
 }
 
 type queueIn struct {
-	All   bool   `json:"all,omitempty" jsonschema:"every agent's queue"`
-	Agent string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
+	All bool `json:"all,omitempty" jsonschema:"every agent's queue"`
+	queueAgentIn
 }
 
 type noIn struct{}
 
 type teamIn struct {
-	Team   string   `json:"team" flag:",pos" jsonschema:"the team's name"`
+	teamNameIn
 	Member []string `json:"member,omitempty" jsonschema:"members (agent names)"`
 	Agent  string   `json:"agent,omitempty" jsonschema:"who makes the change (default: the server's agent)"`
 }
@@ -204,6 +230,7 @@ type ackIn struct {
 	Agent   string `json:"agent,omitempty" jsonschema:"who acknowledges (default: the server's agent)"`
 	Message string `json:"message" jsonschema:"the id of the message to acknowledge"`
 	Thread  string `json:"thread,omitempty" jsonschema:"its thread (found when omitted)"`
+	contentIn
 }
 
 // Waits an MCP call may block for (SPEC §12).
@@ -221,60 +248,82 @@ func maxWait(given *float64) float64 {
 	return min(max(*given, 0), maxMaxWait)
 }
 
+// input is one field of a tool's input struct: its name in the schema,
+// the flag it is passed as, and where it is in the struct.
+type input struct {
+	name  string // the JSON name
+	flag  string // the flag's name ("" for flag:"-", not passed on)
+	pos   bool   // a positional argument, not a flag
+	index []int
+	typ   reflect.Type
+}
+
+// inputs lists the fields of input struct type t, those of embedded
+// structs in their place.
+func inputs(t reflect.Type) []input {
+	var out []input
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			for _, in := range inputs(f.Type) {
+				in.index = append([]int{i}, in.index...)
+				out = append(out, in)
+			}
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		flagName, opt, _ := strings.Cut(f.Tag.Get("flag"), ",")
+		switch {
+		case flagName == "-":
+			flagName = ""
+		case flagName == "":
+			flagName = strings.ReplaceAll(name, "_", "-")
+		}
+		out = append(out, input{name: name, flag: flagName, pos: opt == "pos", index: []int{i}, typ: f.Type})
+	}
+	return out
+}
+
 // toArgs turns an input struct into command-line arguments.
 func toArgs(in any) []string {
 	var flags, pos []string
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		t := v.Type()
-		for i := range t.NumField() {
-			f, fv := t.Field(i), v.Field(i)
-			if f.Anonymous {
-				walk(fv)
+	v := reflect.ValueOf(in)
+	for _, f := range inputs(v.Type()) {
+		fv := v.FieldByIndex(f.index)
+		if f.flag == "" {
+			continue
+		}
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
 				continue
 			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			tag := f.Tag.Get("flag")
-			if tag == "-" {
-				continue
+			fv = fv.Elem()
+		} else if fv.IsZero() {
+			continue
+		}
+		var vals []string
+		switch fv.Kind() {
+		case reflect.String:
+			vals = []string{fv.String()}
+		case reflect.Bool:
+			vals = []string{strconv.FormatBool(fv.Bool())}
+		case reflect.Int, reflect.Int64:
+			vals = []string{strconv.FormatInt(fv.Int(), 10)}
+		case reflect.Float64:
+			vals = []string{strconv.FormatFloat(fv.Float(), 'f', -1, 64)}
+		case reflect.Slice:
+			for j := range fv.Len() {
+				vals = append(vals, fv.Index(j).String())
 			}
-			flagName, opt, _ := strings.Cut(tag, ",")
-			if flagName == "" {
-				flagName = strings.ReplaceAll(name, "_", "-")
-			}
-			if fv.Kind() == reflect.Pointer {
-				if fv.IsNil() {
-					continue
-				}
-				fv = fv.Elem()
-			} else if fv.IsZero() {
-				continue
-			}
-			var vals []string
-			switch fv.Kind() {
-			case reflect.String:
-				vals = []string{fv.String()}
-			case reflect.Bool:
-				vals = []string{strconv.FormatBool(fv.Bool())}
-			case reflect.Int, reflect.Int64:
-				vals = []string{strconv.FormatInt(fv.Int(), 10)}
-			case reflect.Float64:
-				vals = []string{strconv.FormatFloat(fv.Float(), 'f', -1, 64)}
-			case reflect.Slice:
-				for j := range fv.Len() {
-					vals = append(vals, fv.Index(j).String())
-				}
-			}
-			for _, s := range vals {
-				if opt == "pos" {
-					pos = append(pos, s)
-				} else {
-					flags = append(flags, "--"+flagName+"="+s)
-				}
+		}
+		for _, s := range vals {
+			if f.pos {
+				pos = append(pos, s)
+			} else {
+				flags = append(flags, "--"+f.flag+"="+s)
 			}
 		}
 	}
-	walk(reflect.ValueOf(in))
 	if len(pos) > 0 {
 		flags = append(append(flags, "--"), pos...)
 	}
@@ -282,12 +331,25 @@ func toArgs(in any) []string {
 }
 
 // toolSpec is one tool: the command it runs (with leading arguments, such
-// as a team verb), whether it blocks, and whether it starts a runner.
+// as a team verb; by default the tool's name with - for _), whether it
+// blocks, whether it starts a runner, and its input struct.
 type toolSpec struct {
 	name, desc string
 	cmd        []string
 	blocking   bool
 	runner     bool
+	in         reflect.Type
+	add        func(m *mcpServer, s *mcp.Server, spec toolSpec)
+}
+
+// tool is spec with input struct In.
+func tool[In any](spec toolSpec) toolSpec {
+	if spec.cmd == nil {
+		spec.cmd = []string{strings.ReplaceAll(spec.name, "_", "-")}
+	}
+	spec.in = reflect.TypeFor[In]()
+	spec.add = addTool[In]
+	return spec
 }
 
 // refused are the inputs a tool call may not give, by tool, with why:
@@ -409,60 +471,67 @@ func (m *mcpServer) progress(ctx context.Context, req *mcp.CallToolRequest, name
 	return func() { close(done) }
 }
 
+// toolTable is every tool, in the order tools/list gives them.
+var toolTable = []toolSpec{
+	tool[fetchIn](toolSpec{name: "fetch",
+		desc: "List threads waiting for you (pending or blocked, assigned to you or offered to your team) without claiming any. Step 1 of the worker loop: fetch, then claim one thread before working on it. Empty threads list means no work."}),
+	tool[claimIn](toolSpec{name: "claim",
+		desc: "Take the lease on a thread before working on it: exactly one claimer wins (others get lease_conflict). Returns lease.lease_token, a fencing token to pass to update/done/fail. Renew long work before the lease expires (default 900 s)."}),
+	tool[renewIn](toolSpec{name: "renew",
+		desc: "Extend your lease on a thread you hold, counted from now. Call it before lease_seconds run out during long work."}),
+	tool[updateIn](toolSpec{name: "update",
+		desc: "As the lease holder, post progress (status in_progress) or a blocked question (status blocked, summary says exactly what is missing). After a blocked update, call wait_reply for the answer."}),
+	tool[replyIn](toolSpec{name: "reply",
+		desc: "Append a message inside a thread; anyone may reply. A leader answers a blocked worker (kind answer) or steers it (kind control). With type and request_id it answers a seed-002 request. Never changes the thread's status."}),
+	tool[finishIn](toolSpec{name: "done",
+		desc: "As the lease holder, finish the thread with its result: summary (required) says what was achieved, body holds details. Releases the lease."}),
+	tool[finishIn](toolSpec{name: "fail",
+		desc: "As the lease holder, mark the thread failed: summary (required) says why. Releases the lease."}),
+	tool[cancelIn](toolSpec{name: "cancel",
+		desc: "Stop a thread (a leader's call), or a queued or running task by name (its process is killed and its parent gets the failure)."}),
+	tool[sendIn](toolSpec{name: "send",
+		desc: "Send a message. With to and message (seed 003): a note in the recipient's mailbox, not work. With subject: a new work thread the recipient fetches and claims. to may be several agents (a,b) or a team (@team). With thread: add to that thread. Typed messages (seed 002): type, content_json, ack_required, request/request_id."}),
+	tool[listIn](toolSpec{name: "list",
+		desc: "List threads with filters, newest first (a leader's view of everything). Unlike fetch it is not limited to work waiting for one agent."}),
+	tool[showIn](toolSpec{name: "show",
+		desc: "Read one thread's full history: header, lease and every message. mark_read moves your read cursor to the newest message."}),
+	tool[waitReplyIn](toolSpec{name: "wait_reply", blocking: true,
+		desc: "Block until an answer (or control, or result) lands in a thread, then return it; at once if one is there already. Waits at most max_wait_seconds (default 45): on woke:false call again with after_event set to next_event_id. request_id waits for the response to that request."}),
+	tool[watchIn](toolSpec{name: "watch", blocking: true,
+		desc: "Block until one of your threads is created or changes status. Waits at most max_wait_seconds (default 45); on woke:false call again with after_event set to next_event_id."}),
+	tool[eventsIn](toolSpec{name: "events", cmd: []string{"events", "--limit=100"},
+		desc: "Read the store's event log (every change, in order) after an event id; next_event_id is where to continue."}),
+	tool[pushIn](toolSpec{name: "push",
+		desc: "Queue a task (seed 003): a prompt for a sub-agent, run later by the run tool. Its result arrives in your mailbox (receive/check) as a message from the task's name."}),
+	tool[runIn](toolSpec{name: "run", runner: true,
+		desc: "Start up to count queued tasks of your queue in the background (seed 003) and return at once; each runs the command the server was started with (its --exec or INBOX_EXEC) with its prompt on stdin. A tool call cannot choose the command."}),
+	tool[receiveIn](toolSpec{name: "receive", blocking: true,
+		desc: "Wait for the next message in your mailbox (a task's result, a note, a broadcast) and collect it. Waits at most max_wait_seconds (default 45): woke:false means nothing came; call again."}),
+	tool[checkIn](toolSpec{name: "check",
+		desc: "Collect every message ready in your mailbox now, without waiting (seed 003's check). An empty messages list means none."}),
+	tool[mailboxIn](toolSpec{name: "mailbox",
+		desc: "Look at your mailbox without collecting anything, and at the messages you still have to acknowledge."}),
+	tool[queueIn](toolSpec{name: "queue",
+		desc: "Show your task queue: queued, running (with age) and finished tasks."}),
+	tool[noIn](toolSpec{name: "agents",
+		desc: "Every agent the store has seen: state (working, waiting, idle, gone), last activity, live leases, mailbox depth, teams and unacknowledged messages. A leader's check on who is alive."}),
+	tool[teamIn](toolSpec{name: "team_create", cmd: []string{"team", "create"},
+		desc: "Create a team (a named set of agents). Send to every member but yourself with to: \"@team\"."}),
+	tool[teamIn](toolSpec{name: "team_add", cmd: []string{"team", "add"},
+		desc: "Add members (agent names) to an existing team; members already in it stay as they are."}),
+	tool[teamIn](toolSpec{name: "team_remove", cmd: []string{"team", "remove"},
+		desc: "Remove members from a team; each must be a member (else not_a_member)."}),
+	tool[teamNameIn](toolSpec{name: "team_show", cmd: []string{"team", "show"},
+		desc: "A team's members and what each has not acknowledged."}),
+	tool[noIn](toolSpec{name: "team_list", cmd: []string{"team", "list"},
+		desc: "List every team of the store with its members, to find whom @team reaches."}),
+	tool[ackIn](toolSpec{name: "ack",
+		desc: "Acknowledge a message that asked for it (ack_required): an acknowledgment to its sender in the same thread."}),
+}
+
 // tools registers every tool on s.
 func (m *mcpServer) tools(s *mcp.Server) {
-	addTool[fetchIn](m, s, toolSpec{name: "fetch", cmd: []string{"fetch"},
-		desc: "List threads waiting for you (pending or blocked, assigned to you or offered to your team) without claiming any. Step 1 of the worker loop: fetch, then claim one thread before working on it. Empty threads list means no work."})
-	addTool[claimIn](m, s, toolSpec{name: "claim", cmd: []string{"claim"},
-		desc: "Take the lease on a thread before working on it: exactly one claimer wins (others get lease_conflict). Returns lease.lease_token, a fencing token to pass to update/done/fail. Renew long work before the lease expires (default 900 s)."})
-	addTool[renewIn](m, s, toolSpec{name: "renew", cmd: []string{"renew"},
-		desc: "Extend your lease on a thread you hold, counted from now. Call it before lease_seconds run out during long work."})
-	addTool[updateIn](m, s, toolSpec{name: "update", cmd: []string{"update"},
-		desc: "As the lease holder, post progress (status in_progress) or a blocked question (status blocked, summary says exactly what is missing). After a blocked update, call wait_reply for the answer."})
-	addTool[replyIn](m, s, toolSpec{name: "reply", cmd: []string{"reply"},
-		desc: "Append a message inside a thread; anyone may reply. A leader answers a blocked worker (kind answer) or steers it (kind control). With type and request_id it answers a seed-002 request. Never changes the thread's status."})
-	addTool[finishIn](m, s, toolSpec{name: "done", cmd: []string{"done"},
-		desc: "As the lease holder, finish the thread with its result: summary (required) says what was achieved, body holds details. Releases the lease."})
-	addTool[finishIn](m, s, toolSpec{name: "fail", cmd: []string{"fail"},
-		desc: "As the lease holder, mark the thread failed: summary (required) says why. Releases the lease."})
-	addTool[cancelIn](m, s, toolSpec{name: "cancel", cmd: []string{"cancel"},
-		desc: "Stop a thread (a leader's call), or a queued or running task by name (its process is killed and its parent gets the failure)."})
-	addTool[sendIn](m, s, toolSpec{name: "send", cmd: []string{"send"},
-		desc: "Send a message. With to and message (seed 003): a note in the recipient's mailbox, not work. With subject: a new work thread the recipient fetches and claims. to may be several agents (a,b) or a team (@team). With thread: add to that thread. Typed messages (seed 002): type, content_json, ack_required, request/request_id."})
-	addTool[listIn](m, s, toolSpec{name: "list", cmd: []string{"list"},
-		desc: "List threads with filters, newest first (a leader's view of everything). Unlike fetch it is not limited to work waiting for one agent."})
-	addTool[showIn](m, s, toolSpec{name: "show", cmd: []string{"show"},
-		desc: "Read one thread's full history: header, lease and every message. mark_read moves your read cursor to the newest message."})
-	addTool[waitReplyIn](m, s, toolSpec{name: "wait_reply", cmd: []string{"wait-reply"}, blocking: true,
-		desc: "Block until an answer (or control, or result) lands in a thread, then return it; at once if one is there already. Waits at most max_wait_seconds (default 45): on woke:false call again with after_event set to next_event_id. request_id waits for the response to that request."})
-	addTool[watchIn](m, s, toolSpec{name: "watch", cmd: []string{"watch"}, blocking: true,
-		desc: "Block until one of your threads is created or changes status. Waits at most max_wait_seconds (default 45); on woke:false call again with after_event set to next_event_id."})
-	addTool[eventsIn](m, s, toolSpec{name: "events", cmd: []string{"events", "--limit=100"},
-		desc: "Read the store's event log (every change, in order) after an event id; next_event_id is where to continue."})
-	addTool[pushIn](m, s, toolSpec{name: "push", cmd: []string{"push"},
-		desc: "Queue a task (seed 003): a prompt for a sub-agent, run later by the run tool. Its result arrives in your mailbox (receive/check) as a message from the task's name."})
-	addTool[runIn](m, s, toolSpec{name: "run", cmd: []string{"run"}, runner: true,
-		desc: "Start up to count queued tasks of your queue in the background (seed 003) and return at once; each runs the command the server was started with (its --exec or INBOX_EXEC) with its prompt on stdin. A tool call cannot choose the command."})
-	addTool[receiveIn](m, s, toolSpec{name: "receive", cmd: []string{"receive"}, blocking: true,
-		desc: "Wait for the next message in your mailbox (a task's result, a note, a broadcast) and collect it. Waits at most max_wait_seconds (default 45): woke:false means nothing came; call again."})
-	addTool[checkIn](m, s, toolSpec{name: "check", cmd: []string{"check"},
-		desc: "Collect every message ready in your mailbox now, without waiting (seed 003's check). An empty messages list means none."})
-	addTool[mailboxIn](m, s, toolSpec{name: "mailbox", cmd: []string{"mailbox"},
-		desc: "Look at your mailbox without collecting anything, and at the messages you still have to acknowledge."})
-	addTool[queueIn](m, s, toolSpec{name: "queue", cmd: []string{"queue"},
-		desc: "Show your task queue: queued, running (with age) and finished tasks."})
-	addTool[noIn](m, s, toolSpec{name: "agents", cmd: []string{"agents"},
-		desc: "Every agent the store has seen: state (working, waiting, idle, gone), last activity, live leases, mailbox depth, teams and unacknowledged messages. A leader's check on who is alive."})
-	addTool[teamIn](m, s, toolSpec{name: "team_create", cmd: []string{"team", "create"},
-		desc: "Create a team (a named set of agents). Send to every member but yourself with to: \"@team\"."})
-	addTool[teamIn](m, s, toolSpec{name: "team_add", cmd: []string{"team", "add"},
-		desc: "Add members (agent names) to an existing team; members already in it stay as they are."})
-	addTool[teamIn](m, s, toolSpec{name: "team_remove", cmd: []string{"team", "remove"},
-		desc: "Remove members from a team; each must be a member (else not_a_member)."})
-	addTool[teamNameIn](m, s, toolSpec{name: "team_show", cmd: []string{"team", "show"},
-		desc: "A team's members and what each has not acknowledged."})
-	addTool[noIn](m, s, toolSpec{name: "team_list", cmd: []string{"team", "list"},
-		desc: "List every team of the store with its members, to find whom @team reaches."})
-	addTool[ackIn](m, s, toolSpec{name: "ack", cmd: []string{"ack"},
-		desc: "Acknowledge a message that asked for it (ack_required): an acknowledgment to its sender in the same thread."})
+	for _, spec := range toolTable {
+		spec.add(m, s, spec)
+	}
 }
