@@ -38,7 +38,11 @@ const maxJSONDepth = 10000 // encoding/json's nesting limit
 // Decode decodes data with fn, which reads one value: the whole of data
 // must be that value, with white space around it at most.
 func Decode(data []byte, fn func(d *Decoder)) error {
-	d := &Decoder{b: data}
+	return (&Decoder{b: data}).whole(fn)
+}
+
+// whole reads with fn the one value that must be all of d's input.
+func (d *Decoder) whole(fn func(d *Decoder)) error {
 	d.ws()
 	fn(d)
 	if d.err != nil {

@@ -58,17 +58,7 @@ func StringLen(s string) int {
 // the file's bytes once, however large its strings are. Short strings
 // are copied, so that keeping one does not keep the buffer.
 func DecodeOwned(data []byte, fn func(d *Decoder)) error {
-	d := &Decoder{b: data, owned: true}
-	d.ws()
-	fn(d)
-	if d.err != nil {
-		return d.err
-	}
-	d.ws()
-	if d.i != len(d.b) {
-		return errSyntax
-	}
-	return nil
+	return (&Decoder{b: data, owned: true}).whole(fn)
 }
 
 // skipString consumes the string at d.i, checked as stringBytes checks
