@@ -118,7 +118,8 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 		}
 	}
 	theirs := filepath.Join(dir, "beta", "inboxes", "researcher.json")
-	testproc.Eventually(t, 60*time.Second, "everything across", func() bool {
+	var state string
+	across := testproc.Poll(60*time.Second, func() bool {
 		items, _ := s.Mailbox("bridge", "")
 		es := readInboxFile(t, own)
 		unread := 0
@@ -127,8 +128,15 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 				unread++
 			}
 		}
-		return len(items) >= writers*each && unread == 0 && len(readInboxFile(t, theirs)) >= sends
+		out := len(readInboxFile(t, theirs))
+		state = fmt.Sprintf("%d of %d entries in the store, %d of %d unread in the bridge's inbox, %d of %d sends in researcher's inbox",
+			len(items), writers*each, unread, len(es), out, sends)
+		return len(items) >= writers*each && unread == 0 && out >= sends
 	})
+	if !across {
+		d.stop()
+		t.Fatalf("not everything across within 60 s after %d kills: %s\ndaemon's log:\n%s", killed, state, tail(d.logs.String(), 3000))
+	}
 	d.stop()
 	items, _ := s.Mailbox("bridge", "")
 	wantEachOnce(t, items, "entry", writers, each)
