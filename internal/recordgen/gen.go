@@ -499,10 +499,7 @@ func (g *gen) classify(m member, e ast.Expr) (kind, error) {
 			return kind{name: e.Name}, nil
 		}
 		if m.from.types[e.Name] != nil {
-			if m.from != g.self {
-				return kind{name: "struct", rec: e.Name, foreign: m.from}, nil
-			}
-			return kind{name: "struct", rec: e.Name}, nil
+			return g.recordKind(e.Name, m.from), nil
 		}
 	case *ast.SelectorExpr:
 		if x, ok := e.X.(*ast.Ident); ok && x.Name == "json" && e.Sel.Name == "RawMessage" {
@@ -513,31 +510,13 @@ func (g *gen) classify(m member, e ast.Expr) (kind, error) {
 			return kind{}, err
 		}
 		if st != nil {
-			if ek == g.self {
-				return kind{name: "struct", rec: e.Sel.Name}, nil
-			}
-			return kind{name: "struct", rec: e.Sel.Name, foreign: ek}, nil
+			return g.recordKind(e.Sel.Name, ek), nil
 		}
 	case *ast.StarExpr:
-		if id, ok := e.X.(*ast.Ident); ok && id.Name == "string" {
-			return kind{name: "*string"}, nil
-		}
-		k, err := g.classify(m, e.X)
-		if err == nil && k.name == "struct" {
-			k.name = "*struct"
-			return k, nil
-		}
+		return g.classifyElem(m, e, e.X, "*string", "*struct")
 	case *ast.ArrayType:
-		if e.Len != nil {
-			break
-		}
-		if id, ok := e.Elt.(*ast.Ident); ok && id.Name == "string" {
-			return kind{name: "strings"}, nil
-		}
-		k, err := g.classify(m, e.Elt)
-		if err == nil && k.name == "struct" {
-			k.name = "[]struct"
-			return k, nil
+		if e.Len == nil {
+			return g.classifyElem(m, e, e.Elt, "strings", "[]struct")
 		}
 	case *ast.MapType:
 		if k, ok := e.Key.(*ast.Ident); ok && k.Name == "string" {
@@ -545,6 +524,27 @@ func (g *gen) classify(m member, e ast.Expr) (kind, error) {
 				return kind{name: "intmap"}, nil
 			}
 		}
+	}
+	return kind{}, fmt.Errorf("type %s is not supported", exprString(e))
+}
+
+// recordKind is the kind of record type t of package k.
+func (g *gen) recordKind(t string, k *pkg) kind {
+	if k == g.self {
+		return kind{name: "struct", rec: t}
+	}
+	return kind{name: "struct", rec: t, foreign: k}
+}
+
+// classifyElem classifies e, a pointer or a slice of elem: of strings
+// (ofString) or of records (ofRecord).
+func (g *gen) classifyElem(m member, e, elem ast.Expr, ofString, ofRecord string) (kind, error) {
+	if id, ok := elem.(*ast.Ident); ok && id.Name == "string" {
+		return kind{name: ofString}, nil
+	}
+	if k, err := g.classify(m, elem); err == nil && k.name == "struct" {
+		k.name = ofRecord
+		return k, nil
 	}
 	return kind{}, fmt.Errorf("type %s is not supported", exprString(e))
 }

@@ -56,3 +56,45 @@ func TestGeneratedRecordsAreCurrent(t *testing.T) {
 		t.Errorf("found %d recordgen directives; expected the root package's and spool's", found)
 	}
 }
+
+// An embedded record is written and read by its own members' functions
+// only when every one of its members stands in the outer record: a
+// member the outer record shadows makes the generator write the others
+// one by one, as encoding/json promotes them.
+func TestEmbeddedRecordDelegatesOnlyWhenWhole(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/m\n",
+		"rec.go": "package m\n\ntype inner struct {\n\tA string `json:\"a\"`\n\tB int `json:\"b\"`\n}\n\n" +
+			"type whole struct {\n\tinner\n\tC bool `json:\"c\"`\n}\n\n" +
+			"type shadowed struct {\n\tinner\n\tB string `json:\"b\"`\n}\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := Generate(dir, "records_gen.go", []string{"whole", "shadowed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(fn string) string {
+		s := string(src)
+		i := strings.Index(s, fn)
+		if i < 0 {
+			t.Fatalf("no %s in\n%s", fn, src)
+		}
+		s = s[i:]
+		return s[:strings.Index(s, "\n}\n")]
+	}
+	if got := body("func (v *whole) appendJSONMembers"); !strings.Contains(got, "v.inner.appendJSONMembers(b)") {
+		t.Errorf("whole does not write its embedded record with the record's own function:\n%s", got)
+	}
+	if got := body("func (v *whole) readJSONMember"); !strings.Contains(got, "v.inner.readJSONMember(d, i)") {
+		t.Errorf("whole does not read its embedded record with the record's own function:\n%s", got)
+	}
+	got := body("func (v *shadowed) appendJSONMembers")
+	if strings.Contains(got, "v.inner.") || !strings.Contains(got, "v.A)") || !strings.Contains(got, "v.B)") {
+		t.Errorf("shadowed does not write a and its own b one by one:\n%s", got)
+	}
+}
