@@ -36,6 +36,13 @@ func Main(run func() int) int {
 		fmt.Fprintln(os.Stderr, "testproc:", err)
 		return 1
 	}
+	// Others may pass through, as through /tmp, not list it: a test that
+	// runs a process as another user gives it a directory of its own
+	// inside (every test's own directory is still 0700).
+	if err := os.Chmod(dir, 0o711); err != nil {
+		fmt.Fprintln(os.Stderr, "testproc:", err)
+		return 1
+	}
 	old, had := os.LookupEnv("TMPDIR")
 	os.Setenv("TMPDIR", dir)
 	code := run()
