@@ -36,11 +36,12 @@ func (v *Thread) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadThread(d *jsonrec.Decoder, v *Thread) {
-	jsonrec.ReadObject(d, v, threadJSONMembers, (*Thread).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, threadJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a Thread.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a Thread.
 func (v *Thread) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
@@ -75,6 +76,8 @@ func (v *Thread) ReadJSONMember(d *jsonrec.Decoder, i int) {
 		d.Bool(&v.Mail)
 	case 15:
 		d.Bool(&v.LeaseExpired)
+	default:
+		d.Skip()
 	}
 }
 
@@ -83,7 +86,7 @@ func (v *Thread) ReadJSON(d *jsonrec.Decoder) { jsonReadThread(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Thread) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadThread)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadThread(d, v) })
 }
 
 var messageJSONMembers = []string{"message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra"}
@@ -120,11 +123,12 @@ func (v *Message) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadMessage(d *jsonrec.Decoder, v *Message) {
-	jsonrec.ReadObject(d, v, messageJSONMembers, (*Message).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, messageJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a Message.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a Message.
 func (v *Message) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
@@ -167,6 +171,8 @@ func (v *Message) ReadJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.Timestamp)
 	case 19:
 		d.Raw(&v.Extra)
+	default:
+		d.Skip()
 	}
 }
 
@@ -175,7 +181,7 @@ func (v *Message) ReadJSON(d *jsonrec.Decoder) { jsonReadMessage(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Message) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadMessage)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadMessage(d, v) })
 }
 
 var leaseJSONMembers = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at"}
@@ -198,11 +204,12 @@ func (v *Lease) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadLease(d *jsonrec.Decoder, v *Lease) {
-	jsonrec.ReadObject(d, v, leaseJSONMembers, (*Lease).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, leaseJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a Lease.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a Lease.
 func (v *Lease) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
@@ -217,6 +224,8 @@ func (v *Lease) ReadJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.ExpiresAt)
 	case 5:
 		jsonrec.ReadStrPtr(d, &v.ReleasedAt)
+	default:
+		d.Skip()
 	}
 }
 
@@ -225,7 +234,7 @@ func (v *Lease) ReadJSON(d *jsonrec.Decoder) { jsonReadLease(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Lease) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadLease)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLease(d, v) })
 }
 
 var cursorJSONMembers = []string{"thread_id", "agent_id", "last_read_message_id", "last_read_seq", "read_at"}
@@ -247,11 +256,12 @@ func (v *Cursor) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadCursor(d *jsonrec.Decoder, v *Cursor) {
-	jsonrec.ReadObject(d, v, cursorJSONMembers, (*Cursor).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, cursorJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a Cursor.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a Cursor.
 func (v *Cursor) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
@@ -264,6 +274,8 @@ func (v *Cursor) ReadJSONMember(d *jsonrec.Decoder, i int) {
 		d.Int(&v.LastReadSeq)
 	case 4:
 		d.Str(&v.ReadAt)
+	default:
+		d.Skip()
 	}
 }
 
@@ -272,7 +284,7 @@ func (v *Cursor) ReadJSON(d *jsonrec.Decoder) { jsonReadCursor(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Cursor) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadCursor)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadCursor(d, v) })
 }
 
 var eventJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "type", "status"}
@@ -303,11 +315,12 @@ func (v *Event) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadEvent(d *jsonrec.Decoder, v *Event) {
-	jsonrec.ReadObject(d, v, eventJSONMembers, (*Event).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, eventJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a Event.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a Event.
 func (v *Event) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
@@ -338,6 +351,8 @@ func (v *Event) ReadJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.Type)
 	case 13:
 		d.Str(&v.Status)
+	default:
+		d.Skip()
 	}
 }
 
@@ -346,7 +361,7 @@ func (v *Event) ReadJSON(d *jsonrec.Decoder) { jsonReadEvent(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Event) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadEvent)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadEvent(d, v) })
 }
 
 var originJSONMembers = []string{"descriptor", "sha256"}
@@ -365,17 +380,20 @@ func (v *Origin) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadOrigin(d *jsonrec.Decoder, v *Origin) {
-	jsonrec.ReadObject(d, v, originJSONMembers, (*Origin).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, originJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a Origin.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a Origin.
 func (v *Origin) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
 		d.Str(&v.Descriptor)
 	case 1:
 		d.Str(&v.SHA256)
+	default:
+		d.Skip()
 	}
 }
 
@@ -384,7 +402,7 @@ func (v *Origin) ReadJSON(d *jsonrec.Decoder) { jsonReadOrigin(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Origin) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadOrigin)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadOrigin(d, v) })
 }
 
 var taskRunnerJSONMembers = []string{"runner_pid", "runner_start", "pgid", "started_at"}
@@ -405,11 +423,12 @@ func (v *TaskRunner) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadTaskRunner(d *jsonrec.Decoder, v *TaskRunner) {
-	jsonrec.ReadObject(d, v, taskRunnerJSONMembers, (*TaskRunner).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, taskRunnerJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a TaskRunner.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a TaskRunner.
 func (v *TaskRunner) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
@@ -420,6 +439,8 @@ func (v *TaskRunner) ReadJSONMember(d *jsonrec.Decoder, i int) {
 		d.Int(&v.PGID)
 	case 3:
 		d.Str(&v.StartedAt)
+	default:
+		d.Skip()
 	}
 }
 
@@ -428,7 +449,7 @@ func (v *TaskRunner) ReadJSON(d *jsonrec.Decoder) { jsonReadTaskRunner(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *TaskRunner) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadTaskRunner)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadTaskRunner(d, v) })
 }
 
 var artifactJSONMembers = []string{"artifact_id", "message_id", "path", "kind", "metadata_json", "created_at"}
@@ -451,11 +472,12 @@ func (v *Artifact) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadArtifact(d *jsonrec.Decoder, v *Artifact) {
-	jsonrec.ReadObject(d, v, artifactJSONMembers, (*Artifact).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, artifactJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a Artifact.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a Artifact.
 func (v *Artifact) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
@@ -470,6 +492,8 @@ func (v *Artifact) ReadJSONMember(d *jsonrec.Decoder, i int) {
 		d.Raw(&v.MetadataJSON)
 	case 5:
 		d.Str(&v.CreatedAt)
+	default:
+		d.Skip()
 	}
 }
 
@@ -478,5 +502,5 @@ func (v *Artifact) ReadJSON(d *jsonrec.Decoder) { jsonReadArtifact(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Artifact) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadArtifact)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadArtifact(d, v) })
 }

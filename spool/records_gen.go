@@ -24,12 +24,12 @@ func (v *logEvent) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadLogEvent(d *jsonrec.Decoder, v *logEvent) {
-	jsonrec.ReadObject(d, v, logEventJSONMembers, (*logEvent).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, logEventJSONMembers)) })
 }
 
 func (v *logEvent) readJSONMember(d *jsonrec.Decoder, i int) {
 	switch {
-	case i < 14:
+	case i >= 0 && i < 14:
 		v.Event.ReadJSONMember(d, i)
 	case i == 14:
 		jsonrec.ReadPtr(d, &v.State, jsonReadHeader)
@@ -41,11 +41,13 @@ func (v *logEvent) readJSONMember(d *jsonrec.Decoder, i int) {
 		jsonrec.ReadPtr(d, &v.Team, jsonReadTeamRecord)
 	case i == 18:
 		jsonrec.ReadPtr(d, &v.Message, jsonReadMsgFile)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *logEvent) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadLogEvent)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLogEvent(d, v) })
 }
 
 var logHeadJSONMembers = []string{"event_id", "run_id", "task_id", "thread_id", "source", "event_type", "message_id", "summary", "payload_json", "created_at", "agent", "kind", "type", "status", "state"}
@@ -61,20 +63,22 @@ func (v *logHead) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadLogHead(d *jsonrec.Decoder, v *logHead) {
-	jsonrec.ReadObject(d, v, logHeadJSONMembers, (*logHead).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, logHeadJSONMembers)) })
 }
 
 func (v *logHead) readJSONMember(d *jsonrec.Decoder, i int) {
 	switch {
-	case i < 14:
+	case i >= 0 && i < 14:
 		v.Event.ReadJSONMember(d, i)
 	case i == 14:
 		jsonrec.ReadPtr(d, &v.State, jsonReadHeader)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *logHead) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadLogHead)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLogHead(d, v) })
 }
 
 var leaseRecordJSONMembers = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at", "rev"}
@@ -90,20 +94,22 @@ func (v *leaseRecord) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadLeaseRecord(d *jsonrec.Decoder, v *leaseRecord) {
-	jsonrec.ReadObject(d, v, leaseRecordJSONMembers, (*leaseRecord).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, leaseRecordJSONMembers)) })
 }
 
 func (v *leaseRecord) readJSONMember(d *jsonrec.Decoder, i int) {
 	switch {
-	case i < 6:
+	case i >= 0 && i < 6:
 		v.Lease.ReadJSONMember(d, i)
 	case i == 6:
 		d.Int64(&v.Rev)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *leaseRecord) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadLeaseRecord)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLeaseRecord(d, v) })
 }
 
 var headerJSONMembers = []string{"thread_id", "run_id", "task_id", "subject", "created_by", "assigned_to", "recipients", "status", "priority", "latest_message_id", "created_at", "updated_at", "message_count", "last_event_id", "mail", "lease_expired", "lease", "lease_rev", "last_from", "log_pos", "last_event", "origin"}
@@ -124,12 +130,12 @@ func (v *header) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadHeader(d *jsonrec.Decoder, v *header) {
-	jsonrec.ReadObject(d, v, headerJSONMembers, (*header).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, headerJSONMembers)) })
 }
 
 func (v *header) readJSONMember(d *jsonrec.Decoder, i int) {
 	switch {
-	case i < 16:
+	case i >= 0 && i < 16:
 		v.Thread.ReadJSONMember(d, i)
 	case i == 16:
 		jsonrec.ReadPtr(d, &v.Lease, func(d *jsonrec.Decoder, x *inbox.Lease) { x.ReadJSON(d) })
@@ -143,11 +149,13 @@ func (v *header) readJSONMember(d *jsonrec.Decoder, i int) {
 		jsonrec.ReadPtr(d, &v.LastEvent, func(d *jsonrec.Decoder, x *inbox.Event) { x.ReadJSON(d) })
 	case i == 21:
 		jsonrec.ReadPtr(d, &v.Origin, func(d *jsonrec.Decoder, x *inbox.Origin) { x.ReadJSON(d) })
+	default:
+		d.Skip()
 	}
 }
 
 func (v *header) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadHeader)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadHeader(d, v) })
 }
 
 var msgFileJSONMembers = []string{"thread_header", "idempotency_key", "idempotency_command", "message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra"}
@@ -165,7 +173,7 @@ func (v *msgFile) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadMsgFile(d *jsonrec.Decoder, v *msgFile) {
-	jsonrec.ReadObject(d, v, msgFileJSONMembers, (*msgFile).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, msgFileJSONMembers)) })
 }
 
 func (v *msgFile) readJSONMember(d *jsonrec.Decoder, i int) {
@@ -178,11 +186,13 @@ func (v *msgFile) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.IdempotencyCommand)
 	case i >= 3:
 		v.Message.ReadJSONMember(d, i-3)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *msgFile) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadMsgFile)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadMsgFile(d, v) })
 }
 
 var idemRecordJSONMembers = []string{"key", "command", "thread_id", "message_id", "seq", "created_at"}
@@ -202,7 +212,7 @@ func (v *idemRecord) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadIdemRecord(d *jsonrec.Decoder, v *idemRecord) {
-	jsonrec.ReadObject(d, v, idemRecordJSONMembers, (*idemRecord).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, idemRecordJSONMembers)) })
 }
 
 func (v *idemRecord) readJSONMember(d *jsonrec.Decoder, i int) {
@@ -219,11 +229,13 @@ func (v *idemRecord) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Int(&v.Seq)
 	case 5:
 		d.Str(&v.CreatedAt)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *idemRecord) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadIdemRecord)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadIdemRecord(d, v) })
 }
 
 var formatInfoJSONMembers = []string{"format", "version", "shared", "created_at", "max_blob"}
@@ -242,7 +254,7 @@ func (v *formatInfo) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadFormatInfo(d *jsonrec.Decoder, v *formatInfo) {
-	jsonrec.ReadObject(d, v, formatInfoJSONMembers, (*formatInfo).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, formatInfoJSONMembers)) })
 }
 
 func (v *formatInfo) readJSONMember(d *jsonrec.Decoder, i int) {
@@ -257,11 +269,13 @@ func (v *formatInfo) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.CreatedAt)
 	case 4:
 		d.Int64(&v.MaxBlob)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *formatInfo) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadFormatInfo)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadFormatInfo(d, v) })
 }
 
 var formatFieldsJSONMembers = []string{"format", "version", "shared", "created_at", "max_blob"}
@@ -280,7 +294,7 @@ func (v *formatFields) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadFormatFields(d *jsonrec.Decoder, v *formatFields) {
-	jsonrec.ReadObject(d, v, formatFieldsJSONMembers, (*formatFields).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, formatFieldsJSONMembers)) })
 }
 
 func (v *formatFields) readJSONMember(d *jsonrec.Decoder, i int) {
@@ -295,11 +309,13 @@ func (v *formatFields) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.CreatedAt)
 	case 4:
 		d.Int64(&v.MaxBlob)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *formatFields) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadFormatFields)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadFormatFields(d, v) })
 }
 
 var formatProbeJSONMembers = []string{"format", "version"}
@@ -315,7 +331,7 @@ func (v *formatProbe) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadFormatProbe(d *jsonrec.Decoder, v *formatProbe) {
-	jsonrec.ReadObject(d, v, formatProbeJSONMembers, (*formatProbe).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, formatProbeJSONMembers)) })
 }
 
 func (v *formatProbe) readJSONMember(d *jsonrec.Decoder, i int) {
@@ -324,11 +340,13 @@ func (v *formatProbe) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.Format)
 	case 1:
 		d.Raw(&v.Version)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *formatProbe) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadFormatProbe)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadFormatProbe(d, v) })
 }
 
 var blobMetaJSONMembers = []string{"blob", "field", "sha256", "bytes"}
@@ -346,7 +364,7 @@ func (v *blobMeta) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadBlobMeta(d *jsonrec.Decoder, v *blobMeta) {
-	jsonrec.ReadObject(d, v, blobMetaJSONMembers, (*blobMeta).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, blobMetaJSONMembers)) })
 }
 
 func (v *blobMeta) readJSONMember(d *jsonrec.Decoder, i int) {
@@ -359,11 +377,13 @@ func (v *blobMeta) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.SHA256)
 	case 3:
 		d.Int64(&v.Bytes)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *blobMeta) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadBlobMeta)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadBlobMeta(d, v) })
 }
 
 var watermarkJSONMembers = []string{"boot_id", "event_id"}
@@ -379,7 +399,7 @@ func (v *watermark) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadWatermark(d *jsonrec.Decoder, v *watermark) {
-	jsonrec.ReadObject(d, v, watermarkJSONMembers, (*watermark).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, watermarkJSONMembers)) })
 }
 
 func (v *watermark) readJSONMember(d *jsonrec.Decoder, i int) {
@@ -388,11 +408,13 @@ func (v *watermark) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.BootID)
 	case 1:
 		d.Int64(&v.EventID)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *watermark) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadWatermark)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadWatermark(d, v) })
 }
 
 var teamRecordJSONMembers = []string{"name", "members", "created_by", "created_at", "updated_at", "event_id"}
@@ -412,7 +434,7 @@ func (v *teamRecord) appendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadTeamRecord(d *jsonrec.Decoder, v *teamRecord) {
-	jsonrec.ReadObject(d, v, teamRecordJSONMembers, (*teamRecord).readJSONMember)
+	d.Object(func(name []byte) { v.readJSONMember(d, jsonrec.Match(name, teamRecordJSONMembers)) })
 }
 
 func (v *teamRecord) readJSONMember(d *jsonrec.Decoder, i int) {
@@ -429,11 +451,13 @@ func (v *teamRecord) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.UpdatedAt)
 	case 5:
 		d.Int64(&v.EventID)
+	default:
+		d.Skip()
 	}
 }
 
 func (v *teamRecord) decodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadTeamRecord)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadTeamRecord(d, v) })
 }
 
 var posJSONMembers = []string{"segment", "offset"}
@@ -452,17 +476,20 @@ func (v *Pos) AppendJSONMembers(b []byte) []byte {
 }
 
 func jsonReadPos(d *jsonrec.Decoder, v *Pos) {
-	jsonrec.ReadObject(d, v, posJSONMembers, (*Pos).ReadJSONMember)
+	d.Object(func(name []byte) { v.ReadJSONMember(d, jsonrec.Match(name, posJSONMembers)) })
 }
 
 // ReadJSONMember reads into v the value of member i of those
-// AppendJSONMembers writes, for the records that embed a Pos.
+// AppendJSONMembers writes (skips it, for -1), for the records that
+// embed a Pos.
 func (v *Pos) ReadJSONMember(d *jsonrec.Decoder, i int) {
 	switch i {
 	case 0:
 		d.Int64(&v.Segment)
 	case 1:
 		d.Int64(&v.Offset)
+	default:
+		d.Skip()
 	}
 }
 
@@ -471,5 +498,5 @@ func (v *Pos) ReadJSON(d *jsonrec.Decoder) { jsonReadPos(d, v) }
 
 // DecodeJSON decodes data into v, as json.Unmarshal does.
 func (v *Pos) DecodeJSON(data []byte) error {
-	return jsonrec.DecodeInto(data, v, jsonReadPos)
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadPos(d, v) })
 }

@@ -30,25 +30,6 @@ func AppendObject[T any](b []byte, v *T, members func(*T, []byte) []byte) []byte
 	return append(b, '}')
 }
 
-// ReadObject reads an object into v: member reads the value of each
-// member whose name matches names[i] (see Match) with i; other members are
-// skipped.
-func ReadObject[T any](d *Decoder, v *T, names []string, member func(*T, *Decoder, int)) {
-	d.Object(func(name []byte) {
-		if i := Match(name, names); i >= 0 {
-			member(v, d, i)
-		} else {
-			d.Skip()
-		}
-	})
-}
-
-// DecodeInto decodes data into v with read: the whole of data must be the
-// one value read reads (see Decode).
-func DecodeInto[T any](data []byte, v *T, read func(*Decoder, *T)) error {
-	return Decode(data, func(d *Decoder) { read(d, v) })
-}
-
 // String appends a string member.
 func String(b []byte, key, s string) []byte { return AppendString(append(b, key...), s) }
 

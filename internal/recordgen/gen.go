@@ -364,9 +364,9 @@ func (g *gen) record(w *bytes.Buffer, t string) error {
 	}
 	w.WriteString("\treturn b\n}\n\n")
 
-	fmt.Fprintf(w, "func jsonRead%s(d *%s.Decoder, v *%s) {\n\t%s.ReadObject(d, v, %sJSONMembers, (*%s).%s)\n}\n\n", up, jr, t, jr, low, t, meth("readJSONMember"))
+	fmt.Fprintf(w, "func jsonRead%s(d *%s.Decoder, v *%s) {\n\td.Object(func(name []byte) { v.%s(d, %s.Match(name, %sJSONMembers)) })\n}\n\n", up, jr, t, meth("readJSONMember"), jr, low)
 	if exported {
-		fmt.Fprintf(w, "// ReadJSONMember reads into v the value of member i of those\n// AppendJSONMembers writes, for the records that embed a %s.\n", t)
+		fmt.Fprintf(w, "// ReadJSONMember reads into v the value of member i of those\n// AppendJSONMembers writes (skips it, for -1), for the records that\n// embed a %s.\n", t)
 	}
 	fmt.Fprintf(w, "func (v *%s) %s(d *%s.Decoder, i int) {\n", t, meth("readJSONMember"), jr)
 	delegates := len(groups) < len(ms)
@@ -381,11 +381,11 @@ func (g *gen) record(w *bytes.Buffer, t string) error {
 		at = hi
 		if gr.via != nil {
 			cond, sub := fmt.Sprintf("i >= %d && i < %d", lo, hi), fmt.Sprintf("i-%d", lo)
-			switch {
-			case lo == 0:
-				cond, sub = fmt.Sprintf("i < %d", hi), "i"
-			case hi == len(ms):
+			if hi == len(ms) {
 				cond = fmt.Sprintf("i >= %d", lo)
+			}
+			if lo == 0 {
+				sub = "i"
 			}
 			fmt.Fprintf(w, "\tcase %s:\n\t\tv.%s.%s(d, %s)\n", cond, gr.via.field, gr.via.method("readJSONMember"), sub)
 			continue
@@ -401,13 +401,15 @@ func (g *gen) record(w *bytes.Buffer, t string) error {
 			fmt.Fprintf(w, "\tcase %d:\n\t\t%s\n", lo, code)
 		}
 	}
-	w.WriteString("\t}\n}\n\n")
+	w.WriteString("\tdefault:\n\t\td.Skip()\n\t}\n}\n\n")
 
 	if exported {
 		fmt.Fprintf(w, "// ReadJSON reads a JSON object into v, as json.Unmarshal does.\nfunc (v *%s) ReadJSON(d *%s.Decoder) { jsonRead%s(d, v) }\n\n", t, jr, up)
 		w.WriteString("// DecodeJSON decodes data into v, as json.Unmarshal does.\n")
 	}
-	fmt.Fprintf(w, "func (v *%s) %s(data []byte) error {\n\treturn %s.DecodeInto(data, v, jsonRead%s)\n}\n\n", t, meth("decodeJSON"), jr, up)
+	// A closure calling jsonRead<Type> by name: through a func value, v
+	// would escape, and every record decoded would cost an allocation.
+	fmt.Fprintf(w, "func (v *%s) %s(data []byte) error {\n\treturn %s.Decode(data, func(d *%s.Decoder) { jsonRead%s(d, v) })\n}\n\n", t, meth("decodeJSON"), jr, jr, up)
 	return nil
 }
 
