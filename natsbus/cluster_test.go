@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv("NATSBUS_HELPER"); role != "" {
 		os.Exit(helper(role))
 	}
-	os.Exit(m.Run())
+	os.Exit(testproc.M(m).Run()) // the servers' and agents' temp files in one directory, removed at exit
 }
 
 func helperBus() *natsbus.Bus {
