@@ -318,8 +318,15 @@ func (d *Decoder) unquote(inPlace bool) []byte {
 			d.fail(errSyntax)
 			return nil
 		case c == '\\':
+			if i+1 < len(b) { // the common escapes, without a call
+				if e := unescaped[b[i+1]]; e != 0 {
+					out = append(out, e)
+					i += 2
+					continue
+				}
+			}
 			var ok bool
-			if out, i, ok = unescape(out, b, i); !ok {
+			if out, i, ok = unescapeU(out, b, i); !ok {
 				d.fail(errSyntax)
 				return nil
 			}
@@ -340,24 +347,18 @@ func (d *Decoder) unquote(inPlace bool) []byte {
 	return nil
 }
 
-// unescaped maps the character after a backslash to what the two-byte
+// unescaped maps the character after a backslash to what its two-byte
 // escape stands for (0: not one of them).
 var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
-// unescape appends what the escape at b[i] (a backslash) stands for to
-// out and returns where reading resumes; ok is false when the escape is
-// not valid JSON. A \u escape of a surrogate followed by a \u escape of
+// unescapeU appends what the \u escape at b[i] (a backslash) stands for
+// to out and returns where reading resumes; ok is false when b[i] does
+// not start a valid \u escape. A surrogate followed by a \u escape of
 // its pair is one rune; any other surrogate is U+FFFD, and the escape
 // after it is read on its own. Everything is read before anything is
 // appended, so out may be written over b (see unquote).
-func unescape(out, b []byte, i int) (_ []byte, next int, ok bool) {
-	if i+1 >= len(b) {
-		return out, i, false
-	}
-	if c := unescaped[b[i+1]]; c != 0 {
-		return append(out, c), i + 2, true
-	}
-	if b[i+1] != 'u' {
+func unescapeU(out, b []byte, i int) (_ []byte, next int, ok bool) {
+	if i+1 >= len(b) || b[i+1] != 'u' {
 		return out, i, false
 	}
 	r := hex4(b[i+2:])
