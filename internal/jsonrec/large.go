@@ -83,10 +83,14 @@ func (d *Decoder) skipString() {
 		if i+1 >= len(b) {
 			break
 		}
-		switch {
-		case unescaped[b[i+1]] != 0:
+		switch b[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			i += 2
-		case b[i+1] == 'u' && hex4(b[i+2:]) >= 0:
+		case 'u':
+			if hex4(b[i+2:]) < 0 {
+				d.fail(errSyntax)
+				return
+			}
 			i += 6
 		default:
 			d.fail(errSyntax)
