@@ -329,6 +329,10 @@ func TestCrashSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
 	}
+	// Most of its time it waits: for the runners it killed before they
+	// recorded themselves to count as gone (30 s). The scripts run
+	// meanwhile.
+	t.Parallel()
 	db, ids := newStore(t, 8)
 	in := filepath.Join(t.TempDir(), "intake")
 	if err := os.Mkdir(in, 0o700); err != nil {

@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 // TestScripts runs the CLI scripts in testdata/script against the real
 // binary (the test binary, installed as "inbox" on $PATH).
 func TestScripts(t *testing.T) {
+	t.Parallel() // beside the tests that wait, after the serial ones
 	testscript.Run(t, scriptParams(filepath.Join("..", "..", "..", "testdata", "script")))
 }
 

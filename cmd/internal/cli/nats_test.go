@@ -219,6 +219,7 @@ var natsScripts = []string{
 }
 
 func TestScriptsNATS(t *testing.T) {
+	t.Parallel() // beside the tests that wait, after the serial ones
 	srv := natstest.Start(t)
 	p := scriptParams(filepath.Join("..", "..", "..", "testdata", "script"))
 	if os.Getenv("INBOX_NATS_SCRIPTS") != "all" { // all: every script, to see which could join the list
