@@ -71,6 +71,11 @@ type call struct {
 	env  *env
 	fs   *pflag.FlagSet
 	args []string
+	// ctx is the invocation's context (invocationContext): cancelled by
+	// SIGINT or SIGTERM, or with the MCP request; every Bus operation
+	// takes it. in records the signal that cancelled it.
+	ctx context.Context
+	in  *interruption
 }
 
 // agentFlag registers --agent with command-specific help.
@@ -146,9 +151,12 @@ func run(args []string, e *env) int {
 	if isNATS(cl.g.db) && OpenNATS == nil && e.bus == nil && !storeless[c.name] {
 		return fail(e, cl.g, c.name, handOver(cl))
 	}
+	ctx, stop, in := e.invocationContext()
+	defer stop()
+	cl.ctx, cl.in = ctx, in
 	res, err := r.run(cl)
 	if err != nil {
-		return fail(e, cl.g, c.name, err)
+		return fail(e, cl.g, c.name, in.wrap(err))
 	}
 	return emit(e, cl.g, c.name, res)
 }
@@ -197,7 +205,7 @@ func flagError(err error, cmd string) error {
 // prepare makes a call of c: its runner, with the command's flags and the
 // global ones registered on a fresh flag set.
 func (c *command) prepare(g globals, e *env) (*call, runner) {
-	cl := &call{cmd: c, g: g, env: e}
+	cl := &call{cmd: c, g: g, env: e, ctx: context.Background(), in: &interruption{}}
 	r := cl.ownFlags()
 	cl.fs.StringVar(&cl.g.db, "db", g.db, "store directory (env INBOX_DB, default "+defaultDB+")")
 	cl.fs.BoolVar(&cl.g.json, "json", g.json, "print one JSON object instead of text")
@@ -317,7 +325,11 @@ func emit(e *env, g globals, name string, res *result) int {
 func fail(e *env, g globals, name string, err error) int {
 	if g.json {
 		var o obj
-		o.set("ok", false).set("command", name).set("error", errorShape(err))
+		o.set("ok", false).set("command", name)
+		if errors.Is(err, context.Canceled) {
+			o.set("interrupted", true)
+		}
+		o.set("error", errorShape(err))
 		b, _ := o.appendJSON(nil)
 		e.stdout.Write(append(b, '\n'))
 	} else {

@@ -22,13 +22,12 @@ import (
 // not given.
 const defaultWaitSeconds = 600
 
-// blockingContext is cancelled by SIGINT or SIGTERM, or, for a call the
-// MCP server makes, when its request is cancelled.
+// blockingContext is the invocation's context (call.ctx) for a command
+// that runs until it is stopped (the daemon, the queue runner): SIGINT or
+// SIGTERM, or for a call the MCP server makes the end of its request,
+// cancels it.
 func (c *call) blockingContext() (context.Context, context.CancelFunc) {
-	if c.env.ctx != nil {
-		return context.WithCancel(c.env.ctx)
-	}
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return context.WithCancel(c.ctx)
 }
 
 // interruption records the signal, if any, that ended a blocking
@@ -46,17 +45,17 @@ func (in *interruption) signal() syscall.Signal {
 	return in.sig
 }
 
-// waitContext is blockingContext for the commands that wait for something
-// (wait-reply, watch, receive, events --follow): the first SIGINT or
-// SIGTERM cancels the wait and is recorded in the interruption, so that
-// the command reports it; a second one ends the process at once with its
+// invocationContext is the context of one command (call.ctx): the first
+// SIGINT or SIGTERM cancels it and is recorded in the interruption, so
+// that the command reports it (exitCode maps the context.Canceled it
+// returns to 130 or 143); a second one ends the process at once with its
 // exit code, for a command that does not return. The stop function
 // restores the signals' default behaviour. A call the MCP server makes
 // has no signals: its context ends with the request.
-func (c *call) waitContext() (context.Context, func(), *interruption) {
+func (e *env) invocationContext() (context.Context, func(), *interruption) {
 	in := &interruption{}
-	if c.env.ctx != nil {
-		ctx, cancel := context.WithCancel(c.env.ctx)
+	if e.ctx != nil {
+		ctx, cancel := context.WithCancel(e.ctx)
 		return ctx, cancel, in
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -77,7 +76,7 @@ func (c *call) waitContext() (context.Context, func(), *interruption) {
 		select {
 		case again := <-ch:
 			sig, _ := again.(syscall.Signal)
-			fmt.Fprintf(c.env.stderr, "inbox: interrupted again (%s): exiting now\n", signalName(sig))
+			fmt.Fprintf(e.stderr, "inbox: interrupted again (%s): exiting now\n", signalName(sig))
 			os.Exit(interruptExit(sig))
 		case <-done:
 		}
@@ -90,6 +89,14 @@ func (c *call) waitContext() (context.Context, func(), *interruption) {
 			cancel()
 		})
 	}, in
+}
+
+// waitContext is the invocation's context for the commands that wait for
+// something (wait-reply, watch, receive, events --follow), with the
+// interruption that says which signal, if any, ended the wait.
+func (c *call) waitContext() (context.Context, func(), *interruption) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	return ctx, cancel, c.in
 }
 
 // interrupted reports whether the signal in in ended a wait that returned

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,6 +25,28 @@ const (
 // reports it, so 130 for SIGINT and 143 for SIGTERM.
 func interruptExit(sig syscall.Signal) int { return 128 + int(sig) }
 
+// interruptedError is a command's error once a signal cancelled its
+// context (interruption.wrap): it names the signal for exitCode.
+type interruptedError struct {
+	sig syscall.Signal
+	err error
+}
+
+func (e *interruptedError) Error() string {
+	return fmt.Sprintf("interrupted (%s): %v", signalName(e.sig), e.err)
+}
+
+func (e *interruptedError) Unwrap() error { return e.err }
+
+// wrap names the signal that cancelled the invocation in err, when err is
+// the cancellation.
+func (in *interruption) wrap(err error) error {
+	if sig := in.signal(); sig != 0 && errors.Is(err, context.Canceled) {
+		return &interruptedError{sig: sig, err: err}
+	}
+	return err
+}
+
 // usageError is bad command-line usage: exit 30.
 type usageError struct {
 	field string
@@ -42,6 +65,14 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, context.Canceled):
+		// A signal, or the end of an MCP request, cancelled the command
+		// (SPEC §7 Interrupts): 130 unless the signal was SIGTERM.
+		var ie *interruptedError
+		if errors.As(err, &ie) {
+			return interruptExit(ie.sig)
+		}
+		return interruptExit(syscall.SIGINT)
 	case errors.As(err, &ue), errors.Is(err, inbox.ErrInvalidInput), errors.Is(err, inbox.ErrInvalidState),
 		errors.Is(err, inbox.ErrIdempotencyMismatch):
 		return exitInvalid
@@ -63,6 +94,8 @@ func errorShape(err error) map[string]string {
 	var se *inbox.Error
 	var ue *usageError
 	switch {
+	case errors.Is(err, context.Canceled):
+		shape["code"] = "interrupted"
 	case errors.As(err, &se):
 		shape["code"] = se.Code
 		if se.Field != "" {
