@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"context"
 	"slices"
 	"strings"
 )
@@ -10,9 +11,9 @@ import (
 // does not exist; TeamNames lists the names of the teams, sorted; Teams
 // lists the teams, by name.
 type Directory interface {
-	FindTeam(name string) (*Team, error)
-	TeamNames() ([]string, error)
-	Teams() ([]*Team, error)
+	FindTeam(ctx context.Context, name string) (*Team, error)
+	TeamNames(ctx context.Context) ([]string, error)
+	Teams(ctx context.Context) ([]*Team, error)
 }
 
 // TeamsOf returns the names of the teams of teams agent is a member of,
@@ -30,12 +31,12 @@ func TeamsOf(teams []*Team, agent string) []string {
 // NoTeam is the error for a team that does not exist, named in field
 // ("to" for an address, else "team"); it lists the teams d has, or says
 // how to create one.
-func NoTeam(d Directory, field, name string) error {
+func NoTeam(ctx context.Context, d Directory, field, name string) error {
 	msg := "team " + name + " does not exist"
 	if field == "to" {
 		msg = "@" + name + " names no team"
 	}
-	if names, _ := d.TeamNames(); len(names) > 0 {
+	if names, _ := d.TeamNames(ctx); len(names) > 0 {
 		msg += " (teams: " + strings.Join(names, ", ") + ")"
 	} else {
 		msg += " (create it with inbox team create)"
@@ -47,11 +48,11 @@ func NoTeam(d Directory, field, name string) error {
 // agents it names, then the members of the teams it names other than the
 // sender, in order and once each. "all" is the sender's team, when it is
 // in exactly one.
-func Resolve(d Directory, from string, a Address) ([]string, error) {
+func Resolve(ctx context.Context, d Directory, from string, a Address) ([]string, error) {
 	out := slices.Clone(a.Agents)
 	teams := a.Teams
 	if a.All {
-		all, err := d.Teams()
+		all, err := d.Teams(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -68,12 +69,12 @@ func Resolve(d Directory, from string, a Address) ([]string, error) {
 		}
 	}
 	for _, name := range teams {
-		t, err := d.FindTeam(name)
+		t, err := d.FindTeam(ctx, name)
 		if err != nil {
 			return nil, err
 		}
 		if t == nil {
-			return nil, NoTeam(d, "to", name)
+			return nil, NoTeam(ctx, d, "to", name)
 		}
 		n := 0
 		for _, m := range t.Members {
@@ -122,9 +123,9 @@ func PrepareTeamChange(by, name string, members []string, evType string) (*TeamC
 // the members the change's event names; no members means nothing
 // changes, and next is cur. A team to add to or remove from must exist
 // (d words the refusal); a team to create must not.
-func (c *TeamChange) Apply(d Directory, cur *Team, now string) (next *Team, changed []string, err error) {
+func (c *TeamChange) Apply(ctx context.Context, d Directory, cur *Team, now string) (next *Team, changed []string, err error) {
 	if c.EventType != EventTeamCreated && cur == nil {
-		return nil, nil, NoTeam(d, "team", c.Name)
+		return nil, nil, NoTeam(ctx, d, "team", c.Name)
 	}
 	t := &Team{}
 	if cur != nil {
@@ -186,7 +187,7 @@ func (c *TeamChange) Summary(changed []string) string {
 // ResolveTo parses and resolves recipients given to a message added to a
 // thread (to, "" for the default recipient): the address as given and the
 // agents it reaches.
-func ResolveTo(d Directory, from, to string) (Address, []string, error) {
+func ResolveTo(ctx context.Context, d Directory, from, to string) (Address, []string, error) {
 	if to == "" {
 		return Address{}, nil, nil
 	}
@@ -194,7 +195,7 @@ func ResolveTo(d Directory, from, to string) (Address, []string, error) {
 	if err != nil {
 		return Address{}, nil, err
 	}
-	recipients, err := Resolve(d, from, addr)
+	recipients, err := Resolve(ctx, d, from, addr)
 	if err != nil {
 		return Address{}, nil, err
 	}

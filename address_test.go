@@ -1,6 +1,7 @@
 package inbox_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -11,9 +12,9 @@ import (
 // teams is a Directory held in memory.
 type teams map[string]*inbox.Team
 
-func (d teams) FindTeam(name string) (*inbox.Team, error) { return d[name], nil }
+func (d teams) FindTeam(_ context.Context, name string) (*inbox.Team, error) { return d[name], nil }
 
-func (d teams) TeamNames() ([]string, error) {
+func (d teams) TeamNames(context.Context) ([]string, error) {
 	var out []string
 	for n := range d {
 		out = append(out, n)
@@ -22,8 +23,8 @@ func (d teams) TeamNames() ([]string, error) {
 	return out, nil
 }
 
-func (d teams) Teams() ([]*inbox.Team, error) {
-	names, _ := d.TeamNames()
+func (d teams) Teams(ctx context.Context) ([]*inbox.Team, error) {
+	names, _ := d.TeamNames(ctx)
 	var out []*inbox.Team
 	for _, n := range names {
 		out = append(out, d[n])
@@ -53,7 +54,7 @@ func TestResolve(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := inbox.Resolve(d, tc.from, a)
+		got, err := inbox.Resolve(t.Context(), d, tc.from, a)
 		var e *inbox.Error
 		switch {
 		case tc.code == "" && err != nil:
@@ -72,11 +73,11 @@ func TestTeamChangeApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Apply(d, nil, "t1"); !errors.Is(err, inbox.ErrNotFound) {
+	if _, _, err := c.Apply(t.Context(), d, nil, "t1"); !errors.Is(err, inbox.ErrNotFound) {
 		t.Errorf("adding to no team: got %v, want not found", err)
 	}
 	cur := &inbox.Team{Name: "red", Members: []string{"bob"}, CreatedBy: "ann", CreatedAt: "t0", UpdatedAt: "t0"}
-	next, changed, err := c.Apply(d, cur, "t1")
+	next, changed, err := c.Apply(t.Context(), d, cur, "t1")
 	if err != nil || !slices.Equal(changed, []string{"cy"}) || !slices.Equal(next.Members, []string{"bob", "cy"}) || next.UpdatedAt != "t1" {
 		t.Errorf("got %+v %v %v, want bob and cy, cy added at t1", next, changed, err)
 	}

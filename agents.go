@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -12,8 +13,8 @@ import (
 // engine's, says whether it has), naming close matches among the names
 // the engine offers (names, asked only then): a misspelled name is not a
 // silent orphan (SPEC 7). The call it warns about still goes ahead.
-func UnknownAgentWarnings(role, name string, known func(string) bool, names func() []string) []string {
-	if name == "" || ValidateAgent(role, name) != nil || known(name) {
+func UnknownAgentWarnings(ctx context.Context, role, name string, known func(context.Context, string) bool, names func(context.Context) []string) []string {
+	if name == "" || ValidateAgent(role, name) != nil || known(ctx, name) {
 		return nil
 	}
 	var msg string
@@ -25,7 +26,7 @@ func UnknownAgentWarnings(role, name string, known func(string) bool, names func
 	default:
 		msg = "agent " + name + " has never been seen in this store; the message waits for it"
 	}
-	if close := SimilarNames(name, names()); len(close) > 0 {
+	if close := SimilarNames(name, names(ctx)); len(close) > 0 {
 		msg += " (did you mean " + strings.Join(close, ", ") + "?)"
 	}
 	return []string{msg}
@@ -34,7 +35,7 @@ func UnknownAgentWarnings(role, name string, known func(string) bool, names func
 // UnknownRecipients warns, with warn, for each agent message m names
 // explicitly (not through a team: a team's members were named when they
 // joined).
-func UnknownRecipients(m *Message, warn func(role, name string) []string) []string {
+func UnknownRecipients(ctx context.Context, m *Message, warn func(ctx context.Context, role, name string) []string) []string {
 	if m == nil {
 		return nil
 	}
@@ -44,7 +45,7 @@ func UnknownRecipients(m *Message, warn func(role, name string) []string) []stri
 	}
 	var out []string
 	for _, a := range addr.Agents {
-		out = append(out, warn("to", a)...)
+		out = append(out, warn(ctx, "to", a)...)
 	}
 	return out
 }

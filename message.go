@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +18,7 @@ import (
 // BlobStager is where NewMessage puts content too large to keep inline:
 // the backend's blob store.
 type BlobStager interface {
-	StageBlob(field string, r io.Reader) (*Blob, error)
+	StageBlob(ctx context.Context, field string, r io.Reader) (*Blob, error)
 	// BlobArtifact is the artifact a message carries for a blob.
 	BlobArtifact(b *Blob) ArtifactInput
 	// DiscardBlob drops a staged blob that no message took.
@@ -149,7 +150,7 @@ func (m *Message) JSONSize() int {
 // payload larger than MaxInline is staged as a blob with bs. The blobs of
 // the message (staged here or given in c) are the caller's to discard
 // once the message is committed or refused; on error they are discarded.
-func NewMessage(now time.Time, from, to, kind string, c Content, defSummary string, bs BlobStager) (*Message, []*Blob, error) {
+func NewMessage(ctx context.Context, now time.Time, from, to, kind string, c Content, defSummary string, bs BlobStager) (*Message, []*Blob, error) {
 	blobs := c.Blobs
 	fail := func(err error) (*Message, []*Blob, error) {
 		for _, b := range blobs {
@@ -165,7 +166,7 @@ func NewMessage(now time.Time, from, to, kind string, c Content, defSummary stri
 		if err := ValidateText("body", body, len(body)); err != nil {
 			return fail(err)
 		}
-		b, err := bs.StageBlob("body", strings.NewReader(body))
+		b, err := bs.StageBlob(ctx, "body", strings.NewReader(body))
 		if err != nil {
 			return fail(err)
 		}
@@ -185,7 +186,7 @@ func NewMessage(now time.Time, from, to, kind string, c Content, defSummary stri
 		return fail(err)
 	}
 	if len(payload) > MaxInline {
-		b, err := bs.StageBlob("payload_json", bytes.NewReader(payload))
+		b, err := bs.StageBlob(ctx, "payload_json", bytes.NewReader(payload))
 		if err != nil {
 			return fail(err)
 		}

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -145,14 +146,14 @@ func MessageNotFound(id, tid string) error {
 // first message (first, nil when there is none): a task's thread starts
 // with its prompt, which names the task; byName (the engine's
 // TaskByName) must give that task back for this thread.
-func TaskOfThread(tid string, first *Message, byName func(string) (*Task, error)) (*Task, error) {
+func TaskOfThread(ctx context.Context, tid string, first *Message, byName func(context.Context, string) (*Task, error)) (*Task, error) {
 	var p struct {
 		Task TaskSpec `json:"task"`
 	}
 	if first == nil || first.Kind != KindTask || json.Unmarshal(first.PayloadJSON, &p) != nil || p.Task.Name == "" {
 		return nil, NotFound("thread %s is not a task", tid)
 	}
-	t, err := byName(p.Task.Name)
+	t, err := byName(ctx, p.Task.Name)
 	if err != nil || t.ThreadID != tid {
 		return nil, NotFound("thread %s is not a task", tid)
 	}
@@ -182,10 +183,10 @@ func (f TaskFilter) Selects(t *Task) bool {
 // TasksIn returns the tasks of names (as byName, the engine's
 // TaskByName, reads them; a name whose task is gone is skipped) that f
 // selects, by thread id.
-func TasksIn(names []string, f TaskFilter, byName func(string) (*Task, error)) ([]*Task, error) {
+func TasksIn(ctx context.Context, names []string, f TaskFilter, byName func(context.Context, string) (*Task, error)) ([]*Task, error) {
 	out := []*Task{}
 	for _, n := range names {
-		t, err := byName(n)
+		t, err := byName(ctx, n)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}

@@ -1,6 +1,9 @@
 package inbox
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // ReplyThread is what a wait-reply needs from the thread it waits on, as
 // the engine read it when the wait began.
@@ -124,9 +127,9 @@ func TerminalMessage(msgs []*Message, status string) *Message {
 
 // Answer is the result of a wait that m answers. By cursor it first moves
 // the agent's read cursor to m, with markRead (the engine's MarkRead).
-func (w *ReplyWait) Answer(m *Message, markRead func(agent, tid string, seq int) (*Cursor, error)) (*WaitResult, error) {
+func (w *ReplyWait) Answer(ctx context.Context, m *Message, markRead func(ctx context.Context, agent, tid string, seq int) (*Cursor, error)) (*WaitResult, error) {
 	if w.ByCursor {
-		if _, err := markRead(w.Cursor.Agent, w.ThreadID, m.Seq); err != nil {
+		if _, err := markRead(ctx, w.Cursor.Agent, w.ThreadID, m.Seq); err != nil {
 			return nil, err
 		}
 	}

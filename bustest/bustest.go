@@ -88,7 +88,7 @@ func wantErr(t *testing.T, what string, err, sentinel error) {
 
 func newThread(t *testing.T, b inbox.Bus, to, subject string) *inbox.Result {
 	t.Helper()
-	return ok(b.Send(inbox.SendInput{From: "leader", To: to, Subject: subject,
+	return ok(b.Send(t.Context(), inbox.SendInput{From: "leader", To: to, Subject: subject,
 		Content: inbox.Content{Body: "details of " + subject}}))(t)
 }
 
@@ -106,29 +106,29 @@ func testLifecycle(t *testing.T, b inbox.Bus) {
 	if r.Thread.Status != inbox.StatusPending || r.Thread.AssignedTo != "w" || r.Message.Kind != inbox.KindTask {
 		t.Fatalf("new thread: %+v %+v", r.Thread, r.Message)
 	}
-	got := ok(b.Fetch("w", nil, 10, false))(t)
+	got := ok(b.Fetch(t.Context(), "w", nil, 10, false))(t)
 	if !slices.Equal(ids(got), []string{tid}) {
 		t.Fatalf("fetch: got %v, want [%s]", ids(got), tid)
 	}
 	// fetch never grants ownership.
-	if th := ok(b.Thread(tid))(t); th.Status != inbox.StatusPending {
+	if th := ok(b.Thread(t.Context(), tid))(t); th.Status != inbox.StatusPending {
 		t.Errorf("fetch changed the thread's status to %s", th.Status)
 	}
-	c := ok(b.Claim("w", tid, 60))(t)
+	c := ok(b.Claim(t.Context(), "w", tid, 60))(t)
 	if c.Thread.Status != inbox.StatusClaimed || c.Lease == nil || c.Lease.LeaseToken != 1 || c.Lease.AgentID != "w" {
 		t.Fatalf("claim: %+v %+v", c.Thread, c.Lease)
 	}
-	if got := ok(b.Fetch("w", nil, 10, false))(t); len(got) != 0 {
+	if got := ok(b.Fetch(t.Context(), "w", nil, 10, false))(t); len(got) != 0 {
 		t.Errorf("a claimed thread is still offered by fetch: %v", ids(got))
 	}
-	ok(b.Update("w", tid, inbox.StatusInProgress, 1, inbox.Content{Summary: "working"}))(t)
-	ok(b.Update("w", tid, inbox.StatusBlocked, 1, inbox.Content{Summary: "which database?"}))(t)
-	ok(b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "postgres"}))(t)
-	d := ok(b.Done("w", tid, 1, inbox.Content{Summary: "built"}))(t)
+	ok(b.Update(t.Context(), "w", tid, inbox.StatusInProgress, 1, inbox.Content{Summary: "working"}))(t)
+	ok(b.Update(t.Context(), "w", tid, inbox.StatusBlocked, 1, inbox.Content{Summary: "which database?"}))(t)
+	ok(b.Reply(t.Context(), "leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "postgres"}))(t)
+	d := ok(b.Done(t.Context(), "w", tid, 1, inbox.Content{Summary: "built"}))(t)
 	if d.Thread.Status != inbox.StatusDone || d.Message.Status != inbox.StatusDone {
 		t.Fatalf("done: %+v", d.Thread)
 	}
-	v := ok(b.Show(tid))(t)
+	v := ok(b.Show(t.Context(), tid))(t)
 	var kinds []string
 	for _, m := range v.Messages {
 		kinds = append(kinds, m.Kind)
@@ -139,7 +139,7 @@ func testLifecycle(t *testing.T, b inbox.Bus) {
 	if v.Lease == nil || !v.Lease.Released() {
 		t.Errorf("done did not release the lease: %+v", v.Lease)
 	}
-	th, last := ok2(b.LastMessage(tid))(t)
+	th, last := ok2(b.LastMessage(t.Context(), tid))(t)
 	if th.Status != inbox.StatusDone || last.Summary != "built" {
 		t.Errorf("last message: %+v %+v", th, last)
 	}
@@ -167,7 +167,7 @@ func testClaimIsAtomic(t *testing.T, b inbox.Bus) {
 			go func() {
 				defer wg.Done()
 				agent := fmt.Sprint("w", i)
-				_, err := b.Claim(agent, tid, 60)
+				_, err := b.Claim(t.Context(), agent, tid, 60)
 				switch {
 				case err == nil:
 					mu.Lock()
@@ -182,7 +182,7 @@ func testClaimIsAtomic(t *testing.T, b inbox.Bus) {
 		if len(winners) != 1 {
 			t.Fatalf("round %d: %d claims won (%v), want exactly 1", round, len(winners), winners)
 		}
-		v := ok(b.Show(tid))(t)
+		v := ok(b.Show(t.Context(), tid))(t)
 		if v.Thread.AssignedTo != winners[0] || v.Lease.AgentID != winners[0] {
 			t.Errorf("the winner %s does not hold the thread: %+v", winners[0], v.Lease)
 		}
@@ -191,109 +191,109 @@ func testClaimIsAtomic(t *testing.T, b inbox.Bus) {
 
 func testFencing(t *testing.T, b inbox.Bus) {
 	tid := newThread(t, b, "w", "fenced").Thread.ThreadID
-	c1 := ok(b.Claim("w", tid, 60))(t)
-	c2 := ok(b.Claim("w", tid, 60))(t) // the holder may claim again
+	c1 := ok(b.Claim(t.Context(), "w", tid, 60))(t)
+	c2 := ok(b.Claim(t.Context(), "w", tid, 60))(t) // the holder may claim again
 	if c2.Lease.LeaseToken <= c1.Lease.LeaseToken {
 		t.Fatalf("re-claim token %d is not above %d", c2.Lease.LeaseToken, c1.Lease.LeaseToken)
 	}
-	_, err := b.Update("w", tid, inbox.StatusInProgress, c1.Lease.LeaseToken, inbox.Content{Summary: "old"})
+	_, err := b.Update(t.Context(), "w", tid, inbox.StatusInProgress, c1.Lease.LeaseToken, inbox.Content{Summary: "old"})
 	wantErr(t, "update with a superseded token", err, inbox.ErrStaleToken)
-	_, err = b.Done("w", tid, c1.Lease.LeaseToken, inbox.Content{Summary: "old"})
+	_, err = b.Done(t.Context(), "w", tid, c1.Lease.LeaseToken, inbox.Content{Summary: "old"})
 	wantErr(t, "done with a superseded token", err, inbox.ErrStaleToken)
-	_, err = b.Claim("other", tid, 60)
+	_, err = b.Claim(t.Context(), "other", tid, 60)
 	wantErr(t, "claim of a held thread", err, inbox.ErrLeaseConflict)
-	_, err = b.Update("other", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: "not mine"})
+	_, err = b.Update(t.Context(), "other", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: "not mine"})
 	wantErr(t, "update by a non-holder", err, inbox.ErrLeaseConflict)
-	ok(b.Renew("w", tid, 120, c2.Lease.LeaseToken))(t)
-	ok(b.Done("w", tid, c2.Lease.LeaseToken, inbox.Content{Summary: "ok"}))(t)
+	ok(b.Renew(t.Context(), "w", tid, 120, c2.Lease.LeaseToken))(t)
+	ok(b.Done(t.Context(), "w", tid, c2.Lease.LeaseToken, inbox.Content{Summary: "ok"}))(t)
 }
 
 func testLeaseExpiry(t *testing.T, b inbox.Bus) {
 	tid := newThread(t, b, "w", "expiring").Thread.ThreadID
-	old := ok(b.Claim("w", tid, 1))(t)
+	old := ok(b.Claim(t.Context(), "w", tid, 1))(t)
 	time.Sleep(1200 * time.Millisecond)
 	// Expired for every command, daemon or not: fetch offers it.
-	got := ok(b.Fetch("w", nil, 10, false))(t)
+	got := ok(b.Fetch(t.Context(), "w", nil, 10, false))(t)
 	if len(got) != 1 || !got[0].LeaseExpired {
 		t.Fatalf("fetch after expiry: %+v, want the thread with lease_expired", got)
 	}
-	_, err := b.Update("w", tid, inbox.StatusInProgress, old.Lease.LeaseToken, inbox.Content{Summary: "late"})
+	_, err := b.Update(t.Context(), "w", tid, inbox.StatusInProgress, old.Lease.LeaseToken, inbox.Content{Summary: "late"})
 	wantErr(t, "update after expiry", err, inbox.ErrLeaseExpired)
 	// The same agent's new session claims it again: the old session's
 	// token is fenced out although the name matches.
-	c := ok(b.Claim("w", tid, 60))(t)
+	c := ok(b.Claim(t.Context(), "w", tid, 60))(t)
 	if c.Lease.LeaseToken <= old.Lease.LeaseToken {
 		t.Fatalf("token after expiry %d is not above %d", c.Lease.LeaseToken, old.Lease.LeaseToken)
 	}
-	_, err = b.Done("w", tid, old.Lease.LeaseToken, inbox.Content{Summary: "stale"})
+	_, err = b.Done(t.Context(), "w", tid, old.Lease.LeaseToken, inbox.Content{Summary: "stale"})
 	wantErr(t, "done with the expired session's token", err, inbox.ErrStaleToken)
-	held := ok(b.HeldLeases())(t)
+	held := ok(b.HeldLeases(t.Context()))(t)
 	if len(held) != 1 || held[0].ThreadID != tid {
 		t.Errorf("held leases: %+v", held)
 	}
 	// An expired lease is released by ExpireLease (the daemon's job).
 	tid2 := newThread(t, b, "w", "expiring 2").Thread.ThreadID
-	first := ok(b.Claim("w", tid2, 1))(t)
-	if expired := ok(b.ExpireLease(tid2))(t); expired {
+	first := ok(b.Claim(t.Context(), "w", tid2, 1))(t)
+	if expired := ok(b.ExpireLease(t.Context(), tid2))(t); expired {
 		t.Errorf("ExpireLease released a live lease")
 	}
 	time.Sleep(1200 * time.Millisecond)
-	if expired := ok(b.ExpireLease(tid2))(t); !expired {
+	if expired := ok(b.ExpireLease(t.Context(), tid2))(t); !expired {
 		t.Errorf("ExpireLease kept an expired lease")
 	}
-	if th := ok(b.Thread(tid2))(t); th.Status != inbox.StatusPending {
+	if th := ok(b.Thread(t.Context(), tid2))(t); th.Status != inbox.StatusPending {
 		t.Errorf("after expiry the thread is %s, want pending", th.Status)
 	}
 	// Another agent takes it; the first holder is out, token or not.
-	c2 := ok(b.Claim("w2", tid2, 60))(t)
+	c2 := ok(b.Claim(t.Context(), "w2", tid2, 60))(t)
 	if c2.Lease.LeaseToken <= first.Lease.LeaseToken {
 		t.Errorf("token after expiry %d is not above %d", c2.Lease.LeaseToken, first.Lease.LeaseToken)
 	}
-	_, err = b.Done("w", tid2, first.Lease.LeaseToken, inbox.Content{Summary: "stale"})
+	_, err = b.Done(t.Context(), "w", tid2, first.Lease.LeaseToken, inbox.Content{Summary: "stale"})
 	wantErr(t, "done by the expired holder", err, inbox.ErrLeaseConflict)
 }
 
 func testTransitions(t *testing.T, b inbox.Bus) {
 	tid := newThread(t, b, "w", "strict").Thread.ThreadID
-	_, err := b.Update("w", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: "unclaimed"})
+	_, err := b.Update(t.Context(), "w", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: "unclaimed"})
 	wantErr(t, "update of an unclaimed thread", err, inbox.ErrInvalidState)
-	ok(b.Claim("w", tid, 60))(t)
-	_, err = b.Update("w", tid, inbox.StatusBlocked, 0, inbox.Content{})
+	ok(b.Claim(t.Context(), "w", tid, 60))(t)
+	_, err = b.Update(t.Context(), "w", tid, inbox.StatusBlocked, 0, inbox.Content{})
 	wantErr(t, "blocked without saying what is missing", err, inbox.ErrInvalidInput)
-	ok(b.Fail("w", tid, 0, inbox.Content{Summary: "cannot"}))(t)
-	_, err = b.Claim("w", tid, 60)
+	ok(b.Fail(t.Context(), "w", tid, 0, inbox.Content{Summary: "cannot"}))(t)
+	_, err = b.Claim(t.Context(), "w", tid, 60)
 	wantErr(t, "claim of a failed thread", err, inbox.ErrInvalidState)
-	_, err = b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "late"})
+	_, err = b.Reply(t.Context(), "leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "late"})
 	wantErr(t, "reply to a failed thread", err, inbox.ErrInvalidState)
 	tid2 := newThread(t, b, "w", "to cancel").Thread.ThreadID
-	ok(b.Cancel("leader", tid2, inbox.Content{Summary: "not needed"}))(t)
-	_, err = b.Cancel("leader", tid2, inbox.Content{Summary: "again"})
+	ok(b.Cancel(t.Context(), "leader", tid2, inbox.Content{Summary: "not needed"}))(t)
+	_, err = b.Cancel(t.Context(), "leader", tid2, inbox.Content{Summary: "again"})
 	wantErr(t, "cancel of a cancelled thread", err, inbox.ErrInvalidState)
 }
 
 func testIdempotency(t *testing.T, b inbox.Bus) {
 	in := inbox.SendInput{From: "leader", To: "w", Subject: "once", Content: inbox.Content{IdempotencyKey: "k-send"}}
-	a := ok(b.Send(in))(t)
-	again := ok(b.Send(in))(t)
+	a := ok(b.Send(t.Context(), in))(t)
+	again := ok(b.Send(t.Context(), in))(t)
 	if again.Thread.ThreadID != a.Thread.ThreadID || again.Message.MessageID != a.Message.MessageID || !again.Replayed {
 		t.Fatalf("retried send: %+v, want the original %s (replayed)", again.Message, a.Message.MessageID)
 	}
 	tid := a.Thread.ThreadID
-	r1 := ok(b.Reply("leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "note", IdempotencyKey: "k-reply"}))(t)
-	r2 := ok(b.Reply("leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "note", IdempotencyKey: "k-reply"}))(t)
+	r1 := ok(b.Reply(t.Context(), "leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "note", IdempotencyKey: "k-reply"}))(t)
+	r2 := ok(b.Reply(t.Context(), "leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "note", IdempotencyKey: "k-reply"}))(t)
 	if r1.Message.MessageID != r2.Message.MessageID {
 		t.Errorf("retried reply made a second message")
 	}
-	ok(b.Claim("w", tid, 60))(t)
-	d1 := ok(b.Done("w", tid, 0, inbox.Content{Summary: "done", IdempotencyKey: "k-done"}))(t)
-	d2 := ok(b.Done("w", tid, 0, inbox.Content{Summary: "done", IdempotencyKey: "k-done"}))(t)
+	ok(b.Claim(t.Context(), "w", tid, 60))(t)
+	d1 := ok(b.Done(t.Context(), "w", tid, 0, inbox.Content{Summary: "done", IdempotencyKey: "k-done"}))(t)
+	d2 := ok(b.Done(t.Context(), "w", tid, 0, inbox.Content{Summary: "done", IdempotencyKey: "k-done"}))(t)
 	if d1.Message.MessageID != d2.Message.MessageID {
 		t.Errorf("retried done made a second message")
 	}
-	if n := len(ok(b.Show(tid))(t).Messages); n != 3 {
+	if n := len(ok(b.Show(t.Context(), tid))(t).Messages); n != 3 {
 		t.Errorf("thread has %d messages after retries, want 3", n)
 	}
-	_, err := b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "x", IdempotencyKey: "k-done"})
+	_, err := b.Reply(t.Context(), "leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "x", IdempotencyKey: "k-done"})
 	if err == nil {
 		t.Errorf("a key reused for another command was accepted")
 	}
@@ -301,41 +301,41 @@ func testIdempotency(t *testing.T, b inbox.Bus) {
 
 func testReadCursors(t *testing.T, b inbox.Bus) {
 	tid := newThread(t, b, "w", "questions").Thread.ThreadID
-	ok(b.Claim("w", tid, 60))(t)
-	ok(b.Update("w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"}))(t)
-	ok(b.MarkRead("w", tid, 0))(t)
-	if got := ok(b.Fetch("w", []string{inbox.StatusBlocked}, 10, true))(t); len(got) != 0 {
+	ok(b.Claim(t.Context(), "w", tid, 60))(t)
+	ok(b.Update(t.Context(), "w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"}))(t)
+	ok(b.MarkRead(t.Context(), "w", tid, 0))(t)
+	if got := ok(b.Fetch(t.Context(), "w", []string{inbox.StatusBlocked}, 10, true))(t); len(got) != 0 {
 		t.Errorf("unread after marking everything read: %v", ids(got))
 	}
-	ok(b.Reply("leader", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "this one"}))(t)
-	if got := ok(b.Fetch("w", []string{inbox.StatusBlocked}, 10, true))(t); !slices.Equal(ids(got), []string{tid}) {
+	ok(b.Reply(t.Context(), "leader", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "this one"}))(t)
+	if got := ok(b.Fetch(t.Context(), "w", []string{inbox.StatusBlocked}, 10, true))(t); !slices.Equal(ids(got), []string{tid}) {
 		t.Errorf("unread after an answer: %v, want [%s]", ids(got), tid)
 	}
-	c := ok(b.MarkRead("w", tid, 0))(t)
+	c := ok(b.MarkRead(t.Context(), "w", tid, 0))(t)
 	if c.LastReadSeq != 3 || c.AgentID != "w" {
 		t.Errorf("cursor: %+v", c)
 	}
-	if got := ok(b.Fetch("w", []string{inbox.StatusBlocked}, 10, true))(t); len(got) != 0 {
+	if got := ok(b.Fetch(t.Context(), "w", []string{inbox.StatusBlocked}, 10, true))(t); len(got) != 0 {
 		t.Errorf("still unread after reading the answer: %v", ids(got))
 	}
 }
 
 func testMailIsNotWork(t *testing.T, b inbox.Bus) {
-	ok(b.Send(inbox.SendInput{From: "a", To: "m", Content: inbox.Content{Body: "a note"}}))(t)
-	if got := ok(b.Fetch("m", nil, 10, false))(t); len(got) != 0 {
+	ok(b.Send(t.Context(), inbox.SendInput{From: "a", To: "m", Content: inbox.Content{Body: "a note"}}))(t)
+	if got := ok(b.Fetch(t.Context(), "m", nil, 10, false))(t); len(got) != 0 {
 		t.Errorf("mail shows in fetch: %v", ids(got))
 	}
-	items := ok(b.Mailbox("m", ""))(t)
+	items := ok(b.Mailbox(t.Context(), "m", ""))(t)
 	if len(items) != 1 || items[0].Message.Body != "a note" {
 		t.Fatalf("mailbox: %+v", items)
 	}
 	// High priority first.
-	ok(b.Send(inbox.SendInput{From: "boss", To: "m", Subject: "urgent", Priority: "high", Content: inbox.Content{Body: "now"}}))(t)
-	got := ok(b.Collect("m", "", false, 10))(t)
+	ok(b.Send(t.Context(), inbox.SendInput{From: "boss", To: "m", Subject: "urgent", Priority: "high", Content: inbox.Content{Body: "now"}}))(t)
+	got := ok(b.Collect(t.Context(), "m", "", false, 10))(t)
 	if len(got) != 2 || got[0].FromAgent != "boss" {
 		t.Fatalf("collect order: %+v", got)
 	}
-	if left := ok(b.Mailbox("m", ""))(t); len(left) != 0 {
+	if left := ok(b.Mailbox(t.Context(), "m", ""))(t); len(left) != 0 {
 		t.Errorf("collected mail is still in the mailbox: %d", len(left))
 	}
 }
@@ -343,7 +343,7 @@ func testMailIsNotWork(t *testing.T, b inbox.Bus) {
 func testCollectOnce(t *testing.T, b inbox.Bus) {
 	const n = 20
 	for i := range n {
-		ok(b.Send(inbox.SendInput{From: "p", To: "c", Content: inbox.Content{Body: fmt.Sprint("m", i)}}))(t)
+		ok(b.Send(t.Context(), inbox.SendInput{From: "p", To: "c", Content: inbox.Content{Body: fmt.Sprint("m", i)}}))(t)
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -353,7 +353,7 @@ func testCollectOnce(t *testing.T, b inbox.Bus) {
 		go func() {
 			defer wg.Done()
 			for {
-				got, err := b.Collect("c", "", false, 1)
+				got, err := b.Collect(t.Context(), "c", "", false, 1)
 				if err != nil {
 					t.Error(err)
 					return
@@ -396,7 +396,7 @@ func testReceive(t *testing.T, b inbox.Bus) {
 		done <- m
 	}()
 	time.Sleep(100 * time.Millisecond)
-	sent := ok(b.Send(inbox.SendInput{From: "s", To: "r", Content: inbox.Content{Body: "wake"}}))(t)
+	sent := ok(b.Send(t.Context(), inbox.SendInput{From: "s", To: "r", Content: inbox.Content{Body: "wake"}}))(t)
 	select {
 	case m := <-done:
 		if m == nil || m.MessageID != sent.Message.MessageID {
@@ -417,11 +417,11 @@ func testReceive(t *testing.T, b inbox.Bus) {
 
 func testWaitReply(t *testing.T, b inbox.Bus) {
 	tid := newThread(t, b, "w", "ask").Thread.ThreadID
-	ok(b.Claim("w", tid, 60))(t)
-	q := ok(b.Update("w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"}))(t)
+	ok(b.Claim(t.Context(), "w", tid, 60))(t)
+	q := ok(b.Update(t.Context(), "w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"}))(t)
 	// An answer that landed before the wait began is not missed when the
 	// wait is after the agent's read cursor.
-	a := ok(b.Reply("leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "that"}))(t)
+	a := ok(b.Reply(t.Context(), "leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "that"}))(t)
 	w := ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "w"}, inbox.ReplyFilter{}, inbox.WaitOptions{Timeout: time.Second}))(t)
 	if !w.Woke || w.Message.MessageID != a.Message.MessageID {
 		t.Fatalf("wait-reply after the cursor: %+v, want %s", w, a.Message.MessageID)
@@ -438,13 +438,13 @@ func testWaitReply(t *testing.T, b inbox.Bus) {
 		t.Errorf("timed-out wait: %+v", w)
 	}
 	// Kinds filter: a progress note does not wake a wait for answers.
-	ok(b.Reply("leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"}))(t)
+	ok(b.Reply(t.Context(), "leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"}))(t)
 	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterMessage: q.Message.MessageID}, inbox.ReplyFilter{Kinds: []string{inbox.KindAnswer}}, inbox.WaitOptions{Timeout: time.Second}))(t)
 	if !w.Woke || w.Message.MessageID != a.Message.MessageID {
 		t.Errorf("wait after the question: %+v", w)
 	}
 	// A terminal thread answers at once.
-	ok(b.Done("w", tid, 0, inbox.Content{Summary: "finished"}))(t)
+	ok(b.Done(t.Context(), "w", tid, 0, inbox.Content{Summary: "finished"}))(t)
 	start := time.Now()
 	w = ok(b.WaitReply(context.Background(), tid, inbox.ReplyCursor{Agent: "observer"}, inbox.ReplyFilter{}, inbox.WaitOptions{Timeout: 5 * time.Second}))(t)
 	if !w.Woke || time.Since(start) > 2*time.Second {
@@ -455,7 +455,7 @@ func testWaitReply(t *testing.T, b inbox.Bus) {
 func testWaitReplyNoLostWakeup(t *testing.T, b inbox.Bus) {
 	for i := range 10 {
 		tid := newThread(t, b, "w", fmt.Sprint("wake ", i)).Thread.ThreadID
-		cur := ok(b.LastEventID())(t)
+		cur := ok(b.LastEventID(t.Context()))(t)
 		got := make(chan *inbox.WaitResult, 1)
 		go func() {
 			w, err := b.WaitReply(context.Background(), tid, inbox.ReplyCursor{AfterEvent: cur, HasEvent: true}, inbox.ReplyFilter{},
@@ -468,7 +468,7 @@ func testWaitReplyNoLostWakeup(t *testing.T, b inbox.Bus) {
 		if i%2 == 1 {
 			time.Sleep(time.Duration(i) * time.Millisecond)
 		}
-		a := ok(b.Reply("leader", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "now"}))(t)
+		a := ok(b.Reply(t.Context(), "leader", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "now"}))(t)
 		select {
 		case w := <-got:
 			if w == nil || !w.Woke || w.Message.MessageID != a.Message.MessageID {
@@ -483,7 +483,7 @@ func testWaitReplyNoLostWakeup(t *testing.T, b inbox.Bus) {
 func testWatch(t *testing.T, b inbox.Bus) {
 	// The watch starts after an event id read first, so the thread
 	// created below wakes it whenever the watch gets to run.
-	after := ok(b.LastEventID())(t)
+	after := ok(b.LastEventID(t.Context()))(t)
 	done := make(chan *inbox.WaitResult, 1)
 	go func() {
 		w, err := b.Watch(context.Background(), "watcher", nil, &after, inbox.WaitOptions{Timeout: 10 * time.Second})
@@ -521,7 +521,7 @@ func testEventOrder(t *testing.T, b inbox.Bus) {
 	wg.Wait()
 	var last int64
 	n := 0
-	if err := b.Events(0, func(ev *inbox.Event) bool {
+	if err := b.Events(t.Context(), 0, func(ev *inbox.Event) bool {
 		if ev.EventID <= last {
 			t.Errorf("event %d after %d", ev.EventID, last)
 		}
@@ -534,7 +534,7 @@ func testEventOrder(t *testing.T, b inbox.Bus) {
 	if n != 20 {
 		t.Errorf("%d events for 20 sends", n)
 	}
-	if id := ok(b.LastEventID())(t); id != last {
+	if id := ok(b.LastEventID(t.Context()))(t); id != last {
 		t.Errorf("last event id %d, the log ends at %d", id, last)
 	}
 	// Follow delivers what comes next.
@@ -560,80 +560,80 @@ func testEventOrder(t *testing.T, b inbox.Bus) {
 }
 
 func testTasks(t *testing.T, b inbox.Bus) {
-	task := ok(b.Push(inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "do the thing"))(t)
+	task := ok(b.Push(t.Context(), inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "do the thing"))(t)
 	if task.State() != "queued" || task.Prompt != "do the thing" {
 		t.Fatalf("pushed task: %+v", task)
 	}
-	if _, err := b.Push(inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "again"); err == nil {
+	if _, err := b.Push(t.Context(), inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "again"); err == nil {
 		t.Errorf("a second task named t1 was accepted")
 	}
-	ok(b.Push(inbox.TaskSpec{Name: "t2", Parent: "boss", Owner: "other"}, "other's"))(t)
-	mine := ok(b.Tasks(inbox.TaskFilter{Owner: "boss"}))(t)
+	ok(b.Push(t.Context(), inbox.TaskSpec{Name: "t2", Parent: "boss", Owner: "other"}, "other's"))(t)
+	mine := ok(b.Tasks(t.Context(), inbox.TaskFilter{Owner: "boss"}))(t)
 	if len(mine) != 1 || mine[0].Name != "t1" {
 		t.Fatalf("boss's queue: %+v", mine)
 	}
-	byThread := ok(b.TaskByThread(task.ThreadID))(t)
+	byThread := ok(b.TaskByThread(t.Context(), task.ThreadID))(t)
 	if byThread.Name != "t1" {
 		t.Errorf("task by thread: %+v", byThread)
 	}
-	ok(b.Claim("t1", task.ThreadID, 60))(t)
-	if err := b.SetTaskRunner("t1", &inbox.TaskRunner{RunnerPID: 42, PGID: 43, StartedAt: inbox.FormatTime(time.Now())}); err != nil {
+	ok(b.Claim(t.Context(), "t1", task.ThreadID, 60))(t)
+	if err := b.SetTaskRunner(t.Context(), "t1", &inbox.TaskRunner{RunnerPID: 42, PGID: 43, StartedAt: inbox.FormatTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
-	running := ok(b.TaskByName("t1"))(t)
+	running := ok(b.TaskByName(t.Context(), "t1"))(t)
 	if running.State() != "running" || running.Runner == nil || running.Runner.PGID != 43 {
 		t.Errorf("running task: %+v", running)
 	}
-	ok(b.Done("t1", task.ThreadID, 0, inbox.Content{Summary: "result", Body: "the output"}))(t)
-	if err := b.SetTaskRunner("t1", nil); err != nil {
+	ok(b.Done(t.Context(), "t1", task.ThreadID, 0, inbox.Content{Summary: "result", Body: "the output"}))(t)
+	if err := b.SetTaskRunner(t.Context(), "t1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if st := ok(b.TaskByName("t1"))(t).State(); st != "finished" {
+	if st := ok(b.TaskByName(t.Context(), "t1"))(t).State(); st != "finished" {
 		t.Errorf("task after done: %s", st)
 	}
 	// The result reaches the parent's mailbox, the prompt not the task's.
-	mail := ok(b.Collect("boss", "t1", false, 10))(t)
+	mail := ok(b.Collect(t.Context(), "boss", "t1", false, 10))(t)
 	if len(mail) != 1 || mail[0].Body != "the output" {
 		t.Errorf("parent's mail: %+v", mail)
 	}
-	if m := ok(b.Mailbox("t1", ""))(t); len(m) != 0 {
+	if m := ok(b.Mailbox(t.Context(), "t1", ""))(t); len(m) != 0 {
 		t.Errorf("the task's prompt is in its own mailbox: %+v", m)
 	}
-	t2 := ok(b.TaskByName("t2"))(t)
-	ok(b.CancelTask("other", t2, inbox.Content{Summary: "not needed"}))(t)
-	if st := ok(b.TaskByName("t2"))(t).State(); st != "finished" {
+	t2 := ok(b.TaskByName(t.Context(), "t2"))(t)
+	ok(b.CancelTask(t.Context(), "other", t2, inbox.Content{Summary: "not needed"}))(t)
+	if st := ok(b.TaskByName(t.Context(), "t2"))(t).State(); st != "finished" {
 		t.Errorf("cancelled task: %s", st)
 	}
-	_, err := b.TaskByName("nope")
+	_, err := b.TaskByName(t.Context(), "nope")
 	wantErr(t, "unknown task", err, inbox.ErrNotFound)
 }
 
 func testErrors(t *testing.T, b inbox.Bus) {
-	_, err := b.Send(inbox.SendInput{From: "leader", To: "../etc", Subject: "x"})
+	_, err := b.Send(t.Context(), inbox.SendInput{From: "leader", To: "../etc", Subject: "x"})
 	wantErr(t, "a path as agent name", err, inbox.ErrInvalidInput)
 	var e *inbox.Error
 	if errors.As(err, &e) && e.Field != "to" {
 		t.Errorf("bad recipient: field %q, want to", e.Field)
 	}
-	_, err = b.Claim("w", "thr_doesnotexist", 60)
+	_, err = b.Claim(t.Context(), "w", "thr_doesnotexist", 60)
 	wantErr(t, "claim of an unknown thread", err, inbox.ErrNotFound)
-	_, err = b.Show("thr_doesnotexist")
+	_, err = b.Show(t.Context(), "thr_doesnotexist")
 	wantErr(t, "show of an unknown thread", err, inbox.ErrNotFound)
-	_, err = b.Fetch("w", []string{"sleeping"}, 10, false)
+	_, err = b.Fetch(t.Context(), "w", []string{"sleeping"}, 10, false)
 	wantErr(t, "an unknown status", err, inbox.ErrInvalidInput)
-	_, err = b.Send(inbox.SendInput{From: "leader", To: "w", Subject: "x", Content: inbox.Content{PayloadJSON: "{nope"}})
+	_, err = b.Send(t.Context(), inbox.SendInput{From: "leader", To: "w", Subject: "x", Content: inbox.Content{PayloadJSON: "{nope"}})
 	wantErr(t, "bad payload JSON", err, inbox.ErrInvalidInput)
 	if errors.As(err, &e) && e.Field != "payload_json" {
 		t.Errorf("bad payload: field %q, want payload_json", e.Field)
 	}
 	tid := newThread(t, b, "w", "x").Thread.ThreadID
-	_, err = b.Claim("w", tid, 0-1)
+	_, err = b.Claim(t.Context(), "w", tid, 0-1)
 	wantErr(t, "a negative lease", err, inbox.ErrInvalidInput)
 }
 
 func testAgents(t *testing.T, b inbox.Bus) {
 	newThread(t, b, "worker", "job")
-	got := ok(b.Agents())(t)
+	got := ok(b.Agents(t.Context()))(t)
 	byName := map[string]*inbox.AgentInfo{}
 	for _, a := range got {
 		byName[a.Agent] = a
@@ -644,7 +644,7 @@ func testAgents(t *testing.T, b inbox.Bus) {
 	if a := byName["leader"]; a == nil || a.LastActivity == nil {
 		t.Errorf("the sender: %+v", a)
 	}
-	release := b.Waiting("listener")
+	release := b.Waiting(t.Context(), "listener")
 	if a := agentNamed(t, b, "listener"); a == nil || a.State != inbox.StateWaiting {
 		t.Errorf("a waiting agent: %+v", a)
 	}
@@ -652,16 +652,16 @@ func testAgents(t *testing.T, b inbox.Bus) {
 	if a := agentNamed(t, b, "listener"); a != nil && a.State == inbox.StateWaiting {
 		t.Errorf("still waiting after release: %+v", a)
 	}
-	if w := b.UnknownAgentWarnings("to", "workr"); len(w) == 0 {
+	if w := b.UnknownAgentWarnings(t.Context(), "to", "workr"); len(w) == 0 {
 		t.Errorf("no warning for a misspelled agent")
 	}
-	if w := b.UnknownAgentWarnings("to", "leader"); len(w) != 0 {
+	if w := b.UnknownAgentWarnings(t.Context(), "to", "leader"); len(w) != 0 {
 		t.Errorf("a warning for a known agent: %v", w)
 	}
 }
 
 func agentNamed(t *testing.T, b inbox.Bus, name string) *inbox.AgentInfo {
-	for _, a := range ok(b.Agents())(t) {
+	for _, a := range ok(b.Agents(t.Context()))(t) {
 		if a.Agent == name {
 			return a
 		}
@@ -671,103 +671,103 @@ func agentNamed(t *testing.T, b inbox.Bus, name string) *inbox.AgentInfo {
 
 func testFsck(t *testing.T, b inbox.Bus) {
 	tid := newThread(t, b, "w", "checked").Thread.ThreadID
-	ok(b.Claim("w", tid, 60))(t)
-	ok(b.Done("w", tid, 0, inbox.Content{Summary: "ok"}))(t)
-	ok(b.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: "mail"}}))(t)
-	r := ok(b.Fsck(false))(t)
+	ok(b.Claim(t.Context(), "w", tid, 60))(t)
+	ok(b.Done(t.Context(), "w", tid, 0, inbox.Content{Summary: "ok"}))(t)
+	ok(b.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: "mail"}}))(t)
+	r := ok(b.Fsck(t.Context(), false))(t)
 	if !r.Clean() {
 		t.Errorf("fsck after ordinary work: %+v", r.Findings)
 	}
-	if n := ok(b.Reindex())(t); n < 2 {
+	if n := ok(b.Reindex(t.Context()))(t); n < 2 {
 		t.Errorf("reindex saw %d threads, want 2", n)
 	}
-	st := ok(b.Stats())(t)
+	st := ok(b.Stats(t.Context()))(t)
 	if st.Threads != 2 {
 		t.Errorf("stats: %d threads, want 2", st.Threads)
 	}
 }
 
 func testTeams(t *testing.T, b inbox.Bus) {
-	tm := ok(b.CreateTeam("lead", "devs", []string{"a", "b", "a"}))(t)
+	tm := ok(b.CreateTeam(t.Context(), "lead", "devs", []string{"a", "b", "a"}))(t)
 	if !slices.Equal(tm.Members, []string{"a", "b"}) || tm.Name != "devs" || tm.CreatedBy != "lead" {
 		t.Fatalf("created %+v", tm)
 	}
-	_, err := b.CreateTeam("lead", "devs", []string{"c"})
+	_, err := b.CreateTeam(t.Context(), "lead", "devs", []string{"c"})
 	wantErr(t, "create an existing team", err, inbox.ErrConflict)
-	tm = ok(b.AddMembers("lead", "devs", []string{"b", "c"}))(t)
+	tm = ok(b.AddMembers(t.Context(), "lead", "devs", []string{"b", "c"}))(t)
 	if !slices.Equal(tm.Members, []string{"a", "b", "c"}) {
 		t.Errorf("after add: %v", tm.Members)
 	}
-	tm = ok(b.RemoveMembers("lead", "devs", []string{"a"}))(t)
+	tm = ok(b.RemoveMembers(t.Context(), "lead", "devs", []string{"a"}))(t)
 	if !slices.Equal(tm.Members, []string{"b", "c"}) {
 		t.Errorf("after remove: %v", tm.Members)
 	}
-	_, err = b.RemoveMembers("lead", "devs", []string{"a"})
+	_, err = b.RemoveMembers(t.Context(), "lead", "devs", []string{"a"})
 	wantErr(t, "remove a non-member", err, inbox.ErrNotFound)
-	_, err = b.Team("nope")
+	_, err = b.Team(t.Context(), "nope")
 	wantErr(t, "an unknown team", err, inbox.ErrNotFound)
-	_, err = b.AddMembers("lead", "nope", []string{"x"})
+	_, err = b.AddMembers(t.Context(), "lead", "nope", []string{"x"})
 	wantErr(t, "add to an unknown team", err, inbox.ErrNotFound)
-	_, err = b.CreateTeam("lead", "bad/name", nil)
+	_, err = b.CreateTeam(t.Context(), "lead", "bad/name", nil)
 	wantErr(t, "a bad team name", err, inbox.ErrInvalidInput)
-	teams := ok(b.Teams())(t)
+	teams := ok(b.Teams(t.Context()))(t)
 	if len(teams) != 1 || teams[0].Name != "devs" {
 		t.Errorf("teams: %+v", teams)
 	}
 	// Each change is an event.
 	var types []string
-	ok(0, b.Events(0, func(ev *inbox.Event) bool { types = append(types, ev.EventType); return true }))(t)
+	ok(0, b.Events(t.Context(), 0, func(ev *inbox.Event) bool { types = append(types, ev.EventType); return true }))(t)
 	want := []string{inbox.EventTeamCreated, inbox.EventTeamMembersAdded, inbox.EventTeamMembersRemoved}
 	if !slices.Equal(types, want) {
 		t.Errorf("events %v, want %v", types, want)
 	}
 	// Addressing a team with no member but the sender, or none at all.
-	ok(b.CreateTeam("lead", "solo", []string{"lead"}))(t)
-	_, err = b.Send(inbox.SendInput{From: "lead", To: "@solo", Subject: "x"})
+	ok(b.CreateTeam(t.Context(), "lead", "solo", []string{"lead"}))(t)
+	_, err = b.Send(t.Context(), inbox.SendInput{From: "lead", To: "@solo", Subject: "x"})
 	wantErr(t, "send to a team of the sender alone", err, inbox.ErrInvalidInput)
-	_, err = b.Send(inbox.SendInput{From: "lead", To: "@nope", Subject: "x"})
+	_, err = b.Send(t.Context(), inbox.SendInput{From: "lead", To: "@nope", Subject: "x"})
 	wantErr(t, "send to an unknown team", err, inbox.ErrNotFound)
 }
 
 func testMultiRecipient(t *testing.T, b inbox.Bus) {
-	ok(b.CreateTeam("lead", "devs", []string{"lead", "a", "b", "c"}))(t)
-	r := ok(b.Send(inbox.SendInput{From: "lead", To: "@devs", Kind: inbox.KindProgress, Content: inbox.Content{Body: "standup", Type: inbox.TypeTeamBroadcast}}))(t)
+	ok(b.CreateTeam(t.Context(), "lead", "devs", []string{"lead", "a", "b", "c"}))(t)
+	r := ok(b.Send(t.Context(), inbox.SendInput{From: "lead", To: "@devs", Kind: inbox.KindProgress, Content: inbox.Content{Body: "standup", Type: inbox.TypeTeamBroadcast}}))(t)
 	if r.Message.ToAgent != "@devs" || !slices.Equal(r.Message.Recipients, []string{"a", "b", "c"}) || r.Message.Type != inbox.TypeTeamBroadcast {
 		t.Fatalf("message %+v", r.Message)
 	}
-	r2 := ok(b.Send(inbox.SendInput{From: "lead", To: "a,c,a", Kind: inbox.KindProgress, Content: inbox.Content{Body: "pair"}}))(t)
+	r2 := ok(b.Send(t.Context(), inbox.SendInput{From: "lead", To: "a,c,a", Kind: inbox.KindProgress, Content: inbox.Content{Body: "pair"}}))(t)
 	if r2.Message.ToAgent != "a,c,a" || !slices.Equal(r2.Message.Recipients, []string{"a", "c"}) {
 		t.Fatalf("message %+v", r2.Message)
 	}
 	for agent, want := range map[string][]string{"a": {r.Message.MessageID, r2.Message.MessageID}, "b": {r.Message.MessageID},
 		"c": {r.Message.MessageID, r2.Message.MessageID}, "lead": nil} {
 		var got []string
-		for _, m := range ok(b.Collect(agent, "", false, 0))(t) {
+		for _, m := range ok(b.Collect(t.Context(), agent, "", false, 0))(t) {
 			got = append(got, m.MessageID)
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s collected %v, want %v", agent, got, want)
 		}
-		if again := ok(b.Collect(agent, "", false, 0))(t); len(again) != 0 {
+		if again := ok(b.Collect(t.Context(), agent, "", false, 0))(t); len(again) != 0 {
 			t.Errorf("%s collected again: %d", agent, len(again))
 		}
 	}
 	// Stored once: the thread has one message.
-	v := ok(b.Show(r.Message.ThreadID))(t)
+	v := ok(b.Show(t.Context(), r.Message.ThreadID))(t)
 	if len(v.Messages) != 1 {
 		t.Errorf("the broadcast's thread holds %d messages", len(v.Messages))
 	}
 }
 
 func testOfferedClaim(t *testing.T, b inbox.Bus) {
-	ok(b.CreateTeam("lead", "devs", []string{"a", "b", "c", "d"}))(t)
-	r := ok(b.Send(inbox.SendInput{From: "lead", To: "@devs", Subject: "work for one"}))(t)
+	ok(b.CreateTeam(t.Context(), "lead", "devs", []string{"a", "b", "c", "d"}))(t)
+	r := ok(b.Send(t.Context(), inbox.SendInput{From: "lead", To: "@devs", Subject: "work for one"}))(t)
 	tid := r.Thread.ThreadID
 	if r.Thread.AssignedTo != "" || len(r.Thread.Recipients) != 4 {
 		t.Fatalf("thread %+v", r.Thread)
 	}
 	for _, a := range []string{"a", "b", "c", "d"} {
-		th := ok(b.Fetch(a, nil, 10, false))(t)
+		th := ok(b.Fetch(t.Context(), a, nil, 10, false))(t)
 		if len(th) != 1 || th[0].ThreadID != tid {
 			t.Fatalf("fetch of %s: %+v", a, th)
 		}
@@ -779,7 +779,7 @@ func testOfferedClaim(t *testing.T, b inbox.Bus) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := b.Claim(a, tid, 60)
+			_, err := b.Claim(t.Context(), a, tid, 60)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -796,9 +796,9 @@ func testOfferedClaim(t *testing.T, b inbox.Bus) {
 	if wins != 1 || conflicts != 3 {
 		t.Fatalf("%d winners, %d conflicts", wins, conflicts)
 	}
-	th := ok(b.Thread(tid))(t)
+	th := ok(b.Thread(t.Context(), tid))(t)
 	for _, a := range []string{"a", "b", "c", "d"} {
-		n := len(ok(b.Fetch(a, nil, 10, false))(t))
+		n := len(ok(b.Fetch(t.Context(), a, nil, 10, false))(t))
 		if n != 0 {
 			t.Errorf("after %s claimed it, %s's fetch still lists it", th.AssignedTo, a)
 		}
@@ -806,44 +806,44 @@ func testOfferedClaim(t *testing.T, b inbox.Bus) {
 }
 
 func testAcks(t *testing.T, b inbox.Bus) {
-	r := ok(b.Send(inbox.SendInput{From: "lead", To: "a,b", Subject: "ack this", Content: inbox.Content{AckRequired: true}}))(t)
+	r := ok(b.Send(t.Context(), inbox.SendInput{From: "lead", To: "a,b", Subject: "ack this", Content: inbox.Content{AckRequired: true}}))(t)
 	m := r.Message
 	if m.AckID == "" {
 		t.Fatal("no ack_id on a message that asks for acknowledgment")
 	}
 	for _, a := range []string{"a", "b"} {
-		owed := ok(b.Unacknowledged(a))(t)
+		owed := ok(b.Unacknowledged(t.Context(), a))(t)
 		if len(owed) != 1 || owed[0].MessageID != m.MessageID {
 			t.Errorf("%s owes %+v", a, owed)
 		}
 	}
-	ack := ok(b.Ack("a", m.MessageID, "", inbox.Content{}))(t)
+	ack := ok(b.Ack(t.Context(), "a", m.MessageID, "", inbox.Content{}))(t)
 	if ack.Message.Type != inbox.TypeAcknowledgment || ack.Message.ToAgent != "lead" || ack.Message.ThreadID != m.ThreadID {
 		t.Errorf("acknowledgment %+v", ack.Message)
 	}
-	if owed := ok(b.Unacknowledged("a"))(t); len(owed) != 0 {
+	if owed := ok(b.Unacknowledged(t.Context(), "a"))(t); len(owed) != 0 {
 		t.Errorf("a still owes %d", len(owed))
 	}
-	if owed := ok(b.Unacknowledged("b"))(t); len(owed) != 1 {
+	if owed := ok(b.Unacknowledged(t.Context(), "b"))(t); len(owed) != 1 {
 		t.Errorf("b owes %d, want 1", len(owed))
 	}
-	again := ok(b.Ack("a", m.MessageID, m.ThreadID, inbox.Content{}))(t)
+	again := ok(b.Ack(t.Context(), "a", m.MessageID, m.ThreadID, inbox.Content{}))(t)
 	if !again.Replayed || again.Message.MessageID != ack.Message.MessageID {
 		t.Errorf("second acknowledgment: %+v", again)
 	}
-	_, err := b.Ack("c", m.MessageID, m.ThreadID, inbox.Content{})
+	_, err := b.Ack(t.Context(), "c", m.MessageID, m.ThreadID, inbox.Content{})
 	wantErr(t, "acknowledgment by a non-recipient", err, inbox.ErrInvalidState)
-	_, err = b.Ack("a", "msg_nope", "", inbox.Content{})
+	_, err = b.Ack(t.Context(), "a", "msg_nope", "", inbox.Content{})
 	wantErr(t, "acknowledgment of an unknown message", err, inbox.ErrNotFound)
 }
 
 func testRequestResponse(t *testing.T, b inbox.Bus) {
-	r := ok(b.Send(inbox.SendInput{From: "lead", To: "w", Subject: "status?", Content: inbox.Content{Type: inbox.TypeTaskStatusRequest, RequestID: "req-1"}}))(t)
+	r := ok(b.Send(t.Context(), inbox.SendInput{From: "lead", To: "w", Subject: "status?", Content: inbox.Content{Type: inbox.TypeTaskStatusRequest, RequestID: "req-1"}}))(t)
 	tid := r.Thread.ThreadID
 	if r.Message.RequestID != "req-1" {
 		t.Fatalf("request %+v", r.Message)
 	}
-	gen := ok(b.Send(inbox.SendInput{From: "lead", To: "w", Subject: "again?", Content: inbox.Content{Request: true}}))(t)
+	gen := ok(b.Send(t.Context(), inbox.SendInput{From: "lead", To: "w", Subject: "again?", Content: inbox.Content{Request: true}}))(t)
 	if gen.Message.RequestID == "" {
 		t.Error("Request gave no request id")
 	}
@@ -857,8 +857,8 @@ func testRequestResponse(t *testing.T, b inbox.Bus) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	// An answer that is not the response does not wake it.
-	ok(b.Reply("w", "", tid, inbox.KindAnswer, inbox.Content{Summary: "unrelated"}))(t)
-	resp := ok(b.Reply("w", "", tid, "", inbox.Content{Type: inbox.TypeTaskStatusResponse, RequestID: "req-1", PayloadJSON: `{"progress":60}`}))(t)
+	ok(b.Reply(t.Context(), "w", "", tid, inbox.KindAnswer, inbox.Content{Summary: "unrelated"}))(t)
+	resp := ok(b.Reply(t.Context(), "w", "", tid, "", inbox.Content{Type: inbox.TypeTaskStatusResponse, RequestID: "req-1", PayloadJSON: `{"progress":60}`}))(t)
 	select {
 	case w := <-got:
 		if w == nil || !w.Woke || w.Message.MessageID != resp.Message.MessageID {
@@ -881,13 +881,13 @@ func testRequestResponse(t *testing.T, b inbox.Bus) {
 }
 
 func testMailPeek(t *testing.T, b inbox.Bus) {
-	if n, items := ok2(b.MailPeek("p", 3))(t); n != 0 || len(items) != 0 {
+	if n, items := ok2(b.MailPeek(t.Context(), "p", 3))(t); n != 0 || len(items) != 0 {
 		t.Fatalf("peek of an empty mailbox: %d, %d items", n, len(items))
 	}
 	for i := range 5 {
-		ok(b.Send(inbox.SendInput{From: "s", To: "p", Content: inbox.Content{Body: fmt.Sprint("m", i)}}))(t)
+		ok(b.Send(t.Context(), inbox.SendInput{From: "s", To: "p", Content: inbox.Content{Body: fmt.Sprint("m", i)}}))(t)
 	}
-	n, items := ok2(b.MailPeek("p", 3))(t)
+	n, items := ok2(b.MailPeek(t.Context(), "p", 3))(t)
 	if n != 5 || len(items) != 3 {
 		t.Fatalf("peek: %d waiting, %d items; want 5 and 3", n, len(items))
 	}
@@ -896,27 +896,27 @@ func testMailPeek(t *testing.T, b inbox.Bus) {
 			t.Errorf("peek item %d: %q, want %q (newest first)", i, it.Message.Body, want)
 		}
 	}
-	if left := ok(b.Mailbox("p", ""))(t); len(left) != 5 {
+	if left := ok(b.Mailbox(t.Context(), "p", ""))(t); len(left) != 5 {
 		t.Errorf("peeking collected something: %d left", len(left))
 	}
-	ok(b.Collect("p", "", false, 2))(t)
-	if n, items := ok2(b.MailPeek("p", 10))(t); n != 3 || len(items) != 3 || items[2].Message.Body != "m2" {
+	ok(b.Collect(t.Context(), "p", "", false, 2))(t)
+	if n, items := ok2(b.MailPeek(t.Context(), "p", 10))(t); n != 3 || len(items) != 3 || items[2].Message.Body != "m2" {
 		t.Errorf("peek after collecting two: %d waiting, %d items", n, len(items))
 	}
 
-	if m := ok(b.SessionMark("p", "s1"))(t); m != "" {
+	if m := ok(b.SessionMark(t.Context(), "p", "s1"))(t); m != "" {
 		t.Errorf("mark of a new session: %q", m)
 	}
-	if err := b.SetSessionMark("p", "s1", "abc"); err != nil {
+	if err := b.SetSessionMark(t.Context(), "p", "s1", "abc"); err != nil {
 		t.Fatal(err)
 	}
-	if m := ok(b.SessionMark("p", "s1"))(t); m != "abc" {
+	if m := ok(b.SessionMark(t.Context(), "p", "s1"))(t); m != "abc" {
 		t.Errorf("mark: %q, want abc", m)
 	}
-	if m := ok(b.SessionMark("p", "s2"))(t); m != "" {
+	if m := ok(b.SessionMark(t.Context(), "p", "s2"))(t); m != "" {
 		t.Errorf("another session sees the mark: %q", m)
 	}
-	if m := ok(b.SessionMark("q", "s1"))(t); m != "" {
+	if m := ok(b.SessionMark(t.Context(), "q", "s1"))(t); m != "" {
 		t.Errorf("another agent sees the mark: %q", m)
 	}
 }

@@ -23,10 +23,10 @@ func openSpool(t *testing.T) inbox.Bus {
 // twoWinners grants a claim that should have lost.
 type twoWinners struct{ inbox.Bus }
 
-func (b twoWinners) Claim(agent, tid string, secs int) (*inbox.Result, error) {
-	r, err := b.Bus.Claim(agent, tid, secs)
+func (b twoWinners) Claim(ctx context.Context, agent, tid string, secs int) (*inbox.Result, error) {
+	r, err := b.Bus.Claim(ctx, agent, tid, secs)
 	if errors.Is(err, inbox.ErrLeaseConflict) {
-		th, terr := b.Bus.Thread(tid)
+		th, terr := b.Bus.Thread(ctx, tid)
 		if terr != nil {
 			return nil, err
 		}

@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}()
 	// Follow the events from now on before looking at the past, so that
 	// nothing that happens in between is missed.
-	start, err := d.s.LastEventID()
+	start, err := d.s.LastEventID(ctx)
 	if err != nil {
 		return err
 	}
@@ -89,16 +89,16 @@ func Run(ctx context.Context, cfg Config) error {
 	go d.follow(followCtx, start, events, following)
 	defer func() { stopFollowing(); <-following }()
 	d.cleanTemps()
-	if err := d.seedLeases(); err != nil {
+	if err := d.seedLeases(ctx); err != nil {
 		return err
 	}
-	if err := d.catchUpOutcomes(); err != nil {
+	if err := d.catchUpOutcomes(ctx); err != nil {
 		return err
 	}
 	d.log.Info("daemon started", "intake", cfg.Intake, "intake_to", cfg.IntakeTo, "trust_all", cfg.TrustAll,
 		"held_leases", d.leases.Len(), "awaiting_outcome", len(d.tracked))
 	d.sweep(ctx)
-	d.expire()
+	d.expire(ctx)
 
 	sweep := time.NewTicker(cfg.Sweep)
 	defer sweep.Stop()
@@ -117,12 +117,12 @@ func Run(ctx context.Context, cfg Config) error {
 				d.sweep(ctx) // re-arms on the directory there now
 			}
 		case ev := <-events:
-			d.event(ev)
+			d.event(ctx, ev)
 		case <-sweep.C:
 			d.sweep(ctx)
 			d.checkpoint()
 		case <-lease.C:
-			d.expire()
+			d.expire(ctx)
 			if !d.resweep.IsZero() && !time.Now().Before(d.resweep) {
 				d.resweep = time.Time{}
 				d.sweep(ctx)
@@ -173,11 +173,11 @@ func (d *daemon) follow(ctx context.Context, start int64, events chan<- *inbox.E
 
 // event handles one new event: a terminal thread gets its .outcome,
 // claims and renewals feed the lease-expiry schedule.
-func (d *daemon) event(ev *inbox.Event) {
+func (d *daemon) event(ctx context.Context, ev *inbox.Event) {
 	switch ev.EventType {
 	case inbox.EventThreadDone, inbox.EventThreadFailed, inbox.EventThreadCancelled:
 		if _, ok := d.tracked[ev.ThreadID]; ok {
-			d.outcome(ev.ThreadID)
+			d.outcome(ctx, ev.ThreadID)
 		}
 	case inbox.EventThreadClaimed, inbox.EventLeaseRenewed:
 		var p struct {

@@ -48,7 +48,7 @@ func TestRunInProcess(t *testing.T) {
 	r := startDaemon(t)
 	dir := r.dir
 	// Another handle on the store, as another process would have.
-	s, err := spool.Open(r.db, spool.Options{})
+	s, err := spool.Open(t.Context(), r.db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +81,11 @@ func TestRunInProcess(t *testing.T) {
 	exists(t, filepath.Join(dir, "bad.task.json.failed"))
 
 	// Finishing a thread writes its descriptor's .outcome.
-	c, err := s.Claim("coordinator", tids[0], 60)
+	c, err := s.Claim(t.Context(), "coordinator", tids[0], 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Done("coordinator", tids[0], c.Lease.LeaseToken, inbox.Content{Summary: "finished"}); err != nil {
+	if _, err := s.Done(t.Context(), "coordinator", tids[0], c.Lease.LeaseToken, inbox.Content{Summary: "finished"}); err != nil {
 		t.Fatal(err)
 	}
 	r.log.wait(t, 1, "outcome written", `file="a.task.json"`)
@@ -96,12 +96,12 @@ func TestRunInProcess(t *testing.T) {
 	}
 
 	// A lease of one second expires into a lease_expired event.
-	if _, err := s.Claim("coordinator", tids[1], 1); err != nil {
+	if _, err := s.Claim(t.Context(), "coordinator", tids[1], 1); err != nil {
 		t.Fatal(err)
 	}
 	r.log.wait(t, 1, "lease expired", fmt.Sprintf("thread=%q", tids[1]))
 	expired := false
-	s.Events(0, func(ev *inbox.Event) bool {
+	s.Events(t.Context(), 0, func(ev *inbox.Event) bool {
 		expired = expired || (ev.ThreadID == tids[1] && ev.EventType == "lease_expired")
 		return true
 	})

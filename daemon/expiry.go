@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"container/heap"
+	"context"
 	"errors"
 	"time"
 
@@ -9,8 +10,8 @@ import (
 )
 
 // seedLeases schedules every held lease's expiry.
-func (d *daemon) seedLeases() error {
-	held, err := d.s.HeldLeases()
+func (d *daemon) seedLeases(ctx context.Context) error {
+	held, err := d.s.HeldLeases(ctx)
 	if err != nil {
 		return err
 	}
@@ -28,11 +29,11 @@ func (d *daemon) schedule(tid string, t time.Time) {
 }
 
 // expire releases every lease that is due.
-func (d *daemon) expire() {
+func (d *daemon) expire(ctx context.Context) {
 	now := time.Now()
 	for d.leases.Len() > 0 && !d.leases[0].at.After(now) {
 		e := heap.Pop(&d.leases).(expiry)
-		ok, err := d.s.ExpireLease(e.tid)
+		ok, err := d.s.ExpireLease(ctx, e.tid)
 		switch {
 		case err != nil && !errors.Is(err, inbox.ErrNotFound):
 			d.log.Error("cannot expire lease", "thread", e.tid, "error", err)

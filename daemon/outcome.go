@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 
 // catchUpOutcomes finds processed descriptors without an .outcome: those
 // whose thread is already terminal get one now, the rest are tracked.
-func (d *daemon) catchUpOutcomes() error {
+func (d *daemon) catchUpOutcomes(ctx context.Context) error {
 	entries, err := os.ReadDir(d.cfg.Intake)
 	if err != nil {
 		return err
@@ -39,9 +40,9 @@ func (d *daemon) catchUpOutcomes() error {
 			continue
 		}
 		d.track(r.ThreadID, name)
-		th, err := d.s.Thread(r.ThreadID)
+		th, err := d.s.Thread(ctx, r.ThreadID)
 		if err == nil && inbox.IsTerminal(th.Status) {
-			d.outcome(r.ThreadID)
+			d.outcome(ctx, r.ThreadID)
 		}
 	}
 	return nil
@@ -64,12 +65,12 @@ func (d *daemon) track(tid, name string) {
 }
 
 // outcome writes NAME.outcome for every descriptor of a terminal thread.
-func (d *daemon) outcome(tid string) {
+func (d *daemon) outcome(ctx context.Context, tid string) {
 	names, ok := d.tracked[tid]
 	if !ok {
 		return
 	}
-	th, m, err := d.s.LastMessage(tid)
+	th, m, err := d.s.LastMessage(ctx, tid)
 	if err != nil {
 		d.log.Error("cannot read thread for outcome", "thread", tid, "error", err)
 		return

@@ -28,7 +28,9 @@ func (d *daemon) sweep(ctx context.Context) {
 			break // stop between batches, never in the middle of one
 		}
 		n := min(len(names), batchSize)
-		next := d.processBatch(names[:n])
+		// The batch in hand is finished even when ctx ends meanwhile
+		// (Run's promise): its operations do not see the stop.
+		next := d.processBatch(context.WithoutCancel(ctx), names[:n])
 		if finish != nil {
 			finish()
 		}
@@ -139,7 +141,7 @@ type job struct {
 // threads. It starts writing their .result files and renames (one
 // directory fsync) in the background and returns the function that waits
 // for that and logs the batch.
-func (d *daemon) processBatch(names []string) (finish func()) {
+func (d *daemon) processBatch(ctx context.Context, names []string) (finish func()) {
 	nothing := func() {}
 	var create, add []*job
 	for _, name := range names {
@@ -157,7 +159,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 		for i, j := range create {
 			ins[i] = j.in
 		}
-		results, errs, err := d.s.SendBatch(ins)
+		results, errs, err := d.s.SendBatch(ctx, ins)
 		if err != nil {
 			d.log.Error("cannot dispatch descriptors; will retry", "files", len(create), "error", err)
 			for _, j := range create {
@@ -174,7 +176,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 		}
 	}
 	for _, j := range add {
-		res, err := d.s.Send(j.in)
+		res, err := d.s.Send(ctx, j.in)
 		switch {
 		case err == nil:
 			ok = append(ok, dispatched{j, res})
@@ -209,7 +211,7 @@ func (d *daemon) processBatch(names []string) (finish func()) {
 		for _, n := range names {
 			delete(d.retry, n)
 		}
-		d.logBatch(ok)
+		d.logBatch(ctx, ok)
 	}
 }
 
@@ -220,13 +222,13 @@ type dispatched struct {
 }
 
 // logBatch logs and tracks a finished batch.
-func (d *daemon) logBatch(ok []dispatched) {
+func (d *daemon) logBatch(ctx context.Context, ok []dispatched) {
 	for _, o := range ok {
 		d.log.Info("descriptor dispatched", "file", o.j.name, "kind", o.j.desc.Kind, "thread", o.res.Thread.ThreadID,
 			"message", o.res.Message.MessageID, "replayed", o.res.Replayed)
 		d.track(o.res.Thread.ThreadID, FileBase(o.j.name))
 		if inbox.IsTerminal(o.res.Thread.Status) {
-			d.outcome(o.res.Thread.ThreadID)
+			d.outcome(ctx, o.res.Thread.ThreadID)
 		}
 	}
 }

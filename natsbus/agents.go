@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -32,7 +33,7 @@ func (b *Bus) presenceSubject(agent string) string {
 // the agent's presence subject, and the key wait.<agent>.<id> that says an
 // agent waited (left behind by a waiter that was killed, which makes the
 // agent "gone" until it acts again).
-func (b *Bus) Waiting(agent string) (release func()) {
+func (b *Bus) Waiting(ctx context.Context, agent string) (release func()) {
 	if agent == "" || inbox.ValidateAgent("agent", agent) != nil {
 		return func() {}
 	}
@@ -41,14 +42,14 @@ func (b *Bus) Waiting(agent string) (release func()) {
 		return func() {}
 	}
 	b.nc.Flush()
-	b.seen(agent)
+	b.seen(ctx, agent)
 	k := "wait." + key(agent) + "." + nuid.Next()
-	ctx, cancel := b.ctx()
-	b.kv.Put(ctx, k, []byte(inbox.FormatTime(b.now())))
+	rctx, cancel := b.ctx(ctx)
+	b.kv.Put(rctx, k, []byte(inbox.FormatTime(b.now())))
 	cancel()
 	return func() {
-		ctx, cancel := b.ctx()
-		b.kv.Delete(ctx, k)
+		rctx, cancel := b.ctx(ctx)
+		b.kv.Delete(rctx, k)
 		cancel()
 		sub.Unsubscribe()
 		b.nc.Flush()
@@ -57,11 +58,11 @@ func (b *Bus) Waiting(agent string) (release func()) {
 
 // waits returns the agents that have waited, and when the newest wait
 // of each began.
-func (b *Bus) waits() map[string]time.Time {
+func (b *Bus) waits(ctx context.Context) map[string]time.Time {
 	out := map[string]time.Time{}
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	l, err := b.kv.ListKeysFiltered(ctx, "wait.>")
+	l, err := b.kv.ListKeysFiltered(rctx, "wait.>")
 	if err != nil {
 		return out
 	}
@@ -71,7 +72,7 @@ func (b *Bus) waits() map[string]time.Time {
 			continue
 		}
 		var at time.Time
-		if e, err := b.kv.Get(ctx, k); err == nil {
+		if e, err := b.kv.Get(rctx, k); err == nil {
 			at, _ = inbox.ParseTime(string(e.Value()))
 		}
 		if at.After(out[name]) || out[name].IsZero() {
@@ -98,51 +99,51 @@ func (b *Bus) isWaiting(agent string) bool {
 }
 
 // hasSubject reports whether the stream holds a message on subject.
-func (b *Bus) hasSubject(subject string) bool {
-	ctx, cancel := b.ctx()
+func (b *Bus) hasSubject(ctx context.Context, subject string) bool {
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	_, err := b.stream.GetLastMsgForSubject(ctx, subject)
+	_, err := b.stream.GetLastMsgForSubject(rctx, subject)
 	return err == nil
 }
 
 // known reports whether the store has seen agent: it acted, looked at
 // its mailbox, waited, is in a team or is a task's name.
-func (b *Bus) known(agent string) bool {
+func (b *Bus) known(ctx context.Context, agent string) bool {
 	t := token(agent)
-	if b.hasSubject(b.prefix + "t.*.*." + t) {
+	if b.hasSubject(ctx, b.prefix+"t.*.*."+t) {
 		return true
 	}
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	if _, err := b.kv.Get(ctx, "seen."+key(agent)); err == nil {
+	if _, err := b.kv.Get(rctx, "seen."+key(agent)); err == nil {
 		return true
 	}
-	if teams, err := b.teamsOf(agent); err == nil && len(teams) > 0 {
+	if teams, err := b.teamsOf(ctx, agent); err == nil && len(teams) > 0 {
 		return true
 	}
-	_, err := b.TaskByName(agent)
+	_, err := b.TaskByName(ctx, agent)
 	return err == nil
 }
 
-func (b *Bus) unknownRecipients(m *inbox.Message) []string {
-	return inbox.UnknownRecipients(m, b.UnknownAgentWarnings)
+func (b *Bus) unknownRecipients(ctx context.Context, m *inbox.Message) []string {
+	return inbox.UnknownRecipients(ctx, m, b.UnknownAgentWarnings)
 }
 
 // UnknownAgentWarnings warns about an agent the store has never seen
 // (inbox.UnknownAgentWarnings).
-func (b *Bus) UnknownAgentWarnings(role, name string) []string {
-	return inbox.UnknownAgentWarnings(role, name, b.known, b.recentAgents)
+func (b *Bus) UnknownAgentWarnings(ctx context.Context, role, name string) []string {
+	return inbox.UnknownAgentWarnings(ctx, role, name, b.known, b.recentAgents)
 }
 
 // recentAgents names the agents of the newest 1,000 events: a bounded
 // look, made only for a name the store has never seen.
-func (b *Bus) recentAgents() []string {
-	last, err := b.LastEventID()
+func (b *Bus) recentAgents(ctx context.Context) []string {
+	last, err := b.LastEventID(ctx)
 	if err != nil {
 		return nil
 	}
 	names := map[string]bool{}
-	b.records(b.prefix+">", uint64(max(last-1000, 0))+1, false, func(r *record, _ uint64) bool {
+	b.records(ctx, b.prefix+">", uint64(max(last-1000, 0))+1, false, func(r *record, _ uint64) bool {
 		if a := actor(r); a != "" {
 			names[a] = true
 		}
@@ -162,7 +163,7 @@ func (b *Bus) recentAgents() []string {
 
 // Agents reports every agent the store has seen, from one pass over the
 // event log: an operator's command, not a hot path.
-func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
+func (b *Bus) Agents(ctx context.Context) ([]*inbox.AgentInfo, error) {
 	byName := map[string]*inbox.AgentInfo{}
 	seen := map[string]time.Time{}
 	activity := map[string]time.Time{}
@@ -183,7 +184,7 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 	threads := map[string]*record{}
 	delivered := map[string][]int64{}   // agent → event ids of its mail
 	idle := map[string]*inbox.Message{} // agent → its idle notification, while it is its newest act
-	err := b.records(b.prefix+">", 1, false, func(r *record, seq uint64) bool {
+	err := b.records(ctx, b.prefix+">", 1, false, func(r *record, seq uint64) bool {
 		at, _ := inbox.ParseTime(r.Event.CreatedAt)
 		if a := actor(r); a != "" {
 			see(a, at)
@@ -214,11 +215,11 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	teams, err := b.Teams()
+	teams, err := b.Teams(ctx)
 	if err != nil {
 		return nil, err
 	}
-	waited := b.waits()
+	waited := b.waits(ctx)
 	for n := range waited {
 		get(n)
 	}
@@ -250,7 +251,7 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 	for _, a := range byName {
 		slices.Sort(a.LiveLeases)
 		if ids := delivered[a.Agent]; len(ids) > 0 {
-			done, err := b.collected(a.Agent)
+			done, err := b.collected(ctx, a.Agent)
 			if err != nil {
 				return nil, err
 			}
@@ -298,13 +299,13 @@ func (b *Bus) Agents() ([]*inbox.AgentInfo, error) {
 func sessionKey(agent, session string) string { return "session." + inbox.SessionKey(agent, session) }
 
 // SessionMark returns the mark last recorded for agent's session.
-func (b *Bus) SessionMark(agent, session string) (string, error) {
+func (b *Bus) SessionMark(ctx context.Context, agent, session string) (string, error) {
 	if err := inbox.CheckSession(agent, session); err != nil {
 		return "", err
 	}
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	e, err := b.kv.Get(ctx, sessionKey(agent, session))
+	e, err := b.kv.Get(rctx, sessionKey(agent, session))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "", nil
 	}
@@ -315,13 +316,13 @@ func (b *Bus) SessionMark(agent, session string) (string, error) {
 }
 
 // SetSessionMark records mark for agent's session.
-func (b *Bus) SetSessionMark(agent, session, mark string) error {
+func (b *Bus) SetSessionMark(ctx context.Context, agent, session, mark string) error {
 	if err := inbox.CheckSessionMark(agent, session, mark); err != nil {
 		return err
 	}
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	_, err := b.kv.Put(ctx, sessionKey(agent, session), []byte(mark))
+	_, err := b.kv.Put(rctx, sessionKey(agent, session), []byte(mark))
 	return inbox.Storage(err, "record the session mark of %s", agent)
 }
 
@@ -329,7 +330,7 @@ func (b *Bus) SetSessionMark(agent, session, mark string) error {
 // intake directory; leases are expired by compare-and-set, so daemons on
 // several machines never conflict). The lock is a file lock in the user's
 // cache directory.
-func (b *Bus) LockDaemon(holder string) (func(), error) {
+func (b *Bus) LockDaemon(ctx context.Context, holder string) (func(), error) {
 	p, err := lockPath(b.server, b.name, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -402,8 +403,8 @@ func actor(r *record) string {
 
 // seen records that agent looked at the store (collected mail, waited),
 // which events do not show: the key seen.<agent>.
-func (b *Bus) seen(agent string) {
-	ctx, cancel := b.ctx()
+func (b *Bus) seen(ctx context.Context, agent string) {
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	b.kv.Put(ctx, "seen."+key(agent), []byte(inbox.FormatTime(b.now())))
+	b.kv.Put(rctx, "seen."+key(agent), []byte(inbox.FormatTime(b.now())))
 }

@@ -26,12 +26,12 @@ func (b *Bus) archiveSubject(tid string) string { return "inbox." + b.name + ".a
 
 // archive opens the archive stream (create: makes it if there is none;
 // nil, nil when there is none).
-func (b *Bus) archive(create bool) (jetstream.Stream, error) {
+func (b *Bus) archive(ctx context.Context, create bool) (jetstream.Stream, error) {
 	if b.archiveStream != nil {
 		return b.archiveStream, nil
 	}
 	var s jetstream.Stream
-	err := b.retry(func(ctx context.Context) (err error) {
+	err := b.retry(ctx, func(ctx context.Context) (err error) {
 		s, err = b.js.Stream(ctx, b.archiveStreamName())
 		if errors.Is(err, jetstream.ErrStreamNotFound) && create {
 			s, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: b.archiveStreamName(),
@@ -51,8 +51,8 @@ func (b *Bus) archive(create bool) (jetstream.Stream, error) {
 }
 
 // archived reads an archived thread's records (nil when it is not archived).
-func (b *Bus) archived(tid string) ([]*record, error) {
-	s, err := b.archive(false)
+func (b *Bus) archived(ctx context.Context, tid string) ([]*record, error) {
+	s, err := b.archive(ctx, false)
 	if err != nil || s == nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (b *Bus) archived(tid string) ([]*record, error) {
 	var seq uint64 = 1
 	for {
 		var m *jetstream.RawStreamMsg
-		err := b.retry(func(ctx context.Context) (err error) {
+		err := b.retry(ctx, func(ctx context.Context) (err error) {
 			m, err = s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(b.archiveSubject(tid)))
 			return err
 		})
@@ -81,7 +81,7 @@ func (b *Bus) archived(tid string) ([]*record, error) {
 
 // Archive moves finished threads (of statuses, default all three) last
 // changed before now - olderThan out of the live stream.
-func (b *Bus) Archive(olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
+func (b *Bus) Archive(ctx context.Context, olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
 	statuses, err := inbox.PrepareArchive(olderThan, statuses)
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func (b *Bus) Archive(olderThan time.Duration, statuses []string) (*inbox.Archiv
 	cutoff := b.now().Add(-olderThan)
 	res := &inbox.ArchiveResult{Cutoff: inbox.FormatTime(cutoff), Threads: []string{}, Segments: []string{}}
 	var due []string
-	err = b.threads(func(r *record) bool {
+	err = b.threads(ctx, func(r *record) bool {
 		updated, err := inbox.ParseTime(r.Thread.UpdatedAt)
 		if err == nil && slices.Contains(statuses, r.Thread.Status) && updated.Before(cutoff) {
 			due = append(due, r.Thread.ThreadID)
@@ -103,16 +103,16 @@ func (b *Bus) Archive(olderThan time.Duration, statuses []string) (*inbox.Archiv
 	if len(due) == 0 {
 		return res, nil
 	}
-	arch, err := b.archive(true)
+	arch, err := b.archive(ctx, true)
 	if err != nil {
 		return nil, err
 	}
 	for _, tid := range due {
-		recs, err := b.threadRecords(tid)
+		recs, err := b.threadRecords(ctx, tid)
 		if err != nil {
 			return nil, err
 		}
-		err = b.retry(func(ctx context.Context) error {
+		err = b.retry(ctx, func(ctx context.Context) error {
 			// A copy cut short by a crash is made again from scratch.
 			if err := arch.Purge(ctx, jetstream.WithPurgeSubject(b.archiveSubject(tid))); err != nil {
 				return err
@@ -131,7 +131,7 @@ func (b *Bus) Archive(olderThan time.Duration, statuses []string) (*inbox.Archiv
 		if err != nil {
 			return nil, inbox.Storage(err, "archive thread %s", tid)
 		}
-		err = b.retry(func(ctx context.Context) error {
+		err = b.retry(ctx, func(ctx context.Context) error {
 			return b.stream.Purge(ctx, jetstream.WithPurgeSubject(b.prefix+"t."+tid+".>"))
 		})
 		if err != nil {
@@ -143,13 +143,13 @@ func (b *Bus) Archive(olderThan time.Duration, statuses []string) (*inbox.Archiv
 }
 
 // archivedCount is how many threads the archive holds.
-func (b *Bus) archivedCount() int {
-	s, err := b.archive(false)
+func (b *Bus) archivedCount(ctx context.Context) int {
+	s, err := b.archive(ctx, false)
 	if err != nil || s == nil {
 		return 0
 	}
 	var n int
-	b.retry(func(ctx context.Context) error {
+	b.retry(ctx, func(ctx context.Context) error {
 		info, err := s.Info(ctx, jetstream.WithSubjectFilter(b.archiveSubject("*")))
 		if err == nil {
 			n = len(info.State.Subjects)

@@ -32,9 +32,9 @@ func stagedOf(b *inbox.Blob) *staged {
 	return s
 }
 
-func (b *Bus) objects() (jetstream.ObjectStore, error) {
+func (b *Bus) objects(ctx context.Context) (jetstream.ObjectStore, error) {
 	var os jetstream.ObjectStore
-	err := b.retry(func(ctx context.Context) (err error) {
+	err := b.retry(ctx, func(ctx context.Context) (err error) {
 		os, err = b.js.ObjectStore(ctx, b.streamName()+"_BLOBS")
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			os, err = b.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: b.streamName() + "_BLOBS",
@@ -46,7 +46,7 @@ func (b *Bus) objects() (jetstream.ObjectStore, error) {
 }
 
 // StageBlob stages content too large or not text for a message.
-func (b *Bus) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
+func (b *Bus) StageBlob(ctx context.Context, field string, r io.Reader) (*inbox.Blob, error) {
 	f, err := os.CreateTemp("", "inbox-blob-*")
 	if err != nil {
 		return nil, inbox.Storage(err, "stage blob")
@@ -64,28 +64,30 @@ func (b *Bus) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
 }
 
 // AdoptBlob stages the file at path (a task's captured output).
-func (b *Bus) AdoptBlob(field, path string) (*inbox.Blob, error) {
+func (b *Bus) AdoptBlob(ctx context.Context, field, path string) (*inbox.Blob, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, inbox.Storage(err, "read %s", path)
 	}
 	defer f.Close()
-	return b.StageBlob(field, f)
+	return b.StageBlob(ctx, field, f)
 }
 
 // OpenBlob opens a blob a message names (blobs/<sha256>).
-func (b *Bus) OpenBlob(ref string) (io.ReadCloser, error) {
+func (b *Bus) OpenBlob(ctx context.Context, ref string) (io.ReadCloser, error) {
 	sum, ok := strings.CutPrefix(ref, "blobs/")
 	if !ok || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
 		return nil, inbox.Invalid("blob", "%q is not a blob reference (blobs/<sha256>)", ref)
 	}
-	store, err := b.objects()
+	store, err := b.objects(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var res jetstream.ObjectResult
-	err = b.retry(func(ctx context.Context) (err error) {
-		res, err = store.Get(context.Background(), sum)
+	// The call's context, not the attempt's: the object streams after
+	// the attempt's timeout is cancelled.
+	err = b.retry(ctx, func(context.Context) (err error) {
+		res, err = store.Get(ctx, sum)
 		return err
 	})
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -96,18 +98,18 @@ func (b *Bus) OpenBlob(ref string) (io.ReadCloser, error) {
 
 // store puts a staged blob in the object store (once: its name is its
 // content) and drops the temp file.
-func (b *Bus) store(bl *inbox.Blob) error {
+func (b *Bus) store(ctx context.Context, bl *inbox.Blob) error {
 	st := stagedOf(bl)
 	if st == nil {
 		return inbox.Invalid("blob", "was not staged by this store")
 	}
 	defer os.Remove(st.path)
-	objs, err := b.objects()
+	objs, err := b.objects(ctx)
 	if err != nil {
 		return err
 	}
-	err = b.retry(func(ctx context.Context) error {
-		if _, err := objs.GetInfo(ctx, bl.SHA256); err == nil {
+	err = b.retry(ctx, func(actx context.Context) error {
+		if _, err := objs.GetInfo(actx, bl.SHA256); err == nil {
 			return nil
 		}
 		f, err := os.Open(st.path)
@@ -115,7 +117,9 @@ func (b *Bus) store(bl *inbox.Blob) error {
 			return err
 		}
 		defer f.Close()
-		_, err = objs.Put(context.Background(), jetstream.ObjectMeta{Name: bl.SHA256}, f)
+		// The call's context, not the attempt's: a large blob takes
+		// longer than one request's timeout to upload.
+		_, err = objs.Put(ctx, jetstream.ObjectMeta{Name: bl.SHA256}, f)
 		return err
 	})
 	return inbox.Storage(err, "store blob %s", bl.SHA256)
@@ -124,8 +128,8 @@ func (b *Bus) store(bl *inbox.Blob) error {
 // blobStager is the store as inbox.NewMessage stages blobs in it.
 type blobStager struct{ b *Bus }
 
-func (s blobStager) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
-	return s.b.StageBlob(field, r)
+func (s blobStager) StageBlob(ctx context.Context, field string, r io.Reader) (*inbox.Blob, error) {
+	return s.b.StageBlob(ctx, field, r)
 }
 func (s blobStager) BlobArtifact(bl *inbox.Blob) inbox.ArtifactInput {
 	meta, _ := json.Marshal(map[string]any{"blob": bl.Ref(), "field": bl.Field, "sha256": bl.SHA256, "bytes": bl.Size})

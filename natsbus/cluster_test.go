@@ -30,14 +30,14 @@ import (
 
 func TestMain(m *testing.M) {
 	if role := os.Getenv("NATSBUS_HELPER"); role != "" {
-		os.Exit(helper(role))
+		os.Exit(helper(context.TODO(), role))
 	}
 	os.Exit(testproc.M(m).Run()) // the servers' and agents' temp files in one directory, removed at exit
 }
 
-func helperBus() *natsbus.Bus {
+func helperBus(ctx context.Context) *natsbus.Bus {
 	for {
-		b, err := natsbus.Open(os.Getenv("NATSBUS_DB"), natsbus.Options{})
+		b, err := natsbus.Open(ctx, os.Getenv("NATSBUS_DB"), natsbus.Options{})
 		if err == nil {
 			return b
 		}
@@ -47,8 +47,8 @@ func helperBus() *natsbus.Bus {
 }
 
 // helper runs one agent process; what it was acknowledged goes to stdout.
-func helper(role string) int {
-	b := helperBus()
+func helper(ctx context.Context, role string) int {
+	b := helperBus(ctx)
 	defer b.Close()
 	n := envInt("NATSBUS_N")
 	me := os.Getenv("NATSBUS_AGENT")
@@ -58,7 +58,7 @@ func helper(role string) int {
 		// as an agent that saw an error would.
 		for i := 0; i < n; i++ {
 			for {
-				r, err := b.Send(inbox.SendInput{From: me, To: "sink", Content: inbox.Content{Body: fmt.Sprint("m", i),
+				r, err := b.Send(ctx, inbox.SendInput{From: me, To: "sink", Content: inbox.Content{Body: fmt.Sprint("m", i),
 					IdempotencyKey: fmt.Sprintf("%s-%d", me, i)}})
 				if err == nil {
 					fmt.Println(r.Thread.ThreadID)
@@ -70,7 +70,7 @@ func helper(role string) int {
 	case "claimer":
 		for _, tid := range strings.Fields(os.Getenv("NATSBUS_THREADS")) {
 			for {
-				r, err := b.Claim(me, tid, 600)
+				r, err := b.Claim(ctx, me, tid, 600)
 				if err == nil {
 					fmt.Println("won", tid, r.Lease.LeaseToken)
 					break
@@ -85,19 +85,19 @@ func helper(role string) int {
 	case "worker":
 		// Fetch, claim, ask, wait for the answer, finish: n times.
 		for done := 0; done < n; {
-			ts, err := b.Fetch(me, nil, 1, false)
+			ts, err := b.Fetch(ctx, me, nil, 1, false)
 			if err != nil || len(ts) == 0 {
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
 			tid := ts[0].ThreadID
-			c, err := b.Claim(me, tid, 600)
+			c, err := b.Claim(ctx, me, tid, 600)
 			if err != nil {
 				continue
 			}
 			tok := c.Lease.LeaseToken
 			must(retryOp(func() error {
-				_, err := b.Update(me, tid, inbox.StatusBlocked, tok, inbox.Content{Summary: "which?", IdempotencyKey: "ask-" + tid})
+				_, err := b.Update(ctx, me, tid, inbox.StatusBlocked, tok, inbox.Content{Summary: "which?", IdempotencyKey: "ask-" + tid})
 				return err
 			}))
 			var w *inbox.WaitResult
@@ -109,7 +109,7 @@ func helper(role string) int {
 				return err
 			}))
 			must(retryOp(func() error {
-				_, err := b.Done(me, tid, tok, inbox.Content{Summary: "answer was " + w.Message.Summary, IdempotencyKey: "done-" + tid})
+				_, err := b.Done(ctx, me, tid, tok, inbox.Content{Summary: "answer was " + w.Message.Summary, IdempotencyKey: "done-" + tid})
 				return err
 			}))
 			fmt.Println("done", tid)
@@ -127,10 +127,10 @@ func helper(role string) int {
 			}
 			if !w.Woke {
 				// A timeout: look for blocked threads it may have missed.
-				ts, err := b.List(inbox.ListFilter{CreatedBy: me, Statuses: []string{inbox.StatusBlocked}, Limit: 1000})
+				ts, err := b.List(ctx, inbox.ListFilter{CreatedBy: me, Statuses: []string{inbox.StatusBlocked}, Limit: 1000})
 				if err == nil {
 					for _, t := range ts {
-						answer(b, me, t.ThreadID, answered)
+						answer(ctx, b, me, t.ThreadID, answered)
 					}
 				}
 				id := w.NextEventID
@@ -139,18 +139,18 @@ func helper(role string) int {
 			}
 			id := w.NextEventID
 			after = &id
-			answer(b, me, w.Thread.ThreadID, answered)
+			answer(ctx, b, me, w.Thread.ThreadID, answered)
 		}
 	}
 	return 0
 }
 
-func answer(b *natsbus.Bus, me, tid string, answered map[string]bool) {
+func answer(ctx context.Context, b *natsbus.Bus, me, tid string, answered map[string]bool) {
 	if answered[tid] {
 		return
 	}
 	must(retryOp(func() error {
-		_, err := b.Reply(me, "", tid, inbox.KindAnswer, inbox.Content{Summary: "postgres", IdempotencyKey: "answer-" + tid})
+		_, err := b.Reply(ctx, me, "", tid, inbox.KindAnswer, inbox.Content{Summary: "postgres", IdempotencyKey: "answer-" + tid})
 		return err
 	}))
 	answered[tid] = true
@@ -235,7 +235,7 @@ func TestClusterKill(t *testing.T) {
 	var b *natsbus.Bus
 	testproc.Eventually(t, 60*time.Second, "the store opened on the cluster", func() bool {
 		var err error
-		b, err = natsbus.Open(db, natsbus.Options{Create: true})
+		b, err = natsbus.Open(t.Context(), db, natsbus.Options{Create: true})
 		return err == nil
 	})
 	defer b.Close()
@@ -243,14 +243,14 @@ func TestClusterKill(t *testing.T) {
 	const races, raceThreads, senders, sends, work = 8, 60, 2, 60, 10
 	var raceTids []string
 	for i := 0; i < raceThreads; i++ {
-		r, err := b.Send(inbox.SendInput{From: "lead", To: "crowd", Subject: fmt.Sprint("race ", i), Content: inbox.Content{Body: "x"}})
+		r, err := b.Send(t.Context(), inbox.SendInput{From: "lead", To: "crowd", Subject: fmt.Sprint("race ", i), Content: inbox.Content{Body: "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		raceTids = append(raceTids, r.Thread.ThreadID)
 	}
 	for i := 0; i < work; i++ {
-		if _, err := b.Send(inbox.SendInput{From: "leader", To: "worker", Subject: fmt.Sprint("job ", i), Content: inbox.Content{Body: "x"}}); err != nil {
+		if _, err := b.Send(t.Context(), inbox.SendInput{From: "leader", To: "worker", Subject: fmt.Sprint("job ", i), Content: inbox.Content{Body: "x"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -356,7 +356,7 @@ func TestClusterKill(t *testing.T) {
 			t.Errorf("thread %s: winners %v, want exactly one", tid, w)
 			continue
 		}
-		v, err := b2.Show(tid)
+		v, err := b2.Show(t.Context(), tid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +376,7 @@ func TestClusterKill(t *testing.T) {
 	if len(acked) != senders*sends {
 		t.Errorf("%d distinct acknowledged sends, want %d", len(acked), senders*sends)
 	}
-	mail, err := b2.Mailbox("sink", "")
+	mail, err := b2.Mailbox(t.Context(), "sink", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,12 +393,12 @@ func TestClusterKill(t *testing.T) {
 		t.Errorf("the sink holds %d messages, want %d", len(mail), senders*sends)
 	}
 	// The worker loop finished every job, each with one answer and one result.
-	jobs, err := b2.List(inbox.ListFilter{CreatedBy: "leader", Limit: 1000})
+	jobs, err := b2.List(t.Context(), inbox.ListFilter{CreatedBy: "leader", Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, j := range jobs {
-		v, err := b2.Show(j.ThreadID)
+		v, err := b2.Show(t.Context(), j.ThreadID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,17 +16,17 @@ import (
 )
 
 // Events calls fn for each event after the id, in order.
-func (b *Bus) Events(after int64, fn func(ev *inbox.Event) bool) error {
+func (b *Bus) Events(ctx context.Context, after int64, fn func(ev *inbox.Event) bool) error {
 	if after < 0 {
 		return inbox.Invalid("after_event", "must be 0 or more")
 	}
-	return b.records(b.prefix+">", uint64(after)+1, false, func(r *record, _ uint64) bool { return fn(&r.Event) })
+	return b.records(ctx, b.prefix+">", uint64(after)+1, false, func(r *record, _ uint64) bool { return fn(&r.Event) })
 }
 
 // LastEventID is the id of the newest event: the stream holds events only.
-func (b *Bus) LastEventID() (int64, error) {
+func (b *Bus) LastEventID(ctx context.Context) (int64, error) {
 	var info *jetstream.StreamInfo
-	err := b.retry(func(ctx context.Context) (err error) {
+	err := b.retry(ctx, func(ctx context.Context) (err error) {
 		info, err = b.stream.Info(ctx)
 		return err
 	})
@@ -50,21 +50,21 @@ type follower struct {
 	cons     jetstream.Consumer
 }
 
-func (b *Bus) follow(subject string, from uint64) (*follower, error) {
-	return b.followAll([]string{subject}, from)
+func (b *Bus) follow(ctx context.Context, subject string, from uint64) (*follower, error) {
+	return b.followAll(ctx, []string{subject}, from)
 }
 
-func (b *Bus) followAll(subjects []string, from uint64) (*follower, error) {
+func (b *Bus) followAll(ctx context.Context, subjects []string, from uint64) (*follower, error) {
 	f := &follower{b: b, subjects: subjects, from: max(from, 1)}
-	if err := b.retry(func(context.Context) error { return f.start() }); err != nil {
+	if err := b.retry(ctx, func(context.Context) error { return f.start(ctx) }); err != nil {
 		return nil, inbox.Storage(err, "follow the event log")
 	}
 	return f, nil
 }
 
-func (f *follower) start() error {
+func (f *follower) start(ctx context.Context) error {
 	f.close()
-	ctx, cancel := f.b.ctx()
+	ctx, cancel := f.b.ctx(ctx)
 	defer cancel()
 	cons, err := f.b.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubjects: f.subjects,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.from, AckPolicy: jetstream.AckNonePolicy,
@@ -121,7 +121,7 @@ func (f *follower) next(ctx context.Context, deadline time.Time) (r *record, seq
 		}
 		if ferr == nil && ctx.Err() == nil && f.cons != nil {
 			// Nothing came: is the consumer still there to bring it?
-			ictx, icancel := f.b.ctx()
+			ictx, icancel := f.b.ctx(ctx)
 			_, ferr = f.cons.Info(ictx)
 			icancel()
 		}
@@ -135,8 +135,12 @@ func (f *follower) next(ctx context.Context, deadline time.Time) (r *record, seq
 		if time.Since(failing) > retryFor {
 			return nil, 0, false, inbox.Storage(ferr, "follow the event log")
 		}
-		time.Sleep(100 * time.Millisecond)
-		if err := f.start(); err != nil && !transient(err) {
+		select {
+		case <-ctx.Done():
+			return nil, 0, false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if err := f.start(ctx); err != nil && !transient(err) {
 			return nil, 0, false, inbox.Storage(err, "follow the event log")
 		}
 	}
@@ -167,7 +171,7 @@ func (b *Bus) Follow(ctx context.Context, after int64, tid string, opt inbox.Wai
 		}
 		subject = b.threadFilter(tid)
 	}
-	f, err := b.follow(subject, uint64(after)+1)
+	f, err := b.follow(ctx, subject, uint64(after)+1)
 	if err != nil {
 		return err
 	}
@@ -194,7 +198,7 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 		opt.Agent = cur.Agent // wait-reply --agent: that agent is waiting
 	}
 	deadline := time.Now().Add(opt.Timeout)
-	recs, err := b.threadRecords(tid)
+	recs, err := b.threadRecords(ctx, tid)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +207,7 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 	if err := w.Start(replyThread{tid, last, msgs}); err != nil {
 		return nil, err
 	}
-	found := func(m *inbox.Message) (*inbox.WaitResult, error) { return w.Answer(m, b.MarkRead) }
+	found := func(m *inbox.Message) (*inbox.WaitResult, error) { return w.Answer(ctx, m, b.MarkRead) }
 	if inbox.IsTerminal(last.Thread.Status) {
 		if m := inbox.TerminalMessage(msgs, last.Thread.Status); m != nil {
 			return found(m)
@@ -292,7 +296,7 @@ func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after 
 		cursor = *after
 	} else {
 		var err error
-		if cursor, err = b.LastEventID(); err != nil {
+		if cursor, err = b.LastEventID(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -315,7 +319,7 @@ func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after 
 	}
 	scanned := cursor
 	var hit *record
-	err := b.records(b.prefix+"t.>", uint64(cursor)+1, false, func(r *record, seq uint64) bool {
+	err := b.records(ctx, b.prefix+"t.>", uint64(cursor)+1, false, func(r *record, seq uint64) bool {
 		scanned = int64(seq)
 		if match(r) {
 			hit = r
@@ -353,12 +357,12 @@ func (b *Bus) Watch(ctx context.Context, agent string, statuses []string, after 
 // deadline passes or ctx ends.
 func (b *Bus) waitFollowing(ctx context.Context, subject string, start uint64, agent string, deadline time.Time,
 	fn func(r *record, seq uint64) (bool, error)) error {
-	fl, err := b.follow(subject, start)
+	fl, err := b.follow(ctx, subject, start)
 	if err != nil {
 		return err
 	}
 	defer fl.close()
-	release := b.Waiting(agent)
+	release := b.Waiting(ctx, agent)
 	defer release()
 	for {
 		r, seq, ok, err := fl.next(ctx, deadline)

@@ -37,7 +37,7 @@ func (r *replay) Error() string { return "replayed" }
 
 // idempotent checks key in a thread change: an earlier call with it
 // replays (a *replay error); otherwise the change records it.
-func (c *change) idempotent(cmd, k string) error {
+func (c *change) idempotent(ctx context.Context, cmd, k string) error {
 	if k == "" {
 		return nil
 	}
@@ -48,7 +48,7 @@ func (c *change) idempotent(cmd, k string) error {
 		if rec.Command != cmd {
 			return mismatch(k, rec.Command, cmd)
 		}
-		m, err := c.b.messageAt(c.r.Thread.ThreadID, rec.Seq)
+		m, err := c.b.messageAt(ctx, c.r.Thread.ThreadID, rec.Seq)
 		if err != nil {
 			return err
 		}
@@ -69,11 +69,11 @@ type newThreadKey struct {
 // claimKey returns the thread a thread-creating key stands for: tid when
 // the key is new (it is recorded now), or the thread an earlier call
 // chose.
-func (b *Bus) claimKey(k, tid string) (string, error) {
+func (b *Bus) claimKey(ctx context.Context, k, tid string) (string, error) {
 	name := "idem." + idemHash(k)
 	for attempt := 0; attempt < 10; attempt++ {
 		var e jetstream.KeyValueEntry
-		err := b.retry(func(ctx context.Context) (err error) {
+		err := b.retry(ctx, func(ctx context.Context) (err error) {
 			e, err = b.kv.Get(ctx, name)
 			return err
 		})
@@ -91,7 +91,7 @@ func (b *Bus) claimKey(k, tid string) (string, error) {
 			return "", inbox.Storage(err, "read idempotency record")
 		}
 		data, _ := json.Marshal(newThreadKey{Key: k, Command: "send", ThreadID: tid})
-		err = b.retry(func(ctx context.Context) error {
+		err = b.retry(ctx, func(ctx context.Context) error {
 			_, err := b.kv.Create(ctx, name, data)
 			return err
 		})

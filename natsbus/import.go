@@ -27,7 +27,7 @@ type ImportResult struct {
 // records (store-wide idempotency keys, task names, collection marks, the
 // fetch index). history calls its function with each event in order;
 // collected lists, per agent, the event ids of the mail it collected.
-func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64) (*ImportResult, error) {
+func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64) (*ImportResult, error) {
 	res := &ImportResult{}
 	var b *Bus
 	states := map[string]*record{}
@@ -38,7 +38,7 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 	err := history(func(e *inbox.HistoryEntry) error {
 		if b == nil {
 			var err error
-			if b, err = Open(db, Options{Create: true, FirstSeq: uint64(e.Event.EventID)}); err != nil {
+			if b, err = Open(ctx, db, Options{Create: true, FirstSeq: uint64(e.Event.EventID)}); err != nil {
 				return err
 			}
 			if !b.created {
@@ -117,7 +117,7 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 			return inbox.Internal(err)
 		}
 		var ack *jetstream.PubAck
-		err = b.retry(func(ctx context.Context) (err error) {
+		err = b.retry(ctx, func(ctx context.Context) (err error) {
 			ack, err = b.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequence(uint64(next-1)))
 			return err
 		})
@@ -135,7 +135,7 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 		return nil, err
 	}
 	if b == nil {
-		if b, err = Open(db, Options{Create: true}); err != nil {
+		if b, err = Open(ctx, db, Options{Create: true}); err != nil {
 			return nil, err
 		}
 	}
@@ -143,7 +143,7 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 	res.LastEventID = next - 1
 	res.Threads, res.Teams = len(states), len(teams)
 	put := func(k string, v []byte) error {
-		return b.retry(func(ctx context.Context) error {
+		return b.retry(ctx, func(ctx context.Context) error {
 			_, err := b.kv.Put(ctx, k, v)
 			return err
 		})
@@ -172,7 +172,7 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 	}
 	for tid, r := range states {
 		for _, o := range owners(&r.Thread) {
-			if err := b.index(o, tid, true); err != nil {
+			if err := b.index(ctx, o, tid, true); err != nil {
 				return nil, err
 			}
 		}
@@ -182,9 +182,9 @@ func Import(db string, history func(fn func(*inbox.HistoryEntry) error) error, c
 
 // History calls fn with every event of the store, in order, with what it
 // carried: the store's history, for copying it elsewhere (inbox migrate).
-func (b *Bus) History(fn func(e *inbox.HistoryEntry) error) error {
+func (b *Bus) History(ctx context.Context, fn func(e *inbox.HistoryEntry) error) error {
 	keys := map[string]string{} // thread → the key of the send that made it
-	err := b.retry(func(ctx context.Context) error {
+	err := b.retry(ctx, func(ctx context.Context) error {
 		l, err := b.kv.ListKeysFiltered(ctx, "idem.*")
 		if err != nil {
 			return err
@@ -205,12 +205,12 @@ func (b *Bus) History(fn func(e *inbox.HistoryEntry) error) error {
 	// Archived threads' events, merged back in by event id: the copy
 	// holds them live.
 	var old []*record
-	if arch, err := b.archive(false); err != nil {
+	if arch, err := b.archive(ctx, false); err != nil {
 		return err
 	} else if arch != nil {
 		for seq := uint64(1); ; {
 			var m *jetstream.RawStreamMsg
-			err := b.retry(func(ctx context.Context) (err error) {
+			err := b.retry(ctx, func(ctx context.Context) (err error) {
 				m, err = arch.GetMsg(ctx, seq, jetstream.WithGetMsgSubject("inbox."+b.name+".arch.>"))
 				return err
 			})
@@ -257,7 +257,7 @@ func (b *Bus) History(fn func(e *inbox.HistoryEntry) error) error {
 		ferr = fn(e)
 		return ferr == nil
 	}
-	err = b.records(b.prefix+">", 1, false, func(r *record, seq uint64) bool {
+	err = b.records(ctx, b.prefix+">", 1, false, func(r *record, seq uint64) bool {
 		for len(old) > 0 && old[0].Event.EventID < int64(seq) {
 			if !emit(old[0]) {
 				return false
@@ -277,9 +277,9 @@ func (b *Bus) History(fn func(e *inbox.HistoryEntry) error) error {
 }
 
 // Collected lists, per agent, the event ids of the mail it has collected.
-func (b *Bus) Collected() (map[string][]int64, error) {
+func (b *Bus) Collected(ctx context.Context) (map[string][]int64, error) {
 	out := map[string][]int64{}
-	err := b.retry(func(ctx context.Context) error {
+	err := b.retry(ctx, func(ctx context.Context) error {
 		l, err := b.kv.ListKeysFiltered(ctx, "col.>")
 		if err != nil {
 			return err

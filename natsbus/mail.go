@@ -41,9 +41,9 @@ type mailEntry struct {
 
 // mail lists every message ever delivered to agent (from sender, when
 // set), oldest first.
-func (b *Bus) mail(agent, from string) ([]*mailEntry, error) {
+func (b *Bus) mail(ctx context.Context, agent, from string) ([]*mailEntry, error) {
 	var out []*mailEntry
-	err := b.recordsOf(b.mailSubjects(agent), 1, false, func(r *record, seq uint64) bool {
+	err := b.recordsOf(ctx, b.mailSubjects(agent), 1, false, func(r *record, seq uint64) bool {
 		if delivered(r, agent) && (from == "" || r.Message.FromAgent == from) {
 			out = append(out, &mailEntry{MailItem: inbox.MailItem{Message: r.Message, DeliveredAt: r.Message.CreatedAt,
 				Priority: r.Thread.Priority}, id: int64(seq)})
@@ -54,10 +54,10 @@ func (b *Bus) mail(agent, from string) ([]*mailEntry, error) {
 }
 
 // collected is the set of agent's collected event ids.
-func (b *Bus) collected(agent string) (map[int64]bool, error) {
+func (b *Bus) collected(ctx context.Context, agent string) (map[int64]bool, error) {
 	prefix := "col." + key(agent) + "."
 	out := map[int64]bool{}
-	err := b.retry(func(ctx context.Context) error {
+	err := b.retry(ctx, func(ctx context.Context) error {
 		l, err := b.kv.ListKeysFiltered(ctx, prefix+"*")
 		if err != nil {
 			return err
@@ -77,7 +77,7 @@ func (b *Bus) collected(agent string) (map[int64]bool, error) {
 
 // waiting lists agent's uncollected mail in receive's order: high
 // priority first, then oldest (newest with lifo).
-func (b *Bus) waiting(agent, from string, lifo bool) ([]*mailEntry, error) {
+func (b *Bus) waiting(ctx context.Context, agent, from string, lifo bool) ([]*mailEntry, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
@@ -86,11 +86,11 @@ func (b *Bus) waiting(agent, from string, lifo bool) ([]*mailEntry, error) {
 			return nil, err
 		}
 	}
-	all, err := b.mail(agent, from)
+	all, err := b.mail(ctx, agent, from)
 	if err != nil {
 		return nil, err
 	}
-	done, err := b.collected(agent)
+	done, err := b.collected(ctx, agent)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +100,8 @@ func (b *Bus) waiting(agent, from string, lifo bool) ([]*mailEntry, error) {
 }
 
 // Mailbox lists agent's uncollected mail, collecting nothing.
-func (b *Bus) Mailbox(agent, from string) ([]*inbox.MailItem, error) {
-	items, err := b.waiting(agent, from, false)
+func (b *Bus) Mailbox(ctx context.Context, agent, from string) ([]*inbox.MailItem, error) {
+	items, err := b.waiting(ctx, agent, from, false)
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +113,8 @@ func (b *Bus) Mailbox(agent, from string) ([]*inbox.MailItem, error) {
 }
 
 // MailPeek counts agent's uncollected mail and returns the newest.
-func (b *Bus) MailPeek(agent string, newest int) (int, []*inbox.MailItem, error) {
-	items, err := b.waiting(agent, "", false)
+func (b *Bus) MailPeek(ctx context.Context, agent string, newest int) (int, []*inbox.MailItem, error) {
+	items, err := b.waiting(ctx, agent, "", false)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -128,15 +128,15 @@ func (b *Bus) MailPeek(agent string, newest int) (int, []*inbox.MailItem, error)
 
 // Collect collects up to max (all, when max <= 0) of agent's messages:
 // each goes to exactly one collector.
-func (b *Bus) Collect(agent, from string, lifo bool, max int) ([]*inbox.Message, error) {
-	items, err := b.waiting(agent, from, lifo)
+func (b *Bus) Collect(ctx context.Context, agent, from string, lifo bool, max int) ([]*inbox.Message, error) {
+	items, err := b.waiting(ctx, agent, from, lifo)
 	if err != nil {
 		return nil, err
 	}
-	b.seen(agent)
+	b.seen(ctx, agent)
 	out := []*inbox.Message{}
 	for _, it := range items {
-		err := b.retry(func(ctx context.Context) error {
+		err := b.retry(ctx, func(ctx context.Context) error {
 			_, err := b.kv.Create(ctx, collectedKey(agent, it.id), []byte(inbox.FormatTime(b.now())))
 			return err
 		})
@@ -160,7 +160,7 @@ func (b *Bus) Collect(agent, from string, lifo bool, max int) ([]*inbox.Message,
 // message that lands in between wakes it.
 func (b *Bus) Receive(ctx context.Context, agent, from string, lifo bool, opt inbox.WaitOptions) (*inbox.Message, error) {
 	deadline := time.Now().Add(opt.Timeout)
-	last, err := b.LastEventID()
+	last, err := b.LastEventID(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (b *Bus) Receive(ctx context.Context, agent, from string, lifo bool, opt in
 		}
 	}()
 	for {
-		got, err := b.Collect(agent, from, lifo, 1)
+		got, err := b.Collect(ctx, agent, from, lifo, 1)
 		if err != nil || len(got) == 1 {
 			if len(got) == 1 {
 				return got[0], err
@@ -182,10 +182,10 @@ func (b *Bus) Receive(ctx context.Context, agent, from string, lifo bool, opt in
 			return nil, nil
 		}
 		if fl == nil {
-			if fl, err = b.followAll(b.mailSubjects(agent), uint64(last)+1); err != nil {
+			if fl, err = b.followAll(ctx, b.mailSubjects(agent), uint64(last)+1); err != nil {
 				return nil, err
 			}
-			release := b.Waiting(agent)
+			release := b.Waiting(ctx, agent)
 			defer release()
 		}
 		for {
@@ -240,11 +240,11 @@ func (r *record) owes(agent, messageID string) bool {
 
 // Unacknowledged lists the messages that asked agent for an
 // acknowledgment it has not given, oldest first.
-func (b *Bus) Unacknowledged(agent string) ([]*inbox.Message, error) {
+func (b *Bus) Unacknowledged(ctx context.Context, agent string) ([]*inbox.Message, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
-	all, err := b.mail(agent, "")
+	all, err := b.mail(ctx, agent, "")
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func (b *Bus) Unacknowledged(agent string) ([]*inbox.Message, error) {
 		}
 		st, ok := states[m.ThreadID]
 		if !ok {
-			if st, _, err = b.state(m.ThreadID); err != nil {
+			if st, _, err = b.state(ctx, m.ThreadID); err != nil {
 				return nil, err
 			}
 			states[m.ThreadID] = st
@@ -272,13 +272,13 @@ func (b *Bus) Unacknowledged(agent string) ([]*inbox.Message, error) {
 // Ack acknowledges, as agent, message messageID (SPEC §10): an
 // acknowledgment message in its thread, to its sender. A second
 // acknowledgment returns the first (Replayed).
-func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result, error) {
+func (b *Bus) Ack(ctx context.Context, agent, messageID, tid string, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.PrepareAck(agent, messageID, tid); err != nil {
 		return nil, err
 	}
 	var m *inbox.Message
 	if tid == "" {
-		owed, err := b.Unacknowledged(agent)
+		owed, err := b.Unacknowledged(ctx, agent)
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +287,7 @@ func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result,
 		}
 		tid = m.ThreadID
 	} else {
-		recs, err := b.threadRecords(tid)
+		recs, err := b.threadRecords(ctx, tid)
 		if err != nil {
 			return nil, err
 		}
@@ -304,7 +304,7 @@ func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result,
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.appendMessage("ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
+	res, err := b.appendMessage(ctx, "ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
 		allowTerminal: true,
 		check: func(r *record) error {
 			if !r.owes(agent, m.MessageID) {
@@ -314,7 +314,7 @@ func (b *Bus) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result,
 		},
 	})
 	if errors.Is(err, errAcked) {
-		recs, err := b.threadRecords(tid)
+		recs, err := b.threadRecords(ctx, tid)
 		if err != nil {
 			return nil, err
 		}

@@ -141,7 +141,7 @@ func parseURL(db string) (*config, error) {
 }
 
 // Open connects to the store db names (nats://HOST:PORT/NAME).
-func Open(db string, opts Options) (*Bus, error) {
+func Open(ctx context.Context, db string, opts Options) (*Bus, error) {
 	c, err := parseURL(db)
 	if err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func Open(db string, opts Options) (*Bus, error) {
 		b.source = "cli"
 	}
 	notFound := false
-	err = b.retry(func(ctx context.Context) (err error) {
+	err = b.retry(ctx, func(ctx context.Context) (err error) {
 		b.stream, err = js.Stream(ctx, b.streamName())
 		if errors.Is(err, jetstream.ErrStreamNotFound) && opts.Create {
 			b.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -196,7 +196,7 @@ func Open(db string, opts Options) (*Bus, error) {
 		nc.Close()
 		return nil, inbox.Storage(err, "open the store's stream %s", b.streamName())
 	}
-	err = b.retry(func(ctx context.Context) (err error) {
+	err = b.retry(ctx, func(ctx context.Context) (err error) {
 		b.kv, err = js.KeyValue(ctx, b.streamName())
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			b.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -274,8 +274,8 @@ func token(name string) string {
 func key(name string) string { return hex.EncodeToString([]byte(name)) }
 
 // ctx bounds one request to the server.
-func (b *Bus) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 10*time.Second)
+func (b *Bus) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 10*time.Second)
 }
 
 // record is one message of the stream: an event, the message it adds
@@ -354,9 +354,9 @@ func contains(s []string, v string) bool {
 }
 
 // state reads a thread's current record and its sequence.
-func (b *Bus) state(tid string) (*record, uint64, error) {
+func (b *Bus) state(ctx context.Context, tid string) (*record, uint64, error) {
 	var m *jetstream.RawStreamMsg
-	err := b.retry(func(ctx context.Context) (err error) {
+	err := b.retry(ctx, func(ctx context.Context) (err error) {
 		m, err = b.stream.GetLastMsgForSubject(ctx, b.threadFilter(tid))
 		return err
 	})
@@ -375,7 +375,7 @@ var errRetry = errors.New("the thread changed; read it again")
 
 // publish appends r on the thread's subject if the subject's last
 // sequence is still last (0: the thread must not exist): the commit point.
-func (b *Bus) publish(r *record, last uint64) (uint64, error) {
+func (b *Bus) publish(ctx context.Context, r *record, last uint64) (uint64, error) {
 	r.Change = nuid.Next()
 	data, err := json.Marshal(r)
 	if err != nil {
@@ -384,7 +384,7 @@ func (b *Bus) publish(r *record, last uint64) (uint64, error) {
 	tid := r.Thread.ThreadID
 	maybe := false // an earlier attempt may have been stored
 	var ack *jetstream.PubAck
-	err = b.retry(func(ctx context.Context) (err error) {
+	err = b.retry(ctx, func(ctx context.Context) (err error) {
 		ack, err = b.js.Publish(ctx, b.eventSubject(r), data, jetstream.WithMsgID(r.Change),
 			jetstream.WithExpectLastSequenceForSubject(last, b.threadFilter(tid)))
 		if transient(err) {
@@ -397,7 +397,7 @@ func (b *Bus) publish(r *record, last uint64) (uint64, error) {
 		if maybe {
 			// The attempt whose answer was lost may be what moved the
 			// thread on: then it is done, and must not be done again.
-			if seq := b.findChange(tid, r.Change, last); seq > 0 {
+			if seq := b.findChange(ctx, tid, r.Change, last); seq > 0 {
 				return seq, nil
 			}
 		}
@@ -411,9 +411,9 @@ func (b *Bus) publish(r *record, last uint64) (uint64, error) {
 
 // findChange returns the sequence of the record of thread tid after
 // sequence after that carries change id, 0 if there is none.
-func (b *Bus) findChange(tid, id string, after uint64) uint64 {
+func (b *Bus) findChange(ctx context.Context, tid, id string, after uint64) uint64 {
 	var found uint64
-	b.records(b.threadFilter(tid), after+1, false, func(r *record, seq uint64) bool {
+	b.records(ctx, b.threadFilter(tid), after+1, false, func(r *record, seq uint64) bool {
 		if r.Change == id {
 			found = seq
 			return false
@@ -459,8 +459,8 @@ func (c *change) addMessage(m *inbox.Message) {
 // mutateResult is mutate for a change that answers with the thread, its
 // new message and its lease; a retry that replays an earlier result
 // (idempotency) answers with that result.
-func (b *Bus) mutateResult(tid string, decide func(c *change) error) (*inbox.Result, error) {
-	r, err := b.mutate(tid, decide)
+func (b *Bus) mutateResult(ctx context.Context, tid string, decide func(c *change) error) (*inbox.Result, error) {
+	r, err := b.mutate(ctx, tid, decide)
 	var rp *replay
 	if errors.As(err, &rp) {
 		return rp.res, nil
@@ -474,14 +474,14 @@ func (b *Bus) mutateResult(tid string, decide func(c *change) error) (*inbox.Res
 // mutate applies decide to the current state of tid and publishes the
 // result, deciding again from the new state whenever another change got
 // in first. decide returns nil to publish nothing (a result it made).
-func (b *Bus) mutate(tid string, decide func(c *change) error) (*record, error) {
+func (b *Bus) mutate(ctx context.Context, tid string, decide func(c *change) error) (*record, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		cur, seq, err := b.state(tid)
+		cur, seq, err := b.state(ctx, tid)
 		if errors.Is(err, inbox.ErrNotFound) {
-			return nil, b.decideArchived(tid, decide, err)
+			return nil, b.decideArchived(ctx, tid, decide, err)
 		}
 		if err != nil {
 			return nil, err
@@ -490,7 +490,7 @@ func (b *Bus) mutate(tid string, decide func(c *change) error) (*record, error) 
 		if err := decide(c); err != nil {
 			return nil, err
 		}
-		got, err := b.commit(c, seq)
+		got, err := b.commit(ctx, c, seq)
 		if errors.Is(err, errRetry) && attempt < 100 {
 			continue
 		}
@@ -519,8 +519,8 @@ func (b *Bus) changeOf(cur *record) *change {
 // retry with an idempotency key the thread recorded gets its original
 // result; any other change is refused. A thread that is not archived
 // either is notFound.
-func (b *Bus) decideArchived(tid string, decide func(c *change) error, notFound error) error {
-	old, err := b.archived(tid)
+func (b *Bus) decideArchived(ctx context.Context, tid string, decide func(c *change) error, notFound error) error {
+	old, err := b.archived(ctx, tid)
 	if err != nil || len(old) == 0 {
 		return notFound
 	}
@@ -532,7 +532,7 @@ func (b *Bus) decideArchived(tid string, decide func(c *change) error, notFound 
 }
 
 // commit fills in what every event carries and publishes the change.
-func (b *Bus) commit(c *change, last uint64) (*record, error) {
+func (b *Bus) commit(ctx context.Context, c *change, last uint64) (*record, error) {
 	r := c.r
 	ts := inbox.FormatTime(c.now)
 	r.Thread.UpdatedAt = ts
@@ -553,18 +553,18 @@ func (b *Bus) commit(c *change, last uint64) (*record, error) {
 	// against the thread.
 	for _, o := range after {
 		if !slices.Contains(before, o) {
-			if err := b.index(o, r.Thread.ThreadID, true); err != nil {
+			if err := b.index(ctx, o, r.Thread.ThreadID, true); err != nil {
 				return nil, err
 			}
 		}
 	}
-	seq, err := b.publish(r, last)
+	seq, err := b.publish(ctx, r, last)
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range before {
 		if !slices.Contains(after, o) {
-			b.index(o, r.Thread.ThreadID, false) // a leftover only costs a reader a look
+			b.index(ctx, o, r.Thread.ThreadID, false) // a leftover only costs a reader a look
 		}
 	}
 	id := int64(seq)
@@ -608,8 +608,8 @@ func indexKey(agent, tid string) string { return "idx." + key(agent) + "." + tid
 
 // index adds (or removes) agent's entry for thread tid. A removal leaves
 // no marker behind for long (the bucket's marker TTL).
-func (b *Bus) index(agent, tid string, add bool) error {
-	err := b.retry(func(ctx context.Context) (err error) {
+func (b *Bus) index(ctx context.Context, agent, tid string, add bool) error {
+	err := b.retry(ctx, func(ctx context.Context) (err error) {
 		if add {
 			_, err = b.kv.Put(ctx, indexKey(agent, tid), nil)
 			return err
@@ -624,14 +624,14 @@ func (b *Bus) index(agent, tid string, add bool) error {
 }
 
 // indexed lists the threads of agent's fetch index.
-func (b *Bus) indexed(agent string) ([]string, error) {
+func (b *Bus) indexed(ctx context.Context, agent string) ([]string, error) {
 	// One request: the bucket's stream lists the subjects (keys) under
 	// the agent's prefix, with no consumer to make and remove. A key
 	// removed less than a minute ago still has its marker there: readers
 	// check every entry against its thread anyway.
 	prefix := "$KV." + b.streamName() + ".idx." + key(agent) + "."
 	var out []string
-	err := b.retry(func(ctx context.Context) error {
+	err := b.retry(ctx, func(ctx context.Context) error {
 		out = nil
 		if b.kvStream == nil {
 			s, err := b.js.Stream(ctx, "KV_"+b.streamName())

@@ -1,6 +1,7 @@
 package natsbus_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/bustest"
@@ -21,7 +23,7 @@ func TestConformance(t *testing.T) {
 	srv := natstest.Start(t)
 	var n atomic.Int64
 	bustest.Run(t, func(t *testing.T) inbox.Bus {
-		b, err := natsbus.Open(natstest.Store(srv, fmt.Sprint("conf", n.Add(1))), natsbus.Options{Create: true})
+		b, err := natsbus.Open(t.Context(), natstest.Store(srv, fmt.Sprint("conf", n.Add(1))), natsbus.Options{Create: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,13 +36,13 @@ func TestConformance(t *testing.T) {
 // whole through the artifact the message carries.
 func TestLargeBodyIsABlob(t *testing.T) {
 	srv := natstest.Start(t)
-	b, err := natsbus.Open(natstest.Store(srv, "blobs"), natsbus.Options{Create: true})
+	b, err := natsbus.Open(t.Context(), natstest.Store(srv, "blobs"), natsbus.Options{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	body := strings.Repeat("0123456789abcdef", 200<<10) // 3.2 MB
-	r, err := b.Send(inbox.SendInput{From: "a", To: "b", Subject: "big", Content: inbox.Content{Body: body}})
+	r, err := b.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "big", Content: inbox.Content{Body: body}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func TestLargeBodyIsABlob(t *testing.T) {
 	if err := json.Unmarshal(m.Artifacts[0].MetadataJSON, &meta); err != nil || meta.Bytes != int64(len(body)) {
 		t.Fatalf("artifact metadata %s: %v", m.Artifacts[0].MetadataJSON, err)
 	}
-	rc, err := b.OpenBlob(meta.Blob)
+	rc, err := b.OpenBlob(t.Context(), meta.Blob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestLargeBodyIsABlob(t *testing.T) {
 	if err != nil || string(got) != body {
 		t.Fatalf("blob read back: %d bytes, %v", len(got), err)
 	}
-	if _, err := b.OpenBlob("blobs/" + strings.Repeat("0", 64)); !errors.Is(err, inbox.ErrNotFound) {
+	if _, err := b.OpenBlob(t.Context(), "blobs/"+strings.Repeat("0", 64)); !errors.Is(err, inbox.ErrNotFound) {
 		t.Errorf("a blob that is not there: %v", err)
 	}
 }
@@ -89,28 +91,28 @@ func TestCredentialsNeverShown(t *testing.T) {
 	}
 
 	// Wrong, in the URL and in the environment.
-	_, err := natsbus.Open("nats://"+user+":WRONGpw@"+host+"/creds", natsbus.Options{Create: true})
+	_, err := natsbus.Open(t.Context(), "nats://"+user+":WRONGpw@"+host+"/creds", natsbus.Options{Create: true})
 	notShown(err, "WRONGpw")
 	t.Setenv(inbox.EnvNATSPassword, "WRONGenv")
-	_, err = natsbus.Open(withUser, natsbus.Options{Create: true})
+	_, err = natsbus.Open(t.Context(), withUser, natsbus.Options{Create: true})
 	notShown(err, "WRONGenv")
 
 	// Right, but no store yet: the hint names the URL without the password.
 	t.Setenv(inbox.EnvNATSPassword, "")
-	_, err = natsbus.Open("nats://"+user+":"+password+"@"+host+"/creds", natsbus.Options{})
+	_, err = natsbus.Open(t.Context(), "nats://"+user+":"+password+"@"+host+"/creds", natsbus.Options{})
 	notShown(err, password)
 	if !errors.Is(err, inbox.ErrNotInitialized) || !strings.Contains(err.Error(), "nats://alice:xxxxx@"+host+"/creds") {
 		t.Errorf("the error for a store not made yet: %v", err)
 	}
 
 	// Right: in the URL, in the environment, in a file.
-	b, err := natsbus.Open("nats://"+user+":"+password+"@"+host+"/creds", natsbus.Options{Create: true})
+	b, err := natsbus.Open(t.Context(), "nats://"+user+":"+password+"@"+host+"/creds", natsbus.Options{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
 	t.Setenv(inbox.EnvNATSPassword, password)
-	b, err = natsbus.Open(withUser, natsbus.Options{})
+	b, err = natsbus.Open(t.Context(), withUser, natsbus.Options{})
 	if err != nil {
 		t.Fatalf("password in %s: %v", inbox.EnvNATSPassword, err)
 	}
@@ -121,9 +123,40 @@ func TestCredentialsNeverShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(inbox.EnvNATSPasswordFile, file)
-	b, err = natsbus.Open(withUser, natsbus.Options{})
+	b, err = natsbus.Open(t.Context(), withUser, natsbus.Options{})
 	if err != nil {
 		t.Fatalf("password in %s: %v", inbox.EnvNATSPasswordFile, err)
 	}
 	b.Close()
+}
+
+// TestCancelRetry: a call retrying through an outage (the server stopped)
+// returns context.Canceled as soon as its context is cancelled, instead
+// of retrying for the whole fail-over window.
+func TestCancelRetry(t *testing.T) {
+	srv := natstest.Start(t)
+	b, err := natsbus.Open(t.Context(), natstest.Store(srv, "cancel"), natsbus.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Send(ctx, inbox.SendInput{From: "a", To: "b", Subject: "during the outage"})
+		done <- err
+	}()
+	// Whether the cancel comes before the first attempt or between
+	// retries, the call must end with it.
+	time.AfterFunc(200*time.Millisecond, cancel)
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("send still retrying 10 s after its context was cancelled (the retry window is 30 s)")
+	}
 }

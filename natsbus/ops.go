@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -12,11 +13,11 @@ import (
 
 // message validates c and builds an unsaved message: a body or payload
 // over inlineMax, or one that is not text, goes to the blob store first.
-func (b *Bus) message(now time.Time, from, to, kind string, c inbox.Content, def string) (*inbox.Message, error) {
+func (b *Bus) message(ctx context.Context, now time.Time, from, to, kind string, c inbox.Content, def string) (*inbox.Message, error) {
 	st := blobStager{b}
 	c.Blobs = slices.Clone(c.Blobs)
 	if len(c.Body) > inlineMax {
-		bl, err := b.StageBlob("body", strings.NewReader(c.Body))
+		bl, err := b.StageBlob(ctx, "body", strings.NewReader(c.Body))
 		if err != nil {
 			return nil, err
 		}
@@ -29,18 +30,18 @@ func (b *Bus) message(now time.Time, from, to, kind string, c inbox.Content, def
 			}
 			return nil, err
 		}
-		bl, err := b.StageBlob("payload_json", strings.NewReader(c.PayloadJSON))
+		bl, err := b.StageBlob(ctx, "payload_json", strings.NewReader(c.PayloadJSON))
 		if err != nil {
 			return nil, err
 		}
 		c.PayloadJSON, c.Blobs = "", append(c.Blobs, bl)
 	}
-	m, blobs, err := inbox.NewMessage(now, from, to, kind, c, def, st)
+	m, blobs, err := inbox.NewMessage(ctx, now, from, to, kind, c, def, st)
 	if err != nil {
 		return nil, err
 	}
 	for i, bl := range blobs {
-		if err := b.store(bl); err != nil {
+		if err := b.store(ctx, bl); err != nil {
 			for _, rest := range blobs[i+1:] {
 				st.DiscardBlob(rest)
 			}
@@ -51,7 +52,7 @@ func (b *Bus) message(now time.Time, from, to, kind string, c inbox.Content, def
 }
 
 // Send creates a thread (ThreadID empty) or appends a message to one.
-func (b *Bus) Send(in inbox.SendInput) (*inbox.Result, error) {
+func (b *Bus) Send(ctx context.Context, in inbox.SendInput) (*inbox.Result, error) {
 	if err := inbox.PrepareSend(&in); err != nil {
 		return nil, err
 	}
@@ -59,30 +60,30 @@ func (b *Bus) Send(in inbox.SendInput) (*inbox.Result, error) {
 		if strings.TrimSpace(in.Summary) == "" {
 			in.Summary = strings.TrimSpace(in.Subject)
 		}
-		return b.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content, appendOpts{check: func(r *record) error {
+		return b.appendMessage(ctx, "send", in.ThreadID, in.From, in.To, in.Kind, in.Content, appendOpts{check: func(r *record) error {
 			return inbox.SameAsThread(&r.Thread, in)
 		}})
 	}
-	r, err := b.sendNew(in, "", "")
+	r, err := b.sendNew(ctx, in, "", "")
 	if err == nil && !r.Replayed {
-		r.Warnings = b.unknownRecipients(r.Message)
+		r.Warnings = b.unknownRecipients(ctx, r.Message)
 	}
 	return r, err
 }
 
 // sendNew creates a thread; taskName, when set, makes it that task's
 // thread (its first message is the prompt, not mail).
-func (b *Bus) sendNew(in inbox.SendInput, taskName, owner string) (*inbox.Result, error) {
+func (b *Bus) sendNew(ctx context.Context, in inbox.SendInput, taskName, owner string) (*inbox.Result, error) {
 	addr, err := inbox.PrepareNewThread(&in)
 	if err != nil {
 		return nil, err
 	}
-	recipients, err := b.resolve(in.From, addr)
+	recipients, err := b.resolve(ctx, in.From, addr)
 	if err != nil {
 		return nil, err
 	}
 	now := b.now()
-	m, err := b.message(now, in.From, in.To, in.Kind, in.Content, strings.TrimSpace(in.Subject))
+	m, err := b.message(ctx, now, in.From, in.To, in.Kind, in.Content, strings.TrimSpace(in.Subject))
 	if err != nil {
 		return nil, err
 	}
@@ -98,15 +99,15 @@ func (b *Bus) sendNew(in inbox.SendInput, taskName, owner string) (*inbox.Result
 		if err := inbox.ValidateIdemKey(in.IdempotencyKey); err != nil {
 			return nil, err
 		}
-		if tid, err = b.claimKey(in.IdempotencyKey, tid); err != nil {
+		if tid, err = b.claimKey(ctx, in.IdempotencyKey, tid); err != nil {
 			return nil, err
 		}
-		if res, err := b.createdBefore(tid); res != nil || err != nil {
+		if res, err := b.createdBefore(ctx, tid); res != nil || err != nil {
 			return res, err
 		}
 	}
 	if taskName != "" {
-		if err := b.registerTask(taskName, tid); err != nil {
+		if err := b.registerTask(ctx, taskName, tid); err != nil {
 			return nil, err
 		}
 	}
@@ -120,9 +121,9 @@ func (b *Bus) sendNew(in inbox.SendInput, taskName, owner string) (*inbox.Result
 	c := &change{b: b, now: now, r: r}
 	c.r.Event = inbox.Event{EventType: inbox.EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	c.addMessage(m)
-	got, err := b.commit(c, 0)
+	got, err := b.commit(ctx, c, 0)
 	if errors.Is(err, errRetry) && in.IdempotencyKey != "" {
-		return b.createdBefore(tid) // the same key's other attempt got there first
+		return b.createdBefore(ctx, tid) // the same key's other attempt got there first
 	}
 	if err != nil {
 		return nil, err
@@ -131,8 +132,8 @@ func (b *Bus) sendNew(in inbox.SendInput, taskName, owner string) (*inbox.Result
 }
 
 // createdBefore replays the creation of thread tid when it exists.
-func (b *Bus) createdBefore(tid string) (*inbox.Result, error) {
-	v, err := b.Show(tid)
+func (b *Bus) createdBefore(ctx context.Context, tid string) (*inbox.Result, error) {
+	v, err := b.Show(ctx, tid)
 	if errors.Is(err, inbox.ErrNotFound) {
 		return nil, nil
 	}
@@ -153,24 +154,24 @@ type appendOpts struct {
 	allowTerminal bool
 }
 
-func (b *Bus) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
+func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	addr, recipients, err := inbox.ResolveTo(teamDir{b}, from, to)
+	addr, recipients, err := inbox.ResolveTo(ctx, teamDir{b}, from, to)
 	if err != nil {
 		return nil, err
 	}
 	to = addr.Given
-	m0, err := b.message(b.now(), from, to, kind, c, "")
+	m0, err := b.message(ctx, b.now(), from, to, kind, c, "")
 	if err != nil {
 		return nil, err
 	}
 	if m0.Summary == "" && len(m0.Artifacts) == 0 && string(m0.PayloadJSON) == "{}" {
 		return nil, inbox.Invalid("summary", "or {body} is required: a message must say something")
 	}
-	r, err := b.mutate(tid, func(ch *change) error {
-		if err := ch.idempotent(cmd, c.IdempotencyKey); err != nil {
+	r, err := b.mutate(ctx, tid, func(ch *change) error {
+		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey); err != nil {
 			return err
 		}
 		if o.check != nil {
@@ -202,13 +203,13 @@ func (b *Bus) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, o 
 	}
 	res := &inbox.Result{Thread: &r.Thread, Message: r.Message}
 	if to != "" {
-		res.Warnings = b.unknownRecipients(res.Message)
+		res.Warnings = b.unknownRecipients(ctx, res.Message)
 	}
 	return res, nil
 }
 
 // Reply appends a message inside a thread; anyone may reply.
-func (b *Bus) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
+func (b *Bus) Reply(ctx context.Context, from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.ValidateAgent("from", from); err != nil {
 		return nil, err
 	}
@@ -224,16 +225,16 @@ func (b *Bus) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Result,
 	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
 		return nil, err
 	}
-	return b.appendMessage("reply", tid, from, to, kind, c, appendOpts{})
+	return b.appendMessage(ctx, "reply", tid, from, to, kind, c, appendOpts{})
 }
 
 // Claim grants agent the lease on a thread under a compare-and-set on the
 // thread's subject: of any number of concurrent claimers, one wins.
-func (b *Bus) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error) {
+func (b *Bus) Claim(ctx context.Context, agent, tid string, leaseSeconds int) (*inbox.Result, error) {
 	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
-	return b.mutateResult(tid, func(c *change) error {
+	return b.mutateResult(ctx, tid, func(c *change) error {
 		t := &c.r.Thread
 		if inbox.IsTerminal(t.Status) {
 			return inbox.InvalidState("thread %s is %s; terminal threads cannot be claimed", tid, t.Status)
@@ -269,11 +270,11 @@ func leasePayload(l *inbox.Lease) json.RawMessage {
 }
 
 // Renew extends the holder's lease to leaseSeconds from now.
-func (b *Bus) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Result, error) {
+func (b *Bus) Renew(ctx context.Context, agent, tid string, leaseSeconds int, token int64) (*inbox.Result, error) {
 	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
-	return b.mutateResult(tid, func(c *change) error {
+	return b.mutateResult(ctx, tid, func(c *change) error {
 		t := &c.r.Thread
 		if inbox.IsTerminal(t.Status) {
 			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.Status)
@@ -289,34 +290,34 @@ func (b *Bus) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Re
 }
 
 // Update lets the holder post progress or a blocked question.
-func (b *Bus) Update(agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return b.holderMessage("update", agent, tid, status, token, c)
+func (b *Bus) Update(ctx context.Context, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
+	return b.holderMessage(ctx, "update", agent, tid, status, token, c)
 }
 
 // Done completes the thread with its result; the lease is released.
-func (b *Bus) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return b.holderMessage("done", agent, tid, "", token, c)
+func (b *Bus) Done(ctx context.Context, agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
+	return b.holderMessage(ctx, "done", agent, tid, "", token, c)
 }
 
 // Fail marks the thread failed; the lease is released.
-func (b *Bus) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return b.holderMessage("fail", agent, tid, "", token, c)
+func (b *Bus) Fail(ctx context.Context, agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
+	return b.holderMessage(ctx, "fail", agent, tid, "", token, c)
 }
 
 // holderMessage publishes a holder's step (inbox.HolderStep): its
 // message and the thread's move to the step's status.
-func (b *Bus) holderMessage(cmd, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
+func (b *Bus) holderMessage(ctx context.Context, cmd, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
 	st, err := inbox.PrepareHolderStep(cmd, agent, tid, status, c)
 	if err != nil {
 		return nil, err
 	}
-	m0, err := b.message(b.now(), agent, "", st.Kind, c, st.DefaultSummary)
+	m0, err := b.message(ctx, b.now(), agent, "", st.Kind, c, st.DefaultSummary)
 	if err != nil {
 		return nil, err
 	}
 	m0.Status = st.Status
-	return b.mutateResult(tid, func(ch *change) error {
-		if err := ch.idempotent(cmd, c.IdempotencyKey); err != nil {
+	return b.mutateResult(ctx, tid, func(ch *change) error {
+		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey); err != nil {
 			return err
 		}
 		t := &ch.r.Thread
@@ -348,17 +349,17 @@ func (c *change) transition(agent, status, evType string, m *inbox.Message) {
 }
 
 // Cancel moves a live thread to cancelled; any agent may cancel.
-func (b *Bus) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) {
+func (b *Bus) Cancel(ctx context.Context, agent, tid string, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
-	m0, err := b.message(b.now(), agent, "", inbox.KindControl, c, "cancelled by "+agent)
+	m0, err := b.message(ctx, b.now(), agent, "", inbox.KindControl, c, "cancelled by "+agent)
 	if err != nil {
 		return nil, err
 	}
 	m0.Status = inbox.StatusCancelled
-	return b.mutateResult(tid, func(ch *change) error {
-		if err := ch.idempotent("cancel", c.IdempotencyKey); err != nil {
+	return b.mutateResult(ctx, tid, func(ch *change) error {
+		if err := ch.idempotent(ctx, "cancel", c.IdempotencyKey); err != nil {
 			return err
 		}
 		t := &ch.r.Thread
@@ -378,12 +379,12 @@ func (b *Bus) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) 
 // MarkRead advances agent's read cursor in a thread to message seq (0:
 // the latest); it never moves backwards. The cursor is part of the
 // thread's state, moved by a thread_read event.
-func (b *Bus) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
+func (b *Bus) MarkRead(ctx context.Context, agent, tid string, seq int) (*inbox.Cursor, error) {
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	var kept *inbox.Cursor
-	r, err := b.mutate(tid, func(c *change) error {
+	r, err := b.mutate(ctx, tid, func(c *change) error {
 		t := &c.r.Thread
 		want := seq
 		if want <= 0 || want > t.MessageCount {
@@ -395,7 +396,7 @@ func (b *Bus) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
 		}
 		mid := t.LatestMessageID
 		if want != t.MessageCount {
-			m, err := b.messageAt(tid, want)
+			m, err := b.messageAt(ctx, tid, want)
 			if err != nil {
 				return err
 			}

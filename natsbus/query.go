@@ -4,6 +4,7 @@ package natsbus
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"slices"
 
@@ -13,18 +14,18 @@ import (
 // Fetch lists the threads waiting for agent, high priority first, then
 // oldest; like the directory store, a claimed thread whose lease ran out
 // counts as pending.
-func (b *Bus) Fetch(agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
+func (b *Bus) Fetch(ctx context.Context, agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
 	statuses, err := inbox.PrepareFetch(agent, statuses, limit)
 	if err != nil {
 		return nil, err
 	}
 	now := b.now()
 	var out []*inbox.Thread
-	tids, err := b.indexed(agent)
+	tids, err := b.indexed(ctx, agent)
 	if err != nil {
 		return nil, err
 	}
-	states, err := b.states(tids)
+	states, err := b.states(ctx, tids)
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +77,14 @@ func (r *record) unread(agent string) bool {
 }
 
 // List returns the threads f selects, newest first.
-func (b *Bus) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
+func (b *Bus) List(ctx context.Context, f inbox.ListFilter) ([]*inbox.Thread, error) {
 	statuses, err := inbox.PrepareList(f)
 	if err != nil {
 		return nil, err
 	}
 	now := b.now()
 	var out []*inbox.Thread
-	err = b.threads(func(r *record) bool {
+	err = b.threads(ctx, func(r *record) bool {
 		if !f.Selects(&r.Thread, statuses) {
 			return true
 		}
@@ -104,14 +105,14 @@ func (b *Bus) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
 }
 
 // Show returns a thread with every message in order.
-func (b *Bus) Show(tid string) (*inbox.ThreadView, error) {
+func (b *Bus) Show(ctx context.Context, tid string) (*inbox.ThreadView, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	recs, err := b.threadRecords(tid)
+	recs, err := b.threadRecords(ctx, tid)
 	archived := false
 	if errors.Is(err, inbox.ErrNotFound) {
-		if old, aerr := b.archived(tid); aerr == nil && len(old) > 0 {
+		if old, aerr := b.archived(ctx, tid); aerr == nil && len(old) > 0 {
 			recs, err, archived = old, nil, true
 		}
 	}
@@ -127,13 +128,13 @@ func (b *Bus) Show(tid string) (*inbox.ThreadView, error) {
 }
 
 // Thread returns one thread's current state.
-func (b *Bus) Thread(tid string) (*inbox.Thread, error) {
+func (b *Bus) Thread(ctx context.Context, tid string) (*inbox.Thread, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	r, _, err := b.state(tid)
+	r, _, err := b.state(ctx, tid)
 	if errors.Is(err, inbox.ErrNotFound) {
-		if old, aerr := b.archived(tid); aerr == nil && len(old) > 0 {
+		if old, aerr := b.archived(ctx, tid); aerr == nil && len(old) > 0 {
 			r, err = old[len(old)-1], nil
 		}
 	}
@@ -144,8 +145,8 @@ func (b *Bus) Thread(tid string) (*inbox.Thread, error) {
 }
 
 // LastMessage returns a thread and its newest message.
-func (b *Bus) LastMessage(tid string) (*inbox.Thread, *inbox.Message, error) {
-	v, err := b.Show(tid)
+func (b *Bus) LastMessage(ctx context.Context, tid string) (*inbox.Thread, *inbox.Message, error) {
+	v, err := b.Show(ctx, tid)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,19 +26,19 @@ var errKeep = errors.New("nothing to change")
 // wildcard is allowed) from sequence from on, in order, until fn returns
 // false or the stream has no more. lastPerSubject delivers only the
 // newest record of each subject: every thread's current state.
-func (b *Bus) records(subject string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
-	return b.recordsOf([]string{subject}, from, lastPerSubject, fn)
+func (b *Bus) records(ctx context.Context, subject string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
+	return b.recordsOf(ctx, []string{subject}, from, lastPerSubject, fn)
 }
 
 // recordsOf is records on several subjects at once.
-func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
+func (b *Bus) recordsOf(ctx context.Context, subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
 	var next uint64 // after a fail-over, go on from here
-	err := b.retry(func(context.Context) error {
+	err := b.retry(ctx, func(context.Context) error {
 		start := from
 		if next > 0 && !lastPerSubject {
 			start = next
 		}
-		return b.readRecords(subjects, start, lastPerSubject, func(r *record, seq uint64) bool {
+		return b.readRecords(ctx, subjects, start, lastPerSubject, func(r *record, seq uint64) bool {
 			if seq < next {
 				return true // delivered before the fail-over
 			}
@@ -53,8 +53,8 @@ func (b *Bus) recordsOf(subjects []string, from uint64, lastPerSubject bool, fn 
 }
 
 // readRecords is one attempt of recordsOf.
-func (b *Bus) readRecords(subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
-	ctx, cancel := b.ctx() // for the requests; each fetch has its own wait
+func (b *Bus) readRecords(ctx context.Context, subjects []string, from uint64, lastPerSubject bool, fn func(r *record, seq uint64) bool) error {
+	rctx, cancel := b.ctx(ctx) // for the requests; each fetch has its own wait
 	defer cancel()
 	// A plain ephemeral pull consumer, not an ordered one: an ordered
 	// consumer that lost its server recreates itself inside Fetch, and
@@ -69,13 +69,13 @@ func (b *Bus) readRecords(subjects []string, from uint64, lastPerSubject bool, f
 	case from > 1:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
-	cons, err := b.stream.CreateConsumer(ctx, cfg)
+	cons, err := b.stream.CreateConsumer(rctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		// Done with it: the server need not keep it until it times out.
-		dctx, dcancel := b.ctx()
+		dctx, dcancel := b.ctx(ctx)
 		b.stream.DeleteConsumer(dctx, cons.CachedInfo().Name)
 		dcancel()
 	}()
@@ -116,9 +116,9 @@ func (b *Bus) readRecords(subjects []string, from uint64, lastPerSubject bool, f
 }
 
 // threadRecords lists a thread's records in order.
-func (b *Bus) threadRecords(tid string) ([]*record, error) {
+func (b *Bus) threadRecords(ctx context.Context, tid string) ([]*record, error) {
 	var out []*record
-	err := b.records(b.threadFilter(tid), 1, false, func(r *record, _ uint64) bool {
+	err := b.records(ctx, b.threadFilter(tid), 1, false, func(r *record, _ uint64) bool {
 		out = append(out, r)
 		return true
 	})
@@ -139,10 +139,10 @@ func messagesOf(recs []*record) []*inbox.Message {
 }
 
 // messageAt returns message seq of a thread.
-func (b *Bus) messageAt(tid string, seq int) (*inbox.Message, error) {
-	recs, err := b.threadRecords(tid)
+func (b *Bus) messageAt(ctx context.Context, tid string, seq int) (*inbox.Message, error) {
+	recs, err := b.threadRecords(ctx, tid)
 	if errors.Is(err, inbox.ErrNotFound) {
-		if old, aerr := b.archived(tid); aerr == nil && len(old) > 0 {
+		if old, aerr := b.archived(ctx, tid); aerr == nil && len(old) > 0 {
 			recs, err = old, nil
 		}
 	}
@@ -160,9 +160,9 @@ func (b *Bus) messageAt(tid string, seq int) (*inbox.Message, error) {
 // threads calls fn with every thread's current state.
 // (Each thread has one subject per recipient and actor, each with its own
 // last record: the newest of them is the thread's state.)
-func (b *Bus) threads(fn func(r *record) bool) error {
+func (b *Bus) threads(ctx context.Context, fn func(r *record) bool) error {
 	newest := map[string]*record{}
-	err := b.records(b.prefix+"t.>", 1, true, func(r *record, _ uint64) bool {
+	err := b.records(ctx, b.prefix+"t.>", 1, true, func(r *record, _ uint64) bool {
 		if o := newest[r.Thread.ThreadID]; o == nil || o.Event.EventID < r.Event.EventID {
 			newest[r.Thread.ThreadID] = r
 		}
@@ -182,7 +182,7 @@ func (b *Bus) threads(fn func(r *record) bool) error {
 // states reads the threads' current states, several requests in flight at
 // once (a request's time is mostly the round trip); nil for a thread that
 // does not exist.
-func (b *Bus) states(tids []string) ([]*record, error) {
+func (b *Bus) states(ctx context.Context, tids []string) ([]*record, error) {
 	out := make([]*record, len(tids))
 	errs := make([]error, len(tids))
 	sem := make(chan struct{}, 16)
@@ -192,7 +192,7 @@ func (b *Bus) states(tids []string) ([]*record, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			r, _, err := b.state(tid)
+			r, _, err := b.state(ctx, tid)
 			if !errors.Is(err, inbox.ErrNotFound) {
 				out[i], errs[i] = r, err
 			}

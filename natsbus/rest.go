@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/inbox-dev/inbox"
@@ -8,22 +9,22 @@ import (
 
 // SendBatch sends each input in turn: on JetStream every thread's
 // creation is its own compare-and-set, so there is no one commit to share.
-func (b *Bus) SendBatch(ins []inbox.SendInput) ([]*inbox.Result, []error, error) {
+func (b *Bus) SendBatch(ctx context.Context, ins []inbox.SendInput) ([]*inbox.Result, []error, error) {
 	results, errs := make([]*inbox.Result, len(ins)), make([]error, len(ins))
 	for i, in := range ins {
 		if in.ThreadID != "" {
 			errs[i] = inbox.Invalid("thread", "must be empty: SendBatch only creates threads")
 			continue
 		}
-		results[i], errs[i] = b.Send(in)
+		results[i], errs[i] = b.Send(ctx, in)
 	}
 	return results, errs, nil
 }
 
 // HeldLeases lists the unreleased leases of unfinished threads.
-func (b *Bus) HeldLeases() ([]inbox.LeaseExpiry, error) {
+func (b *Bus) HeldLeases(ctx context.Context) ([]inbox.LeaseExpiry, error) {
 	var out []inbox.LeaseExpiry
-	err := b.threads(func(r *record) bool {
+	err := b.threads(ctx, func(r *record) bool {
 		l := r.Lease
 		if l == nil || l.Released() || inbox.IsTerminal(r.Thread.Status) {
 			return true
@@ -38,8 +39,8 @@ func (b *Bus) HeldLeases() ([]inbox.LeaseExpiry, error) {
 
 // ExpireLease releases a thread's lease if it has expired, as the
 // directory store does (spool's ExpireLease).
-func (b *Bus) ExpireLease(tid string) (bool, error) {
-	_, err := b.mutate(tid, func(c *change) error {
+func (b *Bus) ExpireLease(ctx context.Context, tid string) (bool, error) {
+	_, err := b.mutate(ctx, tid, func(c *change) error {
 		l := c.r.Lease
 		t := &c.r.Thread
 		if l == nil || l.Released() || inbox.IsTerminal(t.Status) || l.Live(c.now) {

@@ -3,6 +3,7 @@ package natsbus
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,18 +43,37 @@ func transient(err error) bool {
 	return false
 }
 
-// retry runs f until it succeeds, fails for good, or retryFor passes.
-func (b *Bus) retry(f func(ctx context.Context) error) error {
+// retry runs f until it succeeds, fails for good, retryFor passes, or
+// ctx ends: each attempt gets ctx with the request timeout (Bus.ctx), and
+// the waits between attempts double up to a second with random jitter
+// (a half to the full wait), so that the clients a fail-over interrupted
+// do not all come back in step. A cancelled ctx stops the waiting at once
+// and returns ctx's error.
+func (b *Bus) retry(ctx context.Context, f func(ctx context.Context) error) error {
 	deadline := time.Now().Add(retryFor)
 	wait := 50 * time.Millisecond
 	for {
-		ctx, cancel := b.ctx()
-		err := f(ctx)
+		actx, cancel := b.ctx(ctx)
+		err := f(actx)
 		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if !transient(err) || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(wait)
+		t := time.NewTimer(jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
 		wait = min(wait*2, time.Second)
 	}
+}
+
+// jitter is a random duration between half of d and d.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
 }

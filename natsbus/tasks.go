@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,9 +26,9 @@ type taskKey struct {
 
 // Push queues a task in spec.Owner's queue (default "main")
 // (inbox.PushTask).
-func (b *Bus) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
+func (b *Bus) Push(ctx context.Context, spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 	return inbox.PushTask(spec, prompt, func(spec inbox.TaskSpec, in inbox.SendInput) (*inbox.Thread, error) {
-		res, err := b.sendNew(in, spec.Name, spec.Owner)
+		res, err := b.sendNew(ctx, in, spec.Name, spec.Owner)
 		if err != nil {
 			return nil, err
 		}
@@ -36,22 +37,22 @@ func (b *Bus) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 }
 
 // registerTask takes name for thread tid, before the thread is created.
-func (b *Bus) registerTask(name, tid string) error {
+func (b *Bus) registerTask(ctx context.Context, name, tid string) error {
 	k := "task." + key(name)
 	data, _ := json.Marshal(taskKey{ThreadID: tid})
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	_, err := b.kv.Create(ctx, k, data)
+	_, err := b.kv.Create(rctx, k, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		e, gerr := b.kv.Get(ctx, k)
+		e, gerr := b.kv.Get(rctx, k)
 		if gerr != nil {
 			return inbox.Storage(gerr, "register task %s", name)
 		}
 		var old taskKey
 		json.Unmarshal(e.Value(), &old)
-		if _, _, serr := b.state(old.ThreadID); errors.Is(serr, inbox.ErrNotFound) {
+		if _, _, serr := b.state(ctx, old.ThreadID); errors.Is(serr, inbox.ErrNotFound) {
 			// A name left by a push that never committed: take its place.
-			_, err = b.kv.Update(ctx, k, data, e.Revision())
+			_, err = b.kv.Update(rctx, k, data, e.Revision())
 		} else {
 			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name", "%q is taken by another task; choose another", name)
 		}
@@ -60,12 +61,12 @@ func (b *Bus) registerTask(name, tid string) error {
 }
 
 // TaskByName returns a task.
-func (b *Bus) TaskByName(name string) (*inbox.Task, error) {
+func (b *Bus) TaskByName(ctx context.Context, name string) (*inbox.Task, error) {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return nil, err
 	}
-	ctx, cancel := b.ctx()
-	e, err := b.kv.Get(ctx, "task."+key(name))
+	rctx, cancel := b.ctx(ctx)
+	e, err := b.kv.Get(rctx, "task."+key(name))
 	cancel()
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, inbox.NotFound("task %s not found", name)
@@ -77,7 +78,7 @@ func (b *Bus) TaskByName(name string) (*inbox.Task, error) {
 	if json.Unmarshal(e.Value(), &k) != nil || k.ThreadID == "" {
 		return nil, inbox.NotFound("task %s not found", name)
 	}
-	v, err := b.Show(k.ThreadID)
+	v, err := b.Show(ctx, k.ThreadID)
 	if errors.Is(err, inbox.ErrNotFound) {
 		return nil, inbox.NotFound("task %s not found", name) // the push never committed
 	}
@@ -102,15 +103,15 @@ func (b *Bus) TaskByName(name string) (*inbox.Task, error) {
 	if v.Lease != nil {
 		t.StartedAt, t.LeaseToken = v.Lease.ClaimedAt, v.Lease.LeaseToken
 	}
-	t.Runner = b.taskRunner(name)
+	t.Runner = b.taskRunner(ctx, name)
 	return t, nil
 }
 
 // Tasks lists the tasks f selects, oldest first.
-func (b *Bus) Tasks(f inbox.TaskFilter) ([]*inbox.Task, error) {
-	ctx, cancel := b.ctx()
+func (b *Bus) Tasks(ctx context.Context, f inbox.TaskFilter) ([]*inbox.Task, error) {
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	l, err := b.kv.ListKeysFiltered(ctx, "task.*")
+	l, err := b.kv.ListKeysFiltered(rctx, "task.*")
 	if err != nil {
 		return nil, inbox.Storage(err, "list tasks")
 	}
@@ -120,15 +121,15 @@ func (b *Bus) Tasks(f inbox.TaskFilter) ([]*inbox.Task, error) {
 			names = append(names, string(raw))
 		}
 	}
-	return inbox.TasksIn(names, f, b.TaskByName)
+	return inbox.TasksIn(ctx, names, f, b.TaskByName)
 }
 
 // TaskByThread returns the task whose thread tid is.
-func (b *Bus) TaskByThread(tid string) (*inbox.Task, error) {
+func (b *Bus) TaskByThread(ctx context.Context, tid string) (*inbox.Task, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	v, err := b.Show(tid)
+	v, err := b.Show(ctx, tid)
 	if err != nil {
 		return nil, err
 	}
@@ -136,21 +137,21 @@ func (b *Bus) TaskByThread(tid string) (*inbox.Task, error) {
 	if len(v.Messages) > 0 {
 		first = v.Messages[0]
 	}
-	return inbox.TaskOfThread(tid, first, b.TaskByName)
+	return inbox.TaskOfThread(ctx, tid, first, b.TaskByName)
 }
 
 // CancelTask cancels a task that has not finished.
-func (b *Bus) CancelTask(agent string, t *inbox.Task, c inbox.Content) (*inbox.Result, error) {
+func (b *Bus) CancelTask(ctx context.Context, agent string, t *inbox.Task, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
-	m0, err := b.message(b.now(), t.Name, t.Parent, inbox.KindResult, c, "task "+t.Name+" cancelled by "+agent)
+	m0, err := b.message(ctx, b.now(), t.Name, t.Parent, inbox.KindResult, c, "task "+t.Name+" cancelled by "+agent)
 	if err != nil {
 		return nil, err
 	}
 	m0.Status = inbox.StatusCancelled
-	return b.mutateResult(t.ThreadID, func(ch *change) error {
-		if err := ch.idempotent("cancel", c.IdempotencyKey); err != nil {
+	return b.mutateResult(ctx, t.ThreadID, func(ch *change) error {
+		if err := ch.idempotent(ctx, "cancel", c.IdempotencyKey); err != nil {
 			return err
 		}
 		if inbox.IsTerminal(ch.r.Thread.Status) {
@@ -167,28 +168,28 @@ func (b *Bus) CancelTask(agent string, t *inbox.Task, c inbox.Content) (*inbox.R
 }
 
 // SetTaskRunner records (nil: forgets) the process running a task.
-func (b *Bus) SetTaskRunner(name string, r *inbox.TaskRunner) error {
+func (b *Bus) SetTaskRunner(ctx context.Context, name string, r *inbox.TaskRunner) error {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return err
 	}
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
 	if r == nil {
-		err := b.kv.Delete(ctx, "runner."+key(name))
+		err := b.kv.Delete(rctx, "runner."+key(name))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			err = nil
 		}
 		return inbox.Storage(err, "forget the runner of task %s", name)
 	}
 	data, _ := json.Marshal(r)
-	_, err := b.kv.Put(ctx, "runner."+key(name), data)
+	_, err := b.kv.Put(rctx, "runner."+key(name), data)
 	return inbox.Storage(err, "record the runner of task %s", name)
 }
 
-func (b *Bus) taskRunner(name string) *inbox.TaskRunner {
-	ctx, cancel := b.ctx()
+func (b *Bus) taskRunner(ctx context.Context, name string) *inbox.TaskRunner {
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	e, err := b.kv.Get(ctx, "runner."+key(name))
+	e, err := b.kv.Get(rctx, "runner."+key(name))
 	if err != nil {
 		return nil
 	}
@@ -201,7 +202,7 @@ func (b *Bus) taskRunner(name string) *inbox.TaskRunner {
 
 // TaskOutputPath is where a task's output is captured: on the machine
 // that runs it, in the user's cache directory.
-func (b *Bus) TaskOutputPath(name string) (string, error) {
+func (b *Bus) TaskOutputPath(ctx context.Context, name string) (string, error) {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"sort"
@@ -17,10 +18,10 @@ import (
 func (b *Bus) teamSubject(name string) string { return b.prefix + "team." + token(name) }
 
 // team reads a team and the sequence of its last change (nil, 0: none).
-func (b *Bus) team(name string) (*inbox.Team, uint64, error) {
-	ctx, cancel := b.ctx()
+func (b *Bus) team(ctx context.Context, name string) (*inbox.Team, uint64, error) {
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	m, err := b.stream.GetLastMsgForSubject(ctx, b.teamSubject(name))
+	m, err := b.stream.GetLastMsgForSubject(rctx, b.teamSubject(name))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, 0, nil
 	}
@@ -35,16 +36,16 @@ func (b *Bus) team(name string) (*inbox.Team, uint64, error) {
 }
 
 // Team returns a team.
-func (b *Bus) Team(name string) (*inbox.Team, error) {
+func (b *Bus) Team(ctx context.Context, name string) (*inbox.Team, error) {
 	if err := inbox.ValidateTeam("team", name); err != nil {
 		return nil, err
 	}
-	t, _, err := b.team(name)
+	t, _, err := b.team(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if t == nil {
-		return nil, inbox.NoTeam(teamDir{b}, "team", name)
+		return nil, inbox.NoTeam(ctx, teamDir{b}, "team", name)
 	}
 	return t, nil
 }
@@ -54,13 +55,13 @@ type teamDir struct{ b *Bus }
 
 var _ inbox.Directory = teamDir{}
 
-func (d teamDir) FindTeam(name string) (*inbox.Team, error) {
-	t, _, err := d.b.team(name)
+func (d teamDir) FindTeam(ctx context.Context, name string) (*inbox.Team, error) {
+	t, _, err := d.b.team(ctx, name)
 	return t, err
 }
 
-func (d teamDir) TeamNames() ([]string, error) {
-	teams, err := d.b.Teams()
+func (d teamDir) TeamNames(ctx context.Context) ([]string, error) {
+	teams, err := d.b.Teams(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -71,12 +72,12 @@ func (d teamDir) TeamNames() ([]string, error) {
 	return names, nil
 }
 
-func (d teamDir) Teams() ([]*inbox.Team, error) { return d.b.Teams() }
+func (d teamDir) Teams(ctx context.Context) ([]*inbox.Team, error) { return d.b.Teams(ctx) }
 
 // Teams lists every team, by name.
-func (b *Bus) Teams() ([]*inbox.Team, error) {
+func (b *Bus) Teams(ctx context.Context) ([]*inbox.Team, error) {
 	out := []*inbox.Team{}
-	err := b.records(b.prefix+"team.*", 1, true, func(r *record, _ uint64) bool {
+	err := b.records(ctx, b.prefix+"team.*", 1, true, func(r *record, _ uint64) bool {
 		if r.Team != nil {
 			out = append(out, r.Team)
 		}
@@ -86,8 +87,8 @@ func (b *Bus) Teams() ([]*inbox.Team, error) {
 	return out, err
 }
 
-func (b *Bus) teamsOf(agent string) ([]string, error) {
-	teams, err := b.Teams()
+func (b *Bus) teamsOf(ctx context.Context, agent string) ([]string, error) {
+	teams, err := b.Teams(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -95,35 +96,35 @@ func (b *Bus) teamsOf(agent string) ([]string, error) {
 }
 
 // CreateTeam creates a team; a team of that name must not exist.
-func (b *Bus) CreateTeam(by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(by, name, members, inbox.EventTeamCreated)
+func (b *Bus) CreateTeam(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
+	return b.changeTeam(ctx, by, name, members, inbox.EventTeamCreated)
 }
 
 // AddMembers adds members to a team; those already in it stay as they are.
-func (b *Bus) AddMembers(by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(by, name, members, inbox.EventTeamMembersAdded)
+func (b *Bus) AddMembers(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
+	return b.changeTeam(ctx, by, name, members, inbox.EventTeamMembersAdded)
 }
 
 // RemoveMembers removes members from a team; each must be a member.
-func (b *Bus) RemoveMembers(by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(by, name, members, inbox.EventTeamMembersRemoved)
+func (b *Bus) RemoveMembers(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
+	return b.changeTeam(ctx, by, name, members, inbox.EventTeamMembersRemoved)
 }
 
 // changeTeam decides a change of the team (inbox.TeamChange) from its
 // current state and publishes it under the team subject's compare-and-set,
 // deciding again when another change got in first.
-func (b *Bus) changeTeam(by, name string, members []string, evType string) (*inbox.Team, error) {
+func (b *Bus) changeTeam(ctx context.Context, by, name string, members []string, evType string) (*inbox.Team, error) {
 	c, err := inbox.PrepareTeamChange(by, name, members, evType)
 	if err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		cur, seq, err := b.team(name)
+		cur, seq, err := b.team(ctx, name)
 		if err != nil {
 			return nil, err
 		}
 		now := inbox.FormatTime(b.now())
-		t, changed, err := c.Apply(teamDir{b}, cur, now)
+		t, changed, err := c.Apply(ctx, teamDir{b}, cur, now)
 		if err != nil {
 			return nil, err
 		}
@@ -137,8 +138,8 @@ func (b *Bus) changeTeam(by, name string, members []string, evType string) (*inb
 		r := &record{Team: t, Event: inbox.Event{Source: b.source, EventType: evType, Agent: by, Summary: c.Summary(changed),
 			PayloadJSON: payload, CreatedAt: now}}
 		data, _ := json.Marshal(r)
-		ctx, cancel := b.ctx()
-		_, err = b.js.Publish(ctx, b.teamSubject(name), data, jetstream.WithExpectLastSequencePerSubject(seq))
+		rctx, cancel := b.ctx(ctx)
+		_, err = b.js.Publish(rctx, b.teamSubject(name), data, jetstream.WithExpectLastSequencePerSubject(seq))
 		cancel()
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
@@ -154,6 +155,6 @@ func (b *Bus) changeTeam(by, name string, members []string, evType string) (*inb
 
 // resolve expands an address into the agents a message goes to
 // (inbox.Resolve over the bus's teams).
-func (b *Bus) resolve(from string, a inbox.Address) ([]string, error) {
-	return inbox.Resolve(teamDir{b}, from, a)
+func (b *Bus) resolve(ctx context.Context, from string, a inbox.Address) ([]string, error) {
+	return inbox.Resolve(ctx, teamDir{b}, from, a)
 }

@@ -2,6 +2,7 @@ package natsbus
 
 import (
 	"cmp"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -14,16 +15,16 @@ import (
 
 // Reindex has nothing to rebuild on JetStream: fetch and list read each
 // thread's newest record from the stream itself. It counts the threads.
-func (b *Bus) Reindex() (int, error) {
+func (b *Bus) Reindex(ctx context.Context) (int, error) {
 	n := 0
-	err := b.threads(func(*record) bool { n++; return true })
+	err := b.threads(ctx, func(*record) bool { n++; return true })
 	return n, err
 }
 
 // Stats counts threads by status and assignee, and measures the stream.
-func (b *Bus) Stats() (*inbox.Stats, error) {
+func (b *Bus) Stats(ctx context.Context) (*inbox.Stats, error) {
 	st := &inbox.Stats{ByStatus: map[string]int{}, ByAgent: map[string]map[string]int{}}
-	err := b.threads(func(r *record) bool {
+	err := b.threads(ctx, func(r *record) bool {
 		t := r.Thread
 		st.Threads++
 		st.ByStatus[t.Status]++
@@ -39,18 +40,18 @@ func (b *Bus) Stats() (*inbox.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	info, err := b.stream.Info(ctx)
+	info, err := b.stream.Info(rctx)
 	if err != nil {
 		return nil, inbox.Storage(err, "read the event log")
 	}
 	st.EventLogBytes = int64(info.State.Bytes)
 	st.EventSegments = 1
-	st.ArchivedThreads = b.archivedCount()
+	st.ArchivedThreads = b.archivedCount(ctx)
 	st.LastEventID = int64(info.State.LastSeq)
 	st.StoreBytes = st.EventLogBytes
-	if kv, err := b.kv.Status(ctx); err == nil {
+	if kv, err := b.kv.Status(rctx); err == nil {
 		st.StoreBytes += int64(kv.Bytes())
 	}
 	return st, nil
@@ -66,13 +67,13 @@ const staleAfter = 10 * time.Minute
 // idempotency keys and task names name threads that exist, and its
 // collection marks name mail of their agent. repair deletes stale bucket
 // records; the stream itself is never rewritten.
-func (b *Bus) Fsck(repair bool) (*inbox.FsckReport, error) {
+func (b *Bus) Fsck(ctx context.Context, repair bool) (*inbox.FsckReport, error) {
 	rep := &inbox.FsckReport{Findings: []inbox.Finding{}}
 	type thread struct{ count int }
 	threads := map[string]*thread{}
 	mail := map[string]map[int64]bool{} // agent (hex) → its mail's event ids
 	var last uint64
-	err := b.records(b.prefix+">", 1, false, func(r *record, seq uint64) bool {
+	err := b.records(ctx, b.prefix+">", 1, false, func(r *record, seq uint64) bool {
 		rep.Events++
 		if seq <= last {
 			rep.Findings = append(rep.Findings, inbox.Finding{Check: "event_order", Detail: fmt.Sprintf("event %d follows %d", seq, last)})
@@ -114,9 +115,9 @@ func (b *Bus) Fsck(repair bool) (*inbox.FsckReport, error) {
 		return nil, err
 	}
 	rep.Threads = len(threads)
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	lister, err := b.kv.ListKeys(ctx)
+	lister, err := b.kv.ListKeys(rctx)
 	if err != nil {
 		return nil, inbox.Storage(err, "list the store's bucket")
 	}
@@ -131,7 +132,7 @@ func (b *Bus) Fsck(repair bool) (*inbox.FsckReport, error) {
 		var detail, check string
 		switch parts[0] {
 		case "idem", "task":
-			e, err := b.kv.Get(ctx, k)
+			e, err := b.kv.Get(rctx, k)
 			if err != nil || now.Sub(e.Created()) < staleAfter {
 				continue
 			}
@@ -155,7 +156,7 @@ func (b *Bus) Fsck(repair bool) (*inbox.FsckReport, error) {
 			continue
 		}
 		f := inbox.Finding{Check: check, Path: k, Detail: detail}
-		if repair && b.kv.Delete(ctx, k) == nil {
+		if repair && b.kv.Delete(rctx, k) == nil {
 			f.Repaired = true
 		}
 		rep.Findings = append(rep.Findings, f)

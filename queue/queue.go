@@ -186,7 +186,7 @@ func leaseFor(timeout time.Duration) int {
 
 func runOne(ctx context.Context, cfg Config, name string) error {
 	s := cfg.Store
-	t, err := s.TaskByName(name)
+	t, err := s.TaskByName(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 		timeout = cfg.DefaultTimeout
 	}
 	lease := leaseFor(timeout)
-	claimed, err := s.Claim(name, t.ThreadID, lease)
+	claimed, err := s.Claim(ctx, name, t.ThreadID, lease)
 	if errors.Is(err, inbox.ErrLeaseConflict) || errors.Is(err, inbox.ErrInvalidState) {
 		return nil // another runner took it
 	}
@@ -206,7 +206,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 		return err
 	}
 	token := claimed.Lease.LeaseToken
-	outPath, err := s.TaskOutputPath(name)
+	outPath, err := s.TaskOutputPath(ctx, name)
 	if err != nil {
 		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot capture the task's output: " + err.Error()})
 	}
@@ -219,7 +219,7 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	limit := outputLimit(s)
 	cmd := taskCommand(cfg.Exec, cfg.Umask)
 	if t.PromptBlob != "" {
-		pf, err := s.OpenBlob(t.PromptBlob)
+		pf, err := s.OpenBlob(ctx, t.PromptBlob)
 		if err != nil {
 			return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot read the task's prompt: " + err.Error()})
 		}
@@ -273,10 +273,10 @@ func runOne(ctx context.Context, cfg Config, name string) error {
 	}()
 	pgid := cmd.Process.Pid
 	rec := &inbox.TaskRunner{RunnerPID: os.Getpid(), RunnerStart: procStart(os.Getpid()), PGID: pgid, StartedAt: inbox.FormatTime(started)}
-	if err := s.SetTaskRunner(name, rec); err != nil {
+	if err := s.SetTaskRunner(ctx, name, rec); err != nil {
 		cfg.Log.Warn("cannot record the task's runner", "task", name, "error", err)
 	}
-	defer s.SetTaskRunner(name, nil)
+	defer s.SetTaskRunner(ctx, name, nil)
 	cfg.Log.Info("task started", "task", name, "thread", t.ThreadID, "pgid", pgid)
 
 	done := make(chan error, 1)
@@ -308,7 +308,7 @@ loop:
 			waitErr = stop(pgid, done, cfg.Grace)
 			break loop
 		case <-renew.C:
-			if _, err := s.Renew(name, t.ThreadID, lease, token); err != nil {
+			if _, err := s.Renew(ctx, name, t.ThreadID, lease, token); err != nil {
 				cfg.Log.Warn("cannot renew the task's lease", "task", name, "error", err)
 			}
 		case <-expired:
@@ -493,7 +493,7 @@ type outcome struct {
 func deliverRetrying(ctx context.Context, cfg Config, t *inbox.Task, token int64, o outcome) error {
 	wait := 100 * time.Millisecond
 	for {
-		err := deliver(cfg.Store, t, token, o)
+		err := deliver(ctx, cfg.Store, t, token, o)
 		switch {
 		case err == nil:
 			return nil
@@ -542,7 +542,7 @@ func stop(pgid int, done <-chan error, grace time.Duration) error {
 // maximum, its room), else a blob adopted from the capture file (which
 // costs no room: the blob is another name for it). A capture larger than
 // the store's maximum is refused (inbox.TooLarge), never adopted.
-func output(s inbox.Bus, outPath, field string) (text string, blob *inbox.Blob, err error) {
+func output(ctx context.Context, s inbox.Bus, outPath, field string) (text string, blob *inbox.Blob, err error) {
 	if outPath == "" {
 		return "", nil, nil
 	}
@@ -565,14 +565,14 @@ func output(s inbox.Bus, outPath, field string) (text string, blob *inbox.Blob, 
 			return string(data), nil, nil
 		}
 	}
-	b, err := s.AdoptBlob(field, outPath)
+	b, err := s.AdoptBlob(ctx, field, outPath)
 	return "", b, err
 }
 
 // outputTail is the last max bytes of the capture at outPath as a
 // message carries them: inline text (without the pieces of a character
 // cut at the start) when that is text, else a staged blob.
-func outputTail(s inbox.Bus, outPath, field string, max int64) (text string, blob *inbox.Blob, err error) {
+func outputTail(ctx context.Context, s inbox.Bus, outPath, field string, max int64) (text string, blob *inbox.Blob, err error) {
 	if outPath == "" {
 		return "", nil, nil
 	}
@@ -602,7 +602,7 @@ func outputTail(s inbox.Bus, outPath, field string, max int64) (text string, blo
 	if isText(cut) {
 		return string(cut), nil, nil
 	}
-	b, err := s.StageBlob(field, bytes.NewReader(data))
+	b, err := s.StageBlob(ctx, field, bytes.NewReader(data))
 	return "", b, err
 }
 
@@ -613,9 +613,9 @@ func isText(data []byte) bool { return utf8.Valid(data) && bytes.IndexByte(data,
 // deliver finishes the task's thread: done with its output as the result,
 // or failed with the error and partial output. Either way the parent gets
 // a message from the task.
-func deliver(s inbox.Bus, t *inbox.Task, token int64, o outcome) error {
+func deliver(ctx context.Context, s inbox.Bus, t *inbox.Task, token int64, o outcome) error {
 	if o.ok {
-		text, blob, err := output(s, o.outPath, "body")
+		text, blob, err := output(ctx, s, o.outPath, "body")
 		if err != nil {
 			return err
 		}
@@ -627,15 +627,15 @@ func deliver(s inbox.Bus, t *inbox.Task, token int64, o outcome) error {
 		if blob != nil {
 			c.Blobs = []*inbox.Blob{blob}
 		}
-		_, err = s.Done(t.Name, t.ThreadID, token, c)
+		_, err = s.Done(ctx, t.Name, t.ThreadID, token, c)
 		return err
 	}
-	c, err := failure(s, o.why, o.outPath, o.truncated)
+	c, err := failure(ctx, s, o.why, o.outPath, o.truncated)
 	if err != nil {
 		return err
 	}
 	c.Summary, c.Body = "task "+t.Name+" failed: "+inbox.Shorten(o.why, 300), o.stderr
-	_, err = s.Fail(t.Name, t.ThreadID, token, c)
+	_, err = s.Fail(ctx, t.Name, t.ThreadID, token, c)
 	return err
 }
 
@@ -646,12 +646,12 @@ func deliver(s inbox.Bus, t *inbox.Task, token int64, o outcome) error {
 // "partial_output_truncated":true; when it cannot be inline (not text, or
 // the payload would be over the store's limits) it is a blob, which
 // "partial_output_blob" names.
-func failure(s inbox.Bus, why, outPath string, truncated bool) (inbox.Content, error) {
+func failure(ctx context.Context, s inbox.Bus, why, outPath string, truncated bool) (inbox.Content, error) {
 	var text string
 	var blob *inbox.Blob
 	var err error
 	if !truncated {
-		text, blob, err = output(s, outPath, "partial_output")
+		text, blob, err = output(ctx, s, outPath, "partial_output")
 		var ie *inbox.Error
 		if errors.As(err, &ie) && ie.Code == "too_large" {
 			truncated = true
@@ -660,7 +660,7 @@ func failure(s inbox.Bus, why, outPath string, truncated bool) (inbox.Content, e
 		}
 	}
 	if truncated {
-		if text, blob, err = outputTail(s, outPath, "partial_output", partialLimit(outputLimit(s))); err != nil {
+		if text, blob, err = outputTail(ctx, s, outPath, "partial_output", partialLimit(outputLimit(s))); err != nil {
 			return inbox.Content{}, err
 		}
 	}
@@ -678,9 +678,9 @@ func failure(s inbox.Bus, why, outPath string, truncated bool) (inbox.Content, e
 		// file itself when it is whole.
 		p["partial_output"] = ""
 		if truncated {
-			blob, err = s.StageBlob("partial_output", strings.NewReader(text))
+			blob, err = s.StageBlob(ctx, "partial_output", strings.NewReader(text))
 		} else {
-			blob, err = s.AdoptBlob("partial_output", outPath)
+			blob, err = s.AdoptBlob(ctx, "partial_output", outPath)
 		}
 		if err != nil {
 			return inbox.Content{}, err
@@ -702,27 +702,27 @@ func failure(s inbox.Bus, why, outPath string, truncated bool) (inbox.Content, e
 // a running one's process group is killed (SIGTERM, then SIGKILL after
 // grace). Either way the parent gets the failure message, with the
 // output so far as partial_output.
-func Cancel(s inbox.Bus, t *inbox.Task, agent, reason, key string, grace time.Duration) (*inbox.Result, error) {
+func Cancel(ctx context.Context, s inbox.Bus, t *inbox.Task, agent, reason, key string, grace time.Duration) (*inbox.Result, error) {
 	why := "cancelled by " + agent
 	if reason != "" {
 		why += ": " + reason
 	}
-	outPath, _ := s.TaskOutputPath(t.Name)
-	c, err := failure(s, why, outPath, false)
+	outPath, _ := s.TaskOutputPath(ctx, t.Name)
+	c, err := failure(ctx, s, why, outPath, false)
 	if err != nil {
 		return nil, err
 	}
 	c.Summary, c.IdempotencyKey = "task "+t.Name+" "+inbox.Shorten(why, 300), key
 	// Cancelled first, then killed: the runner, finding the thread
 	// finished when its process exits, delivers nothing more.
-	res, err := s.CancelTask(agent, t, c)
+	res, err := s.CancelTask(ctx, agent, t, c)
 	if err != nil {
 		return nil, err
 	}
 	// The runner records its process a moment after starting it: look
 	// again now rather than trust what t was read with.
 	r := t.Runner
-	if now, err := s.TaskByName(t.Name); err == nil && now.Runner != nil {
+	if now, err := s.TaskByName(ctx, t.Name); err == nil && now.Runner != nil {
 		r = now.Runner
 	}
 	if r != nil && r.PGID > 0 {
@@ -757,7 +757,7 @@ const unrecordedGrace = 30 * time.Second
 // between claiming it and starting it), or the task's lease has expired.
 // Whatever is left of the task's process group is killed. It returns the
 // names it failed.
-func Reap(s inbox.Bus, tasks []*inbox.Task) ([]string, error) {
+func Reap(ctx context.Context, s inbox.Bus, tasks []*inbox.Task) ([]string, error) {
 	var reaped []string
 	for _, t := range tasks {
 		if t.State() != "running" {
@@ -774,7 +774,7 @@ func Reap(s inbox.Bus, tasks []*inbox.Task) ([]string, error) {
 			// (or is a moment from writing it); the claim's age tells,
 			// and the lease.
 			started, perr := time.Parse(time.RFC3339Nano, t.StartedAt)
-			alive = !leaseExpired(s, t) && (perr != nil || time.Since(started) < unrecordedGrace)
+			alive = !leaseExpired(ctx, s, t) && (perr != nil || time.Since(started) < unrecordedGrace)
 		}
 		if alive {
 			continue
@@ -786,9 +786,9 @@ func Reap(s inbox.Bus, tasks []*inbox.Task) ([]string, error) {
 		if rec.RunnerPID == 0 {
 			why = "the runner died before the task started"
 		}
-		outPath, _ := s.TaskOutputPath(t.Name)
+		outPath, _ := s.TaskOutputPath(ctx, t.Name)
 		o := outcome{why: why, outPath: outPath}
-		if err := deliver(s, t, t.LeaseToken, o); err != nil {
+		if err := deliver(ctx, s, t, t.LeaseToken, o); err != nil {
 			if errors.Is(err, inbox.ErrInvalidState) || errors.Is(err, inbox.ErrLeaseConflict) || errors.Is(err, inbox.ErrStaleToken) {
 				continue // finished or taken over meanwhile
 			}
@@ -796,23 +796,23 @@ func Reap(s inbox.Bus, tasks []*inbox.Task) ([]string, error) {
 				return reaped, err
 			}
 			// The lease ran out: take it back to report the failure.
-			c, cerr := s.Claim(t.Name, t.ThreadID, 60)
+			c, cerr := s.Claim(ctx, t.Name, t.ThreadID, 60)
 			if cerr != nil {
 				continue
 			}
-			if err := deliver(s, t, c.Lease.LeaseToken, o); err != nil {
+			if err := deliver(ctx, s, t, c.Lease.LeaseToken, o); err != nil {
 				return reaped, err
 			}
 		}
-		s.SetTaskRunner(t.Name, nil)
+		s.SetTaskRunner(ctx, t.Name, nil)
 		os.Remove(outPath)
 		reaped = append(reaped, t.Name)
 	}
 	return reaped, nil
 }
 
-func leaseExpired(s inbox.Bus, t *inbox.Task) bool {
-	v, err := s.Show(t.ThreadID)
+func leaseExpired(ctx context.Context, s inbox.Bus, t *inbox.Task) bool {
+	v, err := s.Show(ctx, t.ThreadID)
 	if err != nil || v.Lease == nil {
 		return false
 	}

@@ -37,7 +37,7 @@ func (b roomyBus) CheckSize(field string, n int64) error {
 // dir), runs it to the end and returns the message its parent got.
 func runTask(t *testing.T, bus inbox.Bus, dir, name, command string) *inbox.Message {
 	t.Helper()
-	if _, err := bus.Push(inbox.TaskSpec{Name: name, Parent: "main", Owner: "main"}, "go"); err != nil {
+	if _, err := bus.Push(t.Context(), inbox.TaskSpec{Name: name, Parent: "main", Owner: "main"}, "go"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -60,7 +60,7 @@ func openStore(t *testing.T) (*spool.Store, string) {
 	if _, err := spool.Init(dir, false); err != nil {
 		t.Fatal(err)
 	}
-	s, err := spool.Open(dir, spool.Options{})
+	s, err := spool.Open(t.Context(), dir, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestPartialOutputOverPayloadLimitIsABlob(t *testing.T) {
 	if p.Success || p.Partial != "" || p.Blob == "" {
 		t.Fatalf("got payload %.300s, want a failure whose partial output is a blob", m.PayloadJSON)
 	}
-	rc, err := s.OpenBlob(p.Blob)
+	rc, err := s.OpenBlob(t.Context(), p.Blob)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -102,7 +103,7 @@ func (s *Store) owed(agent string) ([]*mailEntry, error) {
 
 // Unacknowledged lists the messages that asked agent for an
 // acknowledgment it has not given, oldest first.
-func (s *Store) Unacknowledged(agent string) ([]*inbox.Message, error) {
+func (s *Store) Unacknowledged(ctx context.Context, agent string) ([]*inbox.Message, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func (e *errAcked) Error() string { return "acknowledged already" }
 // (type acknowledgment, content {"ackId": …}) in the message's thread, to
 // its sender. Without tid the message is looked for among those agent owes
 // an acknowledgment. A second acknowledgment returns the first (Replayed).
-func (s *Store) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Result, error) {
+func (s *Store) Ack(ctx context.Context, agent, messageID, tid string, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.PrepareAck(agent, messageID, tid); err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func (s *Store) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Resul
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.appendMessageOpts("ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
+	res, err := s.appendMessageOpts(ctx, "ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
 		allowTerminal: true,
 		check: func(t *tx) error {
 			if a := s.ackOf(tid, m, agent); a != nil {
@@ -169,7 +170,7 @@ func (s *Store) Ack(agent, messageID, tid string, c inbox.Content) (*inbox.Resul
 	})
 	var done *errAcked
 	if errors.As(err, &done) {
-		th, _ := s.Thread(tid)
+		th, _ := s.Thread(ctx, tid)
 		s.dropAckMarker(tid, done.ack)
 		return &inbox.Result{Thread: th, Message: done.ack, Replayed: true}, nil
 	}

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -82,14 +83,14 @@ func (s *Store) known(agent string) bool {
 
 // unknownRecipients warns for each agent a message names explicitly that
 // has never acted here (inbox.UnknownRecipients).
-func (s *Store) unknownRecipients(m *inbox.Message) []string {
-	return inbox.UnknownRecipients(m, func(role, to string) []string {
-		return inbox.UnknownAgentWarnings(role, to, s.known, s.agentNames)
+func (s *Store) unknownRecipients(ctx context.Context, m *inbox.Message) []string {
+	return inbox.UnknownRecipients(ctx, m, func(_ context.Context, role, to string) []string {
+		return inbox.UnknownAgentWarnings(ctx, role, to, func(_ context.Context, n string) bool { return s.known(n) }, s.agentNames)
 	})
 }
 
 // agentNames lists the agents that have acted here.
-func (s *Store) agentNames() []string {
+func (s *Store) agentNames(context.Context) []string {
 	entries, err := os.ReadDir(filepath.Join(s.dir, agentsDir))
 	if err != nil {
 		return nil
@@ -110,7 +111,7 @@ func (s *Store) agentNames() []string {
 // it now (proven by the lock that process holds, see presence.go); gone
 // held a lease that expired unreleased, or died while waiting, and has
 // not acted since; idle is everything else.
-func (s *Store) Agents() ([]*inbox.AgentInfo, error) {
+func (s *Store) Agents(ctx context.Context) ([]*inbox.AgentInfo, error) {
 	byName := map[string]*inbox.AgentInfo{}
 	seen := map[string]time.Time{}
 	see := func(n string, t time.Time) {
@@ -204,13 +205,13 @@ func (s *Store) Agents() ([]*inbox.AgentInfo, error) {
 		if t := seen[a.Agent]; !t.IsZero() {
 			a.LastSeen = inbox.FormatTime(t)
 		}
-		if a.Teams, err = s.teamsOf(a.Agent); err != nil {
+		if a.Teams, err = s.teamsOf(ctx, a.Agent); err != nil {
 			return nil, err
 		}
 		if a.Teams == nil {
 			a.Teams = []string{}
 		}
-		owed, err := s.Unacknowledged(a.Agent)
+		owed, err := s.Unacknowledged(ctx, a.Agent)
 		if err != nil {
 			return nil, err
 		}

@@ -17,7 +17,7 @@ func BenchmarkSend(b *testing.B) {
 	s, _ := storetest.New(b, spool.Options{})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: fmt.Sprint("task ", i),
+		if _, err := s.Send(b.Context(), inbox.SendInput{From: "boss", To: "X", Subject: fmt.Sprint("task ", i),
 			Content: inbox.Content{Body: "please do it"}}); err != nil {
 			b.Fatal(err)
 		}
@@ -26,10 +26,10 @@ func BenchmarkSend(b *testing.B) {
 
 func BenchmarkReply(b *testing.B) {
 	s, _ := storetest.New(b, spool.Options{})
-	r, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "long thread"})
+	r, _ := s.Send(b.Context(), inbox.SendInput{From: "boss", To: "X", Subject: "long thread"})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Reply("boss", "", r.Thread.ThreadID, inbox.KindProgress, inbox.Content{Summary: "more"}); err != nil {
+		if _, err := s.Reply(b.Context(), "boss", "", r.Thread.ThreadID, inbox.KindProgress, inbox.Content{Summary: "more"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -39,7 +39,7 @@ func BenchmarkClaim(b *testing.B) {
 	s, _ := storetest.New(b, spool.Options{})
 	ids := make([]string, b.N)
 	for i := range ids {
-		r, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "t"})
+		r, err := s.Send(b.Context(), inbox.SendInput{From: "boss", To: "X", Subject: "t"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func BenchmarkClaim(b *testing.B) {
 	}
 	b.ResetTimer()
 	for _, id := range ids {
-		if _, err := s.Claim("X", id, 900); err != nil {
+		if _, err := s.Claim(b.Context(), "X", id, 900); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -63,18 +63,18 @@ func BenchmarkFetch10k(b *testing.B) {
 		if i%1000 == 999 || i%10 == 0 {
 			to = "X"
 		}
-		r, err := s.Send(inbox.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", i)})
+		r, err := s.Send(b.Context(), inbox.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", i)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if i%10 == 0 {
-			s.Claim("X", r.Thread.ThreadID, 900)
-			s.Done("X", r.Thread.ThreadID, 0, inbox.Content{Summary: "done"})
+			s.Claim(b.Context(), "X", r.Thread.ThreadID, 900)
+			s.Done(b.Context(), "X", r.Thread.ThreadID, 0, inbox.Content{Summary: "done"})
 		}
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ts, err := s.Fetch("X", []string{inbox.StatusPending}, 10, false)
+		ts, err := s.Fetch(b.Context(), "X", []string{inbox.StatusPending}, 10, false)
 		if err != nil || len(ts) != 10 {
 			b.Fatalf("fetch: %d threads, %v", len(ts), err)
 		}

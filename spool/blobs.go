@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +53,7 @@ func stagedOf(b *inbox.Blob) *staged {
 
 // OpenBlob opens a blob by its reference (Blob.Ref, the "blob" of its
 // artifact's metadata).
-func (s *Store) OpenBlob(ref string) (io.ReadCloser, error) {
+func (s *Store) OpenBlob(ctx context.Context, ref string) (io.ReadCloser, error) {
 	p, err := s.blobPath(ref)
 	if err != nil {
 		return nil, err
@@ -191,7 +192,7 @@ func (s *Store) blobLimit(field string) (limit int64, tooLarge func(n int64) err
 // and hashed on the way). It reads at most one byte past the store's
 // limit (see MaxBlob and the free space): content over it is refused with
 // inbox.TooLarge, its temp file removed, the rest of r left unread.
-func (s *Store) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
+func (s *Store) StageBlob(ctx context.Context, field string, r io.Reader) (*inbox.Blob, error) {
 	limit, tooLarge := s.blobLimit(field)
 	f, err := os.CreateTemp(s.tmpDir(), "blob-*")
 	if err != nil {
@@ -236,7 +237,7 @@ func (s *Store) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
 // must be on the store's file system and no longer change (a task's
 // captured output): it is fsynced and hashed, and linked into the store
 // when the message commits. The caller removes it afterwards.
-func (s *Store) AdoptBlob(field, path string) (*inbox.Blob, error) {
+func (s *Store) AdoptBlob(ctx context.Context, field, path string) (*inbox.Blob, error) {
 	f, err := openRead(path)
 	if err != nil {
 		return nil, inbox.Storage(err, "read %s", path)

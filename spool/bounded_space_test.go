@@ -89,7 +89,7 @@ func TestStageBlobStopsPastTheMaximum(t *testing.T) {
 	if _, err := InitWith(db, InitOptions{MaxBlob: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(db, Options{})
+	s, err := Open(t.Context(), db, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,24 +97,24 @@ func TestStageBlobStopsPastTheMaximum(t *testing.T) {
 		t.Fatalf("MaxBlob %d, want %d", s.MaxBlob(), 1<<20)
 	}
 	src := &endless{}
-	_, err = s.StageBlob("payload_json", src)
+	_, err = s.StageBlob(t.Context(), "payload_json", src)
 	wantTooLarge(t, err, "payload_json", "1 MiB (1048576 bytes)")
 	if src.n > 1<<20+64<<10 {
 		t.Errorf("read %d bytes of an endless source; the limit is %d", src.n, 1<<20)
 	}
 	noTemps(t, db)
 	// At the limit it is taken.
-	b, err := s.StageBlob("body", io.LimitReader(&endless{}, 1<<20))
+	b, err := s.StageBlob(t.Context(), "body", io.LimitReader(&endless{}, 1<<20))
 	if err != nil || b.Size != 1<<20 {
 		t.Fatalf("StageBlob at the limit: %v, %v", b, err)
 	}
 	discard(b)
 	// A body or payload given whole is held to it too.
-	_, err = s.Send(inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{Body: strings.Repeat("b", 1<<20+1)}})
+	_, err = s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{Body: strings.Repeat("b", 1<<20+1)}})
 	wantTooLarge(t, err, "body", "1 MiB")
-	_, err = s.Send(inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{PayloadJSON: `"` + strings.Repeat("p", 1<<20) + `"`}})
+	_, err = s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{PayloadJSON: `"` + strings.Repeat("p", 1<<20) + `"`}})
 	wantTooLarge(t, err, "payload_json", "1 MiB")
-	if n, _ := s.LastEventID(); n != 0 {
+	if n, _ := s.LastEventID(t.Context()); n != 0 {
 		t.Errorf("a refused send wrote %d events", n)
 	}
 	noTemps(t, db)
@@ -135,7 +135,7 @@ func TestFullDiskRefuses(t *testing.T) {
 	}
 	defer func() { statfs = syscall.Statfs }()
 
-	_, err := s.StageBlob("body", &endless{})
+	_, err := s.StageBlob(t.Context(), "body", &endless{})
 	wantTooLarge(t, err, "body", "room on the store's file system")
 	noTemps(t, db)
 	// Inline content is written twice (its file, its log line).
@@ -147,9 +147,9 @@ func TestFullDiskRefuses(t *testing.T) {
 	if err := s.CheckSize("body", 100<<10); err != nil {
 		t.Errorf("small content is not weighed against the free space: %v", err)
 	}
-	_, err = s.Send(inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{Body: strings.Repeat("b", 2*MiB)}})
+	_, err = s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{Body: strings.Repeat("b", 2*MiB)}})
 	wantTooLarge(t, err, "body", "free")
-	if n, _ := s.LastEventID(); n != 0 {
+	if n, _ := s.LastEventID(t.Context()); n != 0 {
 		t.Errorf("a refused send wrote %d events", n)
 	}
 }

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -135,7 +136,7 @@ func (s *Store) advanceMark(last int64) error {
 // when the machine crashed or restarted since the files were written. A
 // format 1 store, whose every file was fsynced, is converted: its
 // watermark is its last event.
-func (s *Store) openDurable(version int) error {
+func (s *Store) openDurable(ctx context.Context, version int) error {
 	w, ok := s.readWatermark()
 	if ok && w.BootID == bootID() && version == FormatVersion {
 		// (Where the system tells no boot id, both are empty: such
@@ -146,7 +147,7 @@ func (s *Store) openDurable(version int) error {
 	if s.linkErr != nil {
 		return nil // writes are refused anyway; fsck --repair removes the link
 	}
-	s, unlock, err := s.lockAllToWrite() // from here on, the locked view
+	s, unlock, err := s.lockAllToWrite(ctx) // from here on, the locked view
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func (s *Store) openDurable(version int) error {
 	case version < FormatVersion:
 		// Format 1: everything on disk is durable.
 	case !ok || w.EventID < last:
-		if err := s.replay(w.EventID); err != nil {
+		if err := s.replay(ctx, w.EventID); err != nil {
 			return err
 		}
 	}
@@ -198,7 +199,7 @@ func (s *Store) writeFormatVersion() error {
 // disk, never acknowledged) is rolled back; a thread created after the
 // watermark that the log does not know is removed. The index is rebuilt.
 // The caller holds every lock.
-func (s *Store) replay(after int64) error {
+func (s *Store) replay(ctx context.Context, after int64) error {
 	newest := map[string]*header{}              // thread → its header after its newest event
 	msgs := map[string]map[int]*loggedMessage{} // thread → seq → the event that added it (after the watermark)
 	type cursorKey struct{ tid, agent string }
@@ -281,7 +282,7 @@ func (s *Store) replay(after int64) error {
 	}
 	// What no restored thread counts any more (mailbox entries, records
 	// of changes rolled back) goes as after any crash.
-	_, err = s.fsck(true)
+	_, err = s.fsck(ctx, true)
 	return err
 }
 

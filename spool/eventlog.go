@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -210,11 +211,11 @@ type appender struct {
 
 // reserve locks the log, repairs a torn tail, rotates the segment if it
 // is full, and returns an appender positioned at the end.
-func (l *eventLog) reserve() (*appender, error) {
+func (l *eventLog) reserve(ctx context.Context) (*appender, error) {
 	a := &appender{l: l}
 	if !l.held {
 		lk := flock.New(l.lockPath, flock.SetPermissions(l.fileMode))
-		if err := lockWithin(lk, "event log", l.lockTimeout); err != nil {
+		if err := lockWithin(ctx, lk, "event log", l.lockTimeout); err != nil {
 			return nil, err
 		}
 		a.lk = lk
@@ -228,8 +229,8 @@ func (l *eventLog) reserve() (*appender, error) {
 
 // cutTail copies aside and cuts whatever follows the last valid line of
 // the log (as reserve does before every append): for fsck --repair.
-func (l *eventLog) cutTail() error {
-	a, err := l.reserve()
+func (l *eventLog) cutTail(ctx context.Context) error {
+	a, err := l.reserve(ctx)
 	if err != nil {
 		return err
 	}
@@ -347,15 +348,15 @@ func (a *appender) release() {
 
 // append writes ev as the next event, makes it durable (sharing the
 // flush with concurrent writers) and returns its id and position.
-func (l *eventLog) append(ev *logEvent) (int64, Pos, error) {
-	return l.appendAfter(ev, nil)
+func (l *eventLog) append(ctx context.Context, ev *logEvent) (int64, Pos, error) {
+	return l.appendAfter(ctx, ev, nil)
 }
 
 // appendAfter is append that first runs before, with the event's id set,
 // under the log's lock: for a change whose files name their event (a
 // team's), written before the line that commits them.
-func (l *eventLog) appendAfter(ev *logEvent, before func() error) (int64, Pos, error) {
-	a, err := l.reserve()
+func (l *eventLog) appendAfter(ctx context.Context, ev *logEvent, before func() error) (int64, Pos, error) {
+	a, err := l.reserve(ctx)
 	if err != nil {
 		return 0, Pos{}, err
 	}

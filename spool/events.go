@@ -1,10 +1,13 @@
 package spool
 
-import "github.com/inbox-dev/inbox"
+import (
+	"context"
+	"github.com/inbox-dev/inbox"
+)
 
 // Events calls fn for each event with an id greater than after, in order,
 // until fn returns false. The state snapshot is stripped from each event.
-func (s *Store) Events(after int64, fn func(ev *inbox.Event) bool) error {
+func (s *Store) Events(ctx context.Context, after int64, fn func(ev *inbox.Event) bool) error {
 	segs, err := s.log.segments()
 	if err != nil {
 		return err
@@ -24,7 +27,7 @@ func (s *Store) Events(after int64, fn func(ev *inbox.Event) bool) error {
 }
 
 // LastEventID returns the id of the newest event in the log (0 if none).
-func (s *Store) LastEventID() (int64, error) {
+func (s *Store) LastEventID(ctx context.Context) (int64, error) {
 	id, _, err := s.log.lastID()
 	return id, err
 }

@@ -18,7 +18,7 @@ func TestOneFlushPerWrite(t *testing.T) {
 	if _, err := Init(db, false); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(db, Options{})
+	s, err := Open(t.Context(), db, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,22 +39,22 @@ func TestOneFlushPerWrite(t *testing.T) {
 		}
 	}
 	per("send", func(i int) error {
-		r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: fmt.Sprint("t", i), Content: inbox.Content{Body: "b"}})
+		r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: fmt.Sprint("t", i), Content: inbox.Content{Body: "b"}})
 		if err == nil {
 			tids = append(tids, r.Thread.ThreadID)
 		}
 		return err
 	})
 	per("reply", func(i int) error {
-		_, err := s.Reply("boss", "", tids[i], inbox.KindProgress, inbox.Content{Summary: "note"})
+		_, err := s.Reply(t.Context(), "boss", "", tids[i], inbox.KindProgress, inbox.Content{Summary: "note"})
 		return err
 	})
 	per("claim", func(i int) error {
-		_, err := s.Claim("w", tids[i], 60)
+		_, err := s.Claim(t.Context(), "w", tids[i], 60)
 		return err
 	})
 	per("done", func(i int) error {
-		_, err := s.Done("w", tids[i], 0, inbox.Content{Summary: "ok"})
+		_, err := s.Done(t.Context(), "w", tids[i], 0, inbox.Content{Summary: "ok"})
 		return err
 	})
 
@@ -69,7 +69,7 @@ func TestOneFlushPerWrite(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if _, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: fmt.Sprint("c", w, i)}); err != nil {
+				if _, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: fmt.Sprint("c", w, i)}); err != nil {
 					t.Error(err)
 					return
 				}

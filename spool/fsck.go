@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -21,19 +22,19 @@ import (
 // messages, events, lease file and index markers; stray temp files and
 // stale records. With repair it fixes what a crash can leave half-done,
 // holding every lock of the store while it does.
-func (s *Store) Fsck(repair bool) (*inbox.FsckReport, error) {
+func (s *Store) Fsck(ctx context.Context, repair bool) (*inbox.FsckReport, error) {
 	if repair {
 		// The locks themselves must not be taken through a link.
 		if p := s.lockFile(""); refuseLink(filepath.Clean(p)) != nil {
 			os.Remove(filepath.Clean(p))
 			os.Mkdir(filepath.Clean(p), s.dirMode)
 		}
-		locked, unlock, err := s.lockAllToWrite()
+		locked, unlock, err := s.lockAllToWrite(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer unlock()
-		r, err := locked.fsck(repair)
+		r, err := locked.fsck(ctx, repair)
 		if (locked.linkErr == nil) != (s.linkErr == nil) {
 			// A planted link was removed (or found): writes through
 			// this Store go again (or stop).
@@ -41,7 +42,7 @@ func (s *Store) Fsck(repair bool) (*inbox.FsckReport, error) {
 		}
 		return r, err
 	}
-	return s.fsck(repair)
+	return s.fsck(ctx, repair)
 }
 
 // addFinding adds a finding to the report of a check and returns it, for
@@ -58,7 +59,7 @@ func (add addFinding) removable(f inbox.Finding, repair bool) {
 
 // fsck is Fsck; with repair, s is the view of a caller that holds every
 // lock of the store (lockAllToWrite).
-func (s *Store) fsck(repair bool) (*inbox.FsckReport, error) {
+func (s *Store) fsck(ctx context.Context, repair bool) (*inbox.FsckReport, error) {
 	r := &inbox.FsckReport{Findings: []inbox.Finding{}}
 	add := addFinding(func(f inbox.Finding) *inbox.Finding {
 		r.Findings = append(r.Findings, f)
@@ -91,7 +92,7 @@ func (s *Store) fsck(repair bool) (*inbox.FsckReport, error) {
 		f.Detail += "; started a new one after the highest event id the threads name"
 		f.Repaired = true
 	}
-	events, err := s.fsckLog(r, add, repair)
+	events, err := s.fsckLog(ctx, r, add, repair)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func (s *Store) fsck(repair bool) (*inbox.FsckReport, error) {
 	headers := map[string]*header{}
 	byEvent := map[int64]*inbox.Message{} // every message, by the id of its event
 	for _, tid := range tids {
-		h, err := s.fsckThread(tid, events, byEvent, add, repair)
+		h, err := s.fsckThread(ctx, tid, events, byEvent, add, repair)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +159,7 @@ func (s *Store) fsck(repair bool) (*inbox.FsckReport, error) {
 	s.fsckIdem(headers, add, repair)
 	// 6. Mailbox entries and task names that no committed message backs;
 	// acknowledgments owed; teams against the log.
-	s.fsckLinks(add, repair)
+	s.fsckLinks(ctx, add, repair)
 	s.fsckAcks(headers, byEvent, add, repair)
 	if err := s.fsckTeams(add, repair); err != nil {
 		return nil, err
@@ -205,7 +206,7 @@ func eachMarker(root string, fn func(agent, p, tid string, seq int)) {
 
 // fsckLinks finds mailbox entries and task registrations left by commits
 // that never happened.
-func (s *Store) fsckLinks(add addFinding, repair bool) {
+func (s *Store) fsckLinks(ctx context.Context, add addFinding, repair bool) {
 	eachMarker(filepath.Join(s.dir, mailboxDir), func(_, p, tid string, seq int) {
 		h, err := s.readHeader(tid)
 		if err == nil && seq <= h.MessageCount && sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))) {
@@ -222,7 +223,7 @@ func (s *Store) fsckLinks(add addFinding, repair bool) {
 		if !ok {
 			continue
 		}
-		if _, err := s.TaskByName(name); !errors.Is(err, inbox.ErrNotFound) {
+		if _, err := s.TaskByName(ctx, name); !errors.Is(err, inbox.ErrNotFound) {
 			continue
 		}
 		add.removable(inbox.Finding{Check: "stale_task", Path: filepath.Join(s.dir, tasksDir, e.Name()),

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,7 +115,7 @@ func (s *Store) messageFromLog(tid string, seq int, li *logIndex) (*logEvent, Po
 // learnt; it reports torn, garbled and out-of-order lines, and cuts on
 // repair what a crash left at the log's end. Damage inside the log is
 // restored later, once the threads are read (restoreGaps).
-func (s *Store) fsckLog(r *inbox.FsckReport, add addFinding, repair bool) (*logIndex, error) {
+func (s *Store) fsckLog(ctx context.Context, r *inbox.FsckReport, add addFinding, repair bool) (*logIndex, error) {
 	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*inbox.Event{},
 		addAt: map[string]Pos{}, reads: map[string]map[string]*inbox.Cursor{}, newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
 	segs, err := s.log.segments()
@@ -123,7 +124,7 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add addFinding, repair bool) (*logI
 	}
 	li.first = segs[0]
 	for i, first := range segs {
-		if err := s.fsckSegment(li, first, repair && i == len(segs)-1, add); err != nil {
+		if err := s.fsckSegment(ctx, li, first, repair && i == len(segs)-1, add); err != nil {
 			return nil, err
 		}
 	}
@@ -135,7 +136,7 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add addFinding, repair bool) (*logI
 			// At the very end: what a power cut leaves of appends never
 			// acknowledged. The next writer would cut it; so does repair,
 			// keeping a copy.
-			if err := s.log.cutTail(); err != nil {
+			if err := s.log.cutTail(ctx); err != nil {
 				return nil, err
 			}
 			f.Detail += "; cut (the end of the log), a copy kept"
@@ -148,7 +149,7 @@ func (s *Store) fsckLog(r *inbox.FsckReport, add addFinding, repair bool) (*logI
 // fsckSegment reads the segment whose first id is first into li; with
 // cut (a repair of the log's last segment) it cuts a torn or garbled
 // last line, keeping a copy.
-func (s *Store) fsckSegment(li *logIndex, first int64, cut bool, add addFinding) error {
+func (s *Store) fsckSegment(ctx context.Context, li *logIndex, first int64, cut bool, add addFinding) error {
 	p := s.log.segPath(first)
 	// Streamed a line at a time: a segment holding a large message is
 	// never read into memory whole.
@@ -176,7 +177,7 @@ func (s *Store) fsckSegment(li *logIndex, first int64, cut bool, add addFinding)
 			f := add(inbox.Finding{Check: "torn_event_log", Path: p,
 				Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", lr.end-lr.beg)})
 			if cut {
-				if err := s.log.cutTail(); err != nil {
+				if err := s.log.cutTail(ctx); err != nil {
 					return err
 				}
 				f.Repaired = true
@@ -206,7 +207,7 @@ func (s *Store) fsckSegment(li *logIndex, first int64, cut bool, add addFinding)
 			// it never acknowledged. Cut it, keeping a copy.
 			f := add(inbox.Finding{Check: "corrupt_event_log", Path: p,
 				Detail: fmt.Sprintf("the last line, at byte %d, fails its checksum", start)})
-			if err := s.log.cutTail(); err != nil {
+			if err := s.log.cutTail(ctx); err != nil {
 				return err
 			}
 			f.Repaired = true

@@ -19,18 +19,18 @@ func rebuildStore(t *testing.T) (*Store, string, string) {
 		t.Fatal(err)
 	}
 	s := openTest(t, db)
-	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "job", Content: inbox.Content{Body: "the first body"}})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "job", Content: inbox.Content{Body: "the first body"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tid := r.Thread.ThreadID
-	if _, err := s.Reply("boss", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "s2", Body: "the second body", PayloadJSON: `{"n":2}`}); err != nil {
+	if _, err := s.Reply(t.Context(), "boss", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "s2", Body: "the second body", PayloadJSON: `{"n":2}`}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim("w", tid, 600); err != nil {
+	if _, err := s.Claim(t.Context(), "w", tid, 600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update("w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?", Body: "the third body"}); err != nil {
+	if _, err := s.Update(t.Context(), "w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?", Body: "the third body"}); err != nil {
 		t.Fatal(err)
 	}
 	return s, db, tid
@@ -40,7 +40,7 @@ func rebuildStore(t *testing.T) (*Store, string, string) {
 // then wants a clean fsck.
 func mustRepairClean(t *testing.T, s *Store, checks ...string) {
 	t.Helper()
-	rep, err := s.Fsck(true)
+	rep, err := s.Fsck(t.Context(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func mustRepairClean(t *testing.T, s *Store, checks ...string) {
 			t.Errorf("fsck --repair did not report %s: %+v", c, rep.Findings)
 		}
 	}
-	if rep, err := s.Fsck(false); err != nil || !rep.Clean() {
+	if rep, err := s.Fsck(t.Context(), false); err != nil || !rep.Clean() {
 		t.Fatalf("fsck after the repair: %v %+v", err, rep)
 	}
 }
@@ -71,7 +71,7 @@ func mustRepairClean(t *testing.T, s *Store, checks ...string) {
 // wantWhole checks that the thread shows every message whole.
 func wantWhole(t *testing.T, s *Store, tid string, want *inbox.ThreadView) {
 	t.Helper()
-	v, err := s.Show(tid)
+	v, err := s.Show(t.Context(), tid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestFsckRebuildsMessagesFromTheLog(t *testing.T) {
 		for _, seq := range []int{1, 2, 3} {
 			t.Run(name+"/"+msgName(seq), func(t *testing.T) {
 				s, db, tid := rebuildStore(t)
-				want, err := s.Show(tid)
+				want, err := s.Show(t.Context(), tid)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -135,7 +135,7 @@ func TestFsckRebuildsTheHeaderFromTheLog(t *testing.T) {
 	for _, name := range []string{"garbled", "fifo", "symlink"} {
 		t.Run(name, func(t *testing.T) {
 			s, db, tid := rebuildStore(t)
-			want, err := s.Show(tid)
+			want, err := s.Show(t.Context(), tid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func TestFsckRebuildsTheHeaderFromTheLog(t *testing.T) {
 func TestFsckBringsACursorUpToItsEvent(t *testing.T) {
 	s, _, tid := rebuildStore(t)
 	markReadDies = func() bool { return true }
-	_, err := s.MarkRead("boss", tid, 0)
+	_, err := s.MarkRead(t.Context(), "boss", tid, 0)
 	markReadDies = nil
 	if err == nil {
 		t.Fatal("the mark-read should have died between its writes")

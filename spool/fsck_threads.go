@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,7 +45,7 @@ func messageSeqs(dir string) ([]int, []string, error) {
 
 // fsckThread checks thread tid and returns its header (nil when it has
 // none to check against: never committed, or unreadable).
-func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Message, add addFinding, repair bool) (*header, error) {
+func (s *Store) fsckThread(ctx context.Context, tid string, li *logIndex, byEvent map[int64]*inbox.Message, add addFinding, repair bool) (*header, error) {
 	dir := s.threadDir(tid)
 	seqs, temps, err := messageSeqs(dir)
 	if err != nil {
@@ -79,10 +80,10 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 		add(inbox.Finding{Check: "unreadable_thread", ThreadID: tid, Path: dir, Detail: err.Error()})
 		return nil, nil
 	}
-	if h, err = s.fsckMessageFiles(tid, h, seqs, li, add, repair); err != nil {
+	if h, err = s.fsckMessageFiles(ctx, tid, h, seqs, li, add, repair); err != nil {
 		return nil, err
 	}
-	if err := s.fsckMessages(tid, h, li, byEvent, add, repair); err != nil {
+	if err := s.fsckMessages(ctx, tid, h, li, byEvent, add, repair); err != nil {
 		return nil, err
 	}
 	s.fsckCursors(tid, h, li, add, repair)
@@ -96,7 +97,7 @@ func (s *Store) fsckThread(tid string, li *logIndex, byEvent map[int64]*inbox.Me
 // header h: every message it counts is there (rebuilt from the log on
 // repair), none past its count, and its last event is in the log; it
 // settles the thread on repair and returns its header then.
-func (s *Store) fsckMessageFiles(tid string, h *header, seqs []int, li *logIndex, add addFinding, repair bool) (*header, error) {
+func (s *Store) fsckMessageFiles(ctx context.Context, tid string, h *header, seqs []int, li *logIndex, add addFinding, repair bool) (*header, error) {
 	dir := s.threadDir(tid)
 	want := h.MessageCount
 	var extra []int
@@ -138,7 +139,7 @@ func (s *Store) fsckMessageFiles(tid string, h *header, seqs []int, li *logIndex
 	if !repair {
 		return h, nil
 	}
-	h, err := s.settle(tid, h, ownEvent)
+	h, err := s.settle(ctx, tid, h, ownEvent)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +156,7 @@ func (s *Store) fsckMessageFiles(tid string, h *header, seqs []int, li *logIndex
 // set aside and rebuilt on repair, and each must have its event in the
 // log (appended on repair). It notes every message in byEvent (without
 // its body) and the blobs they name in li.
-func (s *Store) fsckMessages(tid string, h *header, li *logIndex, byEvent map[int64]*inbox.Message, add addFinding, repair bool) error {
+func (s *Store) fsckMessages(ctx context.Context, tid string, h *header, li *logIndex, byEvent map[int64]*inbox.Message, add addFinding, repair bool) error {
 	dir := s.threadDir(tid)
 	for seq := 1; seq <= h.MessageCount; seq++ {
 		m, err := s.readMessage(tid, seq)
@@ -215,7 +216,7 @@ func (s *Store) fsckMessages(tid string, h *header, li *logIndex, byEvent map[in
 			ev := inbox.Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: "fsck", EventType: inbox.EventMessageAdded,
 				MessageID: m.MessageID, Summary: inbox.Shorten(m.Summary, maxEventSumLen), PayloadJSON: json.RawMessage(`{"repaired":true}`),
 				CreatedAt: inbox.FormatTime(s.now()), Agent: m.FromAgent, Kind: m.Kind, Status: h.Status}
-			if _, _, err := s.log.append(&logEvent{Event: ev}); err != nil {
+			if _, _, err := s.log.append(ctx, &logEvent{Event: ev}); err != nil {
 				return err
 			}
 			f.Repaired = true

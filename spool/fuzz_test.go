@@ -89,7 +89,7 @@ func FuzzEventLogRepair(f *testing.F) {
 			if i%2 == 1 {
 				in.Subject, in.ThreadID, typ = "", lastThread, inbox.EventMessageAdded
 			}
-			r, err := s.Send(in)
+			r, err := s.Send(t.Context(), in)
 			if err != nil {
 				t.Fatalf("send %d: %v", i, err)
 			}
@@ -111,7 +111,7 @@ func FuzzEventLogRepair(f *testing.F) {
 		fh.Close()
 
 		// Readers see exactly the valid prefix and change nothing.
-		if id, err := s.LastEventID(); err != nil || id != int64(nEvents) {
+		if id, err := s.LastEventID(t.Context()); err != nil || id != int64(nEvents) {
 			t.Fatalf("LastEventID with garbage tail %q: %d, %v; want %d", garbage, id, err, nEvents)
 		}
 		got := allEvents(t, s, 0)
@@ -132,7 +132,7 @@ func FuzzEventLogRepair(f *testing.F) {
 		if reply && lastThread != "" {
 			in.Subject, in.ThreadID, typ = "", lastThread, inbox.EventMessageAdded
 		}
-		r, err := s.Send(in)
+		r, err := s.Send(t.Context(), in)
 		if err != nil {
 			t.Fatalf("send after garbage tail %q: %v", garbage, err)
 		}
@@ -184,7 +184,7 @@ func FuzzEventLogRepair(f *testing.F) {
 		if !reflect.DeepEqual(gotKeys, want) {
 			t.Fatalf("Events(0) after repair (garbage %q):\n got %+v\nwant %+v", garbage, gotKeys, want)
 		}
-		rep, err := s.Fsck(false)
+		rep, err := s.Fsck(t.Context(), false)
 		if err != nil {
 			t.Fatalf("fsck: %v", err)
 		}
@@ -360,13 +360,13 @@ func FuzzPayloadJSON(f *testing.F) {
 		var tid string
 		var before int
 		if reply {
-			r, err := s.Send(inbox.SendInput{From: "boss", To: "worker", Subject: "job", Content: inbox.Content{Body: "go"}})
+			r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "worker", Subject: "job", Content: inbox.Content{Body: "go"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			tid, before = r.Thread.ThreadID, 1
 		}
-		lastBefore, err := s.LastEventID()
+		lastBefore, err := s.LastEventID(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +377,7 @@ func FuzzPayloadJSON(f *testing.F) {
 		if reply {
 			in.Subject = ""
 		}
-		r, err := s.Send(in)
+		r, err := s.Send(t.Context(), in)
 
 		// What the rules say should happen.
 		// (JSON text is UTF-8, RFC 8259 §8.1: json.Valid alone does not check.)
@@ -402,7 +402,7 @@ func FuzzPayloadJSON(f *testing.F) {
 				t.Fatalf("send with payload %q metadata %q refused for field %q (%v), want %q", payload, meta, se.Field, err, wantField)
 			}
 			// Nothing written.
-			if id, err := s.LastEventID(); err != nil || id != lastBefore {
+			if id, err := s.LastEventID(t.Context()); err != nil || id != lastBefore {
 				t.Fatalf("refused send wrote an event: last id %d (was %d), %v", id, lastBefore, err)
 			}
 			threads, _ := os.ReadDir(filepath.Join(db, "threads"))
@@ -413,7 +413,7 @@ func FuzzPayloadJSON(f *testing.F) {
 				t.Fatalf("refused send left temp files: %v", tmp)
 			}
 			if reply {
-				v, err := s.Show(tid)
+				v, err := s.Show(t.Context(), tid)
 				if err != nil || len(v.Messages) != 1 {
 					t.Fatalf("refused send changed the thread: %v messages, %v", len(v.Messages), err)
 				}
@@ -423,10 +423,10 @@ func FuzzPayloadJSON(f *testing.F) {
 		if wantField != "" {
 			t.Fatalf("send with payload %q metadata %q accepted, want a refusal for %s", payload, meta, wantField)
 		}
-		if id, err := s.LastEventID(); err != nil || id != lastBefore+1 {
+		if id, err := s.LastEventID(t.Context()); err != nil || id != lastBefore+1 {
 			t.Fatalf("accepted send: last event %d, %v; want %d", id, err, lastBefore+1)
 		}
-		v, err := s.Show(r.Thread.ThreadID)
+		v, err := s.Show(t.Context(), r.Thread.ThreadID)
 		if err != nil {
 			t.Fatalf("show: %v", err)
 		}
@@ -461,7 +461,7 @@ func FuzzPayloadJSON(f *testing.F) {
 		if !blank(payload) {
 			in.ThreadID, in.Subject = r.Thread.ThreadID, ""
 			in.PayloadJSON = payload + strings.Repeat(" ", 4096)
-			r2, err := s.Send(in)
+			r2, err := s.Send(t.Context(), in)
 			if err != nil {
 				t.Fatalf("payload %q padded with white space: %v", payload, err)
 			}

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,7 +52,9 @@ func (l *eventLog) lockFlush() (flushLock, error) {
 	err = flock(syscall.LOCK_EX | syscall.LOCK_NB)
 	if err == syscall.EWOULDBLOCK {
 		var timedOut bool
-		timedOut, err = waitBounded(func() error { return flock(syscall.LOCK_EX) }, func() { f.Close() }, l.lockTimeout)
+		// Not the caller's context: the change is committed already, and
+		// a cancelled call must not leave it unflushed.
+		timedOut, err = waitBounded(context.Background(), func() error { return flock(syscall.LOCK_EX) }, func() { f.Close() }, l.lockTimeout)
 		if timedOut {
 			return flushLock{}, lockTimeoutError(f.Name(), "event log's flush", orDefault(l.lockTimeout))
 		}

@@ -15,7 +15,7 @@ import (
 // send starts a thread from boss to to and returns its result.
 func send(t *testing.T, s *spool.Store, to string) *inbox.Result {
 	t.Helper()
-	r, err := s.Send(inbox.SendInput{From: "boss", To: to, Subject: "work for " + to, Content: inbox.Content{Body: "please"}})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: to, Subject: "work for " + to, Content: inbox.Content{Body: "please"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func send(t *testing.T, s *spool.Store, to string) *inbox.Result {
 func allEvents(t *testing.T, s *spool.Store, after int64) []*inbox.Event {
 	t.Helper()
 	var out []*inbox.Event
-	if err := s.Events(after, func(ev *inbox.Event) bool { out = append(out, ev); return true }); err != nil {
+	if err := s.Events(t.Context(), after, func(ev *inbox.Event) bool { out = append(out, ev); return true }); err != nil {
 		t.Fatalf("Events(%d): %v", after, err)
 	}
 	return out

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"hash/fnv"
@@ -105,7 +106,7 @@ func (t *tx) sealIdem() {
 // newThreadReplay looks up a store-scoped key: the thread an earlier call
 // with it committed, or nothing (removing the link of an attempt that
 // never committed).
-func (s *Store) newThreadReplay(key string) (*inbox.Result, error) {
+func (s *Store) newThreadReplay(ctx context.Context, key string) (*inbox.Result, error) {
 	p := s.idemPath(idemHash(key))
 	data, err := readOptional(p, "idempotency record")
 	if data == nil || err != nil {
@@ -135,7 +136,7 @@ func (s *Store) newThreadReplay(key string) (*inbox.Result, error) {
 		// its event reached the log (a retry after a crash is the reason
 		// keys exist): settle the thread, as its next writer would, so that
 		// a change is never acknowledged while its event is missing.
-		if h, err = s.settled(m.ThreadID); err != nil {
+		if h, err = s.settled(ctx, m.ThreadID); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 // mailboxes, the index). collected lists, per agent, the event ids of the
 // mail it had collected; their mailbox entries move to .collected/. It
 // returns how many events it wrote.
-func Import(dir string, history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64) (int, error) {
+func Import(ctx context.Context, dir string, history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64) (int, error) {
 	created, err := Init(dir, false)
 	if err != nil {
 		return 0, err
@@ -114,7 +115,7 @@ func Import(dir string, history func(fn func(*inbox.HistoryEntry) error) error, 
 	if err := os.WriteFile(filepath.Join(dir, durableFile), w.appendJSON(nil), 0o600); err != nil {
 		return 0, inbox.Storage(err, "write %s", durableFile)
 	}
-	s, err := Open(dir, Options{})
+	s, err := Open(ctx, dir, Options{})
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,7 +16,7 @@ import (
 // HeldLeases lists the threads in a leased status (claimed, in_progress,
 // blocked) whose lease has not been released, with their expiry. The
 // daemon seeds its expiry schedule with it.
-func (s *Store) HeldLeases() ([]inbox.LeaseExpiry, error) {
+func (s *Store) HeldLeases(ctx context.Context) ([]inbox.LeaseExpiry, error) {
 	entries, err := s.idx.ByStatus([]string{inbox.StatusClaimed, inbox.StatusInProgress, inbox.StatusBlocked})
 	if err != nil {
 		return nil, s.indexErr(err)
@@ -51,12 +52,12 @@ func (s *Store) HeldLeases() ([]inbox.LeaseExpiry, error) {
 // pending (a blocked one stays blocked, its question still open), so it
 // is offered by fetch and any agent may claim it. It reports whether it
 // expired anything; a lease renewed in the meantime is left alone.
-func (s *Store) ExpireLease(tid string) (bool, error) {
+func (s *Store) ExpireLease(ctx context.Context, tid string) (bool, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return false, err
 	}
 	expired := false
-	err := s.mutate(tid, func(t *tx) error {
+	err := s.mutate(ctx, tid, func(t *tx) error {
 		l := t.h.Lease
 		if l == nil || l.Released() || inbox.IsTerminal(t.h.Status) || l.Live(t.now) {
 			t.skip = true
@@ -85,7 +86,7 @@ func (s *Store) ExpireLease(tid string) (bool, error) {
 }
 
 // LastMessage returns a thread and its latest message.
-func (s *Store) LastMessage(tid string) (*inbox.Thread, *inbox.Message, error) {
+func (s *Store) LastMessage(ctx context.Context, tid string) (*inbox.Thread, *inbox.Message, error) {
 	h, dir, _, err := s.viewHeader(tid)
 	if err != nil {
 		return nil, nil, err
@@ -105,7 +106,7 @@ var ErrDaemonRunning = errors.New("another daemon is running")
 // daemons never serve one store. It records the holder (say, its pid) and
 // the time in the lock file for the error message a second daemon prints.
 // The returned function releases the lock.
-func (s *Store) LockDaemon(holder string) (release func(), err error) {
+func (s *Store) LockDaemon(ctx context.Context, holder string) (release func(), err error) {
 	p := s.lockFile("daemon.lock")
 	lk := flock.New(p, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(s.fileMode))
 	ok, err := lk.TryLock()

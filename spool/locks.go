@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
@@ -31,7 +32,7 @@ func (s *Store) threadLock(tid string) *flock.Flock {
 func (s *Store) stripeLock(i uint32) string { return s.lockFile(fmt.Sprintf("thread-%02x.lock", i)) }
 
 // lockThread takes the thread's lock; a missing thread is inbox.ErrNotFound.
-func (s *Store) lockThread(tid string) (*flock.Flock, error) {
+func (s *Store) lockThread(ctx context.Context, tid string) (*flock.Flock, error) {
 	if s.linkErr != nil {
 		return nil, s.linkErr
 	}
@@ -46,7 +47,7 @@ func (s *Store) lockThread(tid string) (*flock.Flock, error) {
 		return nil, inbox.NotFound("thread %s not found", tid)
 	}
 	lk := s.threadLock(tid)
-	if err := s.lockWithin(lk, "thread "+tid); err != nil {
+	if err := s.lockWithin(ctx, lk, "thread "+tid); err != nil {
 		return nil, err
 	}
 	return lk, nil
@@ -56,7 +57,7 @@ func (s *Store) lockThread(tid string) (*flock.Flock, error) {
 // idempotency lock and the event log — in the writers' order, so that
 // nothing changes the store until unlock. Upkeep that must see a still
 // store (fsck --repair, reindex, archive) runs under it.
-func (s *Store) lockAll() (unlock func(), err error) {
+func (s *Store) lockAll(ctx context.Context) (unlock func(), err error) {
 	var held []*flock.Flock
 	unlock = func() {
 		for i := len(held) - 1; i >= 0; i-- {
@@ -70,7 +71,7 @@ func (s *Store) lockAll() (unlock func(), err error) {
 	paths = append(paths, s.lockFile("idem.lock"), s.log.lockPath)
 	for _, p := range paths {
 		lk := flock.New(p, flock.SetPermissions(s.fileMode))
-		if err := s.lockWithin(lk, filepath.Base(p)); err != nil {
+		if err := s.lockWithin(ctx, lk, filepath.Base(p)); err != nil {
 			unlock()
 			return nil, err
 		}
@@ -85,8 +86,8 @@ func (s *Store) lockAll() (unlock func(), err error) {
 // appends do not take events.lock again (a second flock from this
 // process would wait for itself). Other goroutines using s still take
 // it, and so wait for unlock.
-func (s *Store) lockAllToWrite() (locked *Store, unlock func(), err error) {
-	unlock, err = s.lockAll()
+func (s *Store) lockAllToWrite(ctx context.Context) (locked *Store, unlock func(), err error) {
+	unlock, err = s.lockAll(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,8 @@ package spool
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,8 +28,9 @@ const DefaultLockTimeout = 30 * time.Second
 // waited for by a blocking flock, so it is had the moment its holder lets
 // go. A lock still held at the deadline is an ErrStorage error of code
 // lock_timeout naming what (the lock, in words) and, where /proc/locks
-// tells, the process holding it.
-func lockWithin(lk *flock.Flock, what string, timeout time.Duration) error {
+// tells, the process holding it. When ctx ends first the wait stops at
+// once and the error wraps ctx's (context.Canceled for an interrupt).
+func lockWithin(ctx context.Context, lk *flock.Flock, what string, timeout time.Duration) error {
 	ok, err := lk.TryLock()
 	if err != nil {
 		return inbox.Storage(err, "lock %s", what)
@@ -35,7 +38,10 @@ func lockWithin(lk *flock.Flock, what string, timeout time.Duration) error {
 	if ok {
 		return nil
 	}
-	timedOut, err := waitBounded(lk.Lock, func() { lk.Unlock() }, timeout)
+	timedOut, err := waitBounded(ctx, lk.Lock, func() { lk.Unlock() }, timeout)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("wait for the %s lock: %w", what, err)
+	}
 	if timedOut {
 		return lockTimeoutError(lk.Path(), what, orDefault(timeout))
 	}
@@ -46,10 +52,11 @@ func lockWithin(lk *flock.Flock, what string, timeout time.Duration) error {
 }
 
 // waitBounded runs the blocking acquire, giving up after timeout (0:
-// DefaultLockTimeout). A flock cannot be interrupted, so acquire goes on
+// DefaultLockTimeout) or when ctx ends (then err is ctx's error). A flock
+// cannot be interrupted, so acquire goes on
 // in its own goroutine; one that succeeds after the caller gave up
 // releases at once, so an abandoned wait never ends up holding the lock.
-func waitBounded(acquire func() error, release func(), timeout time.Duration) (timedOut bool, err error) {
+func waitBounded(ctx context.Context, acquire func() error, release func(), timeout time.Duration) (timedOut bool, err error) {
 	timeout = orDefault(timeout)
 	var mu sync.Mutex
 	abandoned := false
@@ -68,10 +75,13 @@ func waitBounded(acquire func() error, release func(), timeout time.Duration) (t
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	var cause error
 	select {
 	case err := <-done:
 		return false, err
 	case <-t.C:
+	case <-ctx.Done():
+		cause = ctx.Err()
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -80,13 +90,13 @@ func waitBounded(acquire func() error, release func(), timeout time.Duration) (t
 		return false, err
 	default:
 		abandoned = true
-		return true, nil
+		return cause == nil, cause
 	}
 }
 
 // lockWithin takes lk within the store's lock timeout.
-func (s *Store) lockWithin(lk *flock.Flock, what string) error {
-	return lockWithin(lk, what, s.lockTimeout)
+func (s *Store) lockWithin(ctx context.Context, lk *flock.Flock, what string) error {
+	return lockWithin(ctx, lk, what, s.lockTimeout)
 }
 
 // lockTimeoutError says which lock could not be had and who holds it.

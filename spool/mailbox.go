@@ -137,7 +137,7 @@ func parseMarker(name string) (ev int64, from, tid string, seq int, ok bool) {
 // Mailbox lists what waits in agent's mailbox (only from sender, if
 // given), in the order receive hands it out (high priority first, then
 // oldest), without collecting anything.
-func (s *Store) Mailbox(agent, from string) ([]*inbox.MailItem, error) {
+func (s *Store) Mailbox(ctx context.Context, agent, from string) ([]*inbox.MailItem, error) {
 	items, err := s.mailItems(agent, from)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func (s *Store) Mailbox(agent, from string) ([]*inbox.MailItem, error) {
 // reads are checked against their threads, so the count may include the
 // marker of a send still committing, or of one a crash cut short (fsck
 // removes those); a peek whose newest markers are all such counts none.
-func (s *Store) MailPeek(agent string, newest int) (int, []*inbox.MailItem, error) {
+func (s *Store) MailPeek(ctx context.Context, agent string, newest int) (int, []*inbox.MailItem, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return 0, nil, err
 	}
@@ -291,7 +291,7 @@ func sameFile(a, b string) bool {
 // first with lifo), only from sender when from is set. Each is collected
 // by exactly one caller, however many collect at once; the messages stay
 // in their threads.
-func (s *Store) Collect(agent, from string, lifo bool, max int) ([]*inbox.Message, error) {
+func (s *Store) Collect(ctx context.Context, agent, from string, lifo bool, max int) ([]*inbox.Message, error) {
 	if s.linkErr != nil {
 		return nil, s.linkErr
 	}
@@ -342,7 +342,7 @@ func (s *Store) Receive(ctx context.Context, agent, from string, lifo bool, opt 
 	opt.Agent = agent
 	var got *inbox.Message
 	_, err := s.waitLoop(ctx, deadline, opt, func(bool) (bool, error) {
-		msgs, err := s.Collect(agent, from, lifo, 1)
+		msgs, err := s.Collect(ctx, agent, from, lifo, 1)
 		if len(msgs) == 1 {
 			got = msgs[0]
 		}

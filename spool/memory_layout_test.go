@@ -23,7 +23,7 @@ func openTemp(t *testing.T) (*Store, string) {
 	if _, err := Init(db, false); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(db, Options{})
+	s, err := Open(t.Context(), db, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,22 +37,22 @@ func openTemp(t *testing.T) (*Store, string) {
 func TestMessageFileAndLineAreTheEncoders(t *testing.T) {
 	s, db := openTemp(t)
 	big := bigText(3 << 20)
-	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "big", Content: inbox.Content{
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "big", Content: inbox.Content{
 		Body: big, PayloadJSON: `{"k":"` + strings.Repeat("v", 2<<20) + `"}`, IdempotencyKey: "k1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tid := r.Thread.ThreadID
-	if _, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "small"}); err != nil {
+	if _, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "small"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim("w", tid, 60); err != nil {
+	if _, err := s.Claim(t.Context(), "w", tid, 60); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reply("w", "", tid, inbox.KindQuestion, inbox.Content{Body: big[:2<<20], IdempotencyKey: "k2"}); err != nil {
+	if _, err := s.Reply(t.Context(), "w", "", tid, inbox.KindQuestion, inbox.Content{Body: big[:2<<20], IdempotencyKey: "k2"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reply("w", "", tid, inbox.KindProgress, inbox.Content{Summary: "tiny"}); err != nil {
+	if _, err := s.Reply(t.Context(), "w", "", tid, inbox.KindProgress, inbox.Content{Summary: "tiny"}); err != nil {
 		t.Fatal(err)
 	}
 	for seq := 1; seq <= 3; seq++ {
@@ -104,7 +104,7 @@ func TestMessageFileAndLineAreTheEncoders(t *testing.T) {
 // after a large body) still gives its thread's header to every reader.
 func TestHeaderOfAnOlderFirstMessage(t *testing.T) {
 	s, db := openTemp(t)
-	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "old", Content: inbox.Content{Body: bigText(2 << 20)}})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "old", Content: inbox.Content{Body: bigText(2 << 20)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +132,11 @@ func TestHeaderOfAnOlderFirstMessage(t *testing.T) {
 	if !bytes.Equal(got.appendJSON(nil), h.appendJSON(nil)) {
 		t.Errorf("header read from the old layout:\n%s\nwant\n%s", got.appendJSON(nil), h.appendJSON(nil))
 	}
-	ts, err := s.Fetch("w", nil, 10, false)
+	ts, err := s.Fetch(t.Context(), "w", nil, 10, false)
 	if err != nil || len(ts) != 1 || ts[0].Subject != "old" {
 		t.Fatalf("fetch = %v, %v; want the thread", ts, err)
 	}
-	v, err := s.Show(tid)
+	v, err := s.Show(t.Context(), tid)
 	if err != nil || v.Messages[0].Body != bigText(2<<20) {
 		t.Fatalf("show: %v", err)
 	}
@@ -150,7 +150,7 @@ func TestLongHeaderIsReadWhole(t *testing.T) {
 	for i := range 400 {
 		to = append(to, fmt.Sprintf("agent-%03d-%s", i, strings.Repeat("x", 40)))
 	}
-	r, err := s.Send(inbox.SendInput{From: "boss", To: strings.Join(to, ","), Subject: "for everyone"})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: strings.Join(to, ","), Subject: "for everyone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -19,8 +20,8 @@ import (
 // staging a body or payload larger than MaxInline as a blob of this store.
 // The blobs of the message are the caller's to discard (discardBlobs) once
 // the message is committed or refused.
-func (s *Store) message(now time.Time, from, to, kind string, c inbox.Content, defSummary string) (*draft, error) {
-	m, blobs, err := inbox.NewMessage(now, from, to, kind, c, defSummary, blobStager{s})
+func (s *Store) message(ctx context.Context, now time.Time, from, to, kind string, c inbox.Content, defSummary string) (*draft, error) {
+	m, blobs, err := inbox.NewMessage(ctx, now, from, to, kind, c, defSummary, blobStager{s})
 	if err != nil {
 		return nil, err
 	}
@@ -30,14 +31,14 @@ func (s *Store) message(now time.Time, from, to, kind string, c inbox.Content, d
 // blobStager is the store as inbox.NewMessage stages blobs in it.
 type blobStager struct{ s *Store }
 
-func (b blobStager) StageBlob(field string, r io.Reader) (*inbox.Blob, error) {
-	return b.s.StageBlob(field, r)
+func (b blobStager) StageBlob(ctx context.Context, field string, r io.Reader) (*inbox.Blob, error) {
+	return b.s.StageBlob(ctx, field, r)
 }
 func (b blobStager) BlobArtifact(bl *inbox.Blob) inbox.ArtifactInput { return b.s.blobArtifact(bl) }
 func (b blobStager) DiscardBlob(bl *inbox.Blob)                      { discard(bl) }
 
 // Send creates a thread (ThreadID empty) or appends a message to one.
-func (s *Store) Send(in inbox.SendInput) (*inbox.Result, error) {
+func (s *Store) Send(ctx context.Context, in inbox.SendInput) (*inbox.Result, error) {
 	if err := inbox.PrepareSend(&in); err != nil {
 		return nil, err
 	}
@@ -48,13 +49,13 @@ func (s *Store) Send(in inbox.SendInput) (*inbox.Result, error) {
 			// its own subject).
 			in.Summary = strings.TrimSpace(in.Subject)
 		}
-		return s.appendMessage("send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(h *header) error {
+		return s.appendMessage(ctx, "send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(h *header) error {
 			return inbox.SameAsThread(&h.Thread, in)
 		})
 	}
-	r, err := s.sendNew(in)
+	r, err := s.sendNew(ctx, in)
 	if err == nil && !r.Replayed {
-		r.Warnings = s.unknownRecipients(r.Message)
+		r.Warnings = s.unknownRecipients(ctx, r.Message)
 		s.acted(in.From, r.Message)
 	}
 	return r, err
@@ -69,20 +70,20 @@ func (s *Store) acted(agent string, m *inbox.Message) {
 	}
 }
 
-func (s *Store) sendNew(in inbox.SendInput) (*inbox.Result, error) {
+func (s *Store) sendNew(ctx context.Context, in inbox.SendInput) (*inbox.Result, error) {
 	if in.IdempotencyKey != "" {
-		unlock, err := s.lockIdem()
+		unlock, err := s.lockIdem(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer unlock()
 	}
-	t, replay, err := s.prepareThread(in)
+	t, replay, err := s.prepareThread(ctx, in)
 	if err != nil || replay != nil {
 		return replay, err
 	}
 	defer t.msg.discardBlobs()
-	if err := t.commit(); err != nil {
+	if err := t.commit(ctx); err != nil {
 		return nil, err
 	}
 	return &inbox.Result{Thread: &t.h.Thread, Message: &t.msg.Message}, nil
@@ -94,11 +95,11 @@ func (s *Store) sendNew(in inbox.SendInput) (*inbox.Result, error) {
 // errors (validation) come back in input order; err is a failure of the
 // whole commit, after which the caller may retry with the same
 // idempotency keys.
-func (s *Store) SendBatch(ins []inbox.SendInput) (results []*inbox.Result, errs []error, err error) {
+func (s *Store) SendBatch(ctx context.Context, ins []inbox.SendInput) (results []*inbox.Result, errs []error, err error) {
 	results, errs = make([]*inbox.Result, len(ins)), make([]error, len(ins))
 	for _, in := range ins {
 		if in.IdempotencyKey != "" {
-			unlock, err := s.lockIdem()
+			unlock, err := s.lockIdem(ctx)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -127,7 +128,7 @@ func (s *Store) SendBatch(ins []inbox.SendInput) (results []*inbox.Result, errs 
 			}
 			first[k] = i
 		}
-		t, replay, err := s.prepareThread(in)
+		t, replay, err := s.prepareThread(ctx, in)
 		if err != nil || replay != nil {
 			results[i], errs[i] = replay, err
 			continue
@@ -139,7 +140,7 @@ func (s *Store) SendBatch(ins []inbox.SendInput) (results []*inbox.Result, errs 
 		defer t.msg.discardBlobs()
 	}
 	if len(txs) > 0 {
-		if err := s.commitAll(txs); err != nil {
+		if err := s.commitAll(ctx, txs); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -154,9 +155,9 @@ func (s *Store) SendBatch(ins []inbox.SendInput) (results []*inbox.Result, errs 
 	return results, errs, nil
 }
 
-func (s *Store) lockIdem() (unlock func(), err error) {
+func (s *Store) lockIdem(ctx context.Context) (unlock func(), err error) {
 	lk := flock.New(s.lockFile("idem.lock"), flock.SetPermissions(s.fileMode))
-	if err := s.lockWithin(lk, "idempotency records"); err != nil {
+	if err := s.lockWithin(ctx, lk, "idempotency records"); err != nil {
 		return nil, err
 	}
 	return func() { lk.Unlock() }, nil
@@ -165,22 +166,22 @@ func (s *Store) lockIdem() (unlock func(), err error) {
 // prepareThread validates a thread-creating send and stages it: it
 // returns the transaction to commit, or the earlier result when the
 // idempotency key was used before (the caller holds the idem lock).
-func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
+func (s *Store) prepareThread(ctx context.Context, in inbox.SendInput) (*tx, *inbox.Result, error) {
 	addr, err := inbox.PrepareNewThread(&in)
 	if err != nil {
 		return nil, nil, err
 	}
-	recipients, err := s.resolve(in.From, addr)
+	recipients, err := s.resolve(ctx, in.From, addr)
 	if err != nil {
 		return nil, nil, err
 	}
 	now := s.now()
-	m, err := s.message(now, in.From, in.To, in.Kind, in.Content, strings.TrimSpace(in.Subject))
+	m, err := s.message(ctx, now, in.From, in.To, in.Kind, in.Content, strings.TrimSpace(in.Subject))
 	if err != nil {
 		return nil, nil, err
 	}
 	if in.IdempotencyKey != "" {
-		if r, err := s.newThreadReplay(in.IdempotencyKey); r != nil || err != nil {
+		if r, err := s.newThreadReplay(ctx, in.IdempotencyKey); r != nil || err != nil {
 			m.discardBlobs()
 			return nil, r, err
 		}
@@ -210,12 +211,12 @@ func (s *Store) prepareThread(in inbox.SendInput) (*tx, *inbox.Result, error) {
 	return t, nil, nil
 }
 
-func (s *Store) appendMessage(cmd, tid, from, to, kind string, c inbox.Content, check func(h *header) error) (*inbox.Result, error) {
+func (s *Store) appendMessage(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, check func(h *header) error) (*inbox.Result, error) {
 	o := appendOpts{}
 	if check != nil {
 		o.check = func(t *tx) error { return check(t.h) }
 	}
-	return s.appendMessageOpts(cmd, tid, from, to, kind, c, o)
+	return s.appendMessageOpts(ctx, cmd, tid, from, to, kind, c, o)
 }
 
 // appendOpts tune appendMessageOpts: check runs under the thread's lock
@@ -226,17 +227,17 @@ type appendOpts struct {
 	allowTerminal bool
 }
 
-func (s *Store) appendMessageOpts(cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
+func (s *Store) appendMessageOpts(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
-	addr, recipients, err := inbox.ResolveTo(teamDir{s}, from, to)
+	addr, recipients, err := inbox.ResolveTo(ctx, teamDir{s}, from, to)
 	if err != nil {
 		return nil, err
 	}
 	to = addr.Given
 	now := s.now()
-	m, err := s.message(now, from, to, kind, c, "")
+	m, err := s.message(ctx, now, from, to, kind, c, "")
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +246,7 @@ func (s *Store) appendMessageOpts(cmd, tid, from, to, kind string, c inbox.Conte
 		return nil, inbox.Invalid("summary", "or {body} is required: a message must say something")
 	}
 	var res *inbox.Result
-	err = s.mutate(tid, func(t *tx) error {
+	err = s.mutate(ctx, tid, func(t *tx) error {
 		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
 			res = r
 			return err
@@ -271,7 +272,7 @@ func (s *Store) appendMessageOpts(cmd, tid, from, to, kind string, c inbox.Conte
 	})
 	if err == nil && !res.Replayed {
 		if to != "" {
-			res.Warnings = s.unknownRecipients(res.Message)
+			res.Warnings = s.unknownRecipients(ctx, res.Message)
 		}
 		s.acted(from, res.Message)
 	}
@@ -279,7 +280,7 @@ func (s *Store) appendMessageOpts(cmd, tid, from, to, kind string, c inbox.Conte
 }
 
 // Reply appends a message inside a thread; anyone may reply.
-func (s *Store) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
+func (s *Store) Reply(ctx context.Context, from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.ValidateAgent("from", from); err != nil {
 		return nil, err
 	}
@@ -296,18 +297,18 @@ func (s *Store) Reply(from, to, tid, kind string, c inbox.Content) (*inbox.Resul
 	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
 		return nil, err
 	}
-	return s.appendMessage("reply", tid, from, to, kind, c, nil)
+	return s.appendMessage(ctx, "reply", tid, from, to, kind, c, nil)
 }
 
 // Claim grants agent the lease on a thread: status claimed, assigned_to
 // agent, a new lease token. It fails with inbox.ErrLeaseConflict while another
 // agent holds a live lease. The holder may claim again (a new token).
-func (s *Store) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error) {
+func (s *Store) Claim(ctx context.Context, agent, tid string, leaseSeconds int) (*inbox.Result, error) {
 	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
 	var res *inbox.Result
-	err := s.mutate(tid, func(t *tx) error {
+	err := s.mutate(ctx, tid, func(t *tx) error {
 		if inbox.IsTerminal(t.h.Status) {
 			return inbox.InvalidState("thread %s is %s; terminal threads cannot be claimed", tid, t.h.Status)
 		}
@@ -339,12 +340,12 @@ func (s *Store) Claim(agent, tid string, leaseSeconds int) (*inbox.Result, error
 }
 
 // Renew extends the holder's lease to leaseSeconds from now.
-func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.Result, error) {
+func (s *Store) Renew(ctx context.Context, agent, tid string, leaseSeconds int, token int64) (*inbox.Result, error) {
 	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
 	var res *inbox.Result
-	err := s.mutate(tid, func(t *tx) error {
+	err := s.mutate(ctx, tid, func(t *tx) error {
 		if inbox.IsTerminal(t.h.Status) {
 			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.h.Status)
 		}
@@ -367,36 +368,36 @@ func (s *Store) Renew(agent, tid string, leaseSeconds int, token int64) (*inbox.
 
 // Update lets the holder post progress (status in_progress) or a blocked
 // question (status blocked, summary required).
-func (s *Store) Update(agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return s.holderMessage("update", agent, tid, status, token, c)
+func (s *Store) Update(ctx context.Context, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
+	return s.holderMessage(ctx, "update", agent, tid, status, token, c)
 }
 
 // Done completes the thread with its result; the lease is released.
-func (s *Store) Done(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return s.holderMessage("done", agent, tid, "", token, c)
+func (s *Store) Done(ctx context.Context, agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
+	return s.holderMessage(ctx, "done", agent, tid, "", token, c)
 }
 
 // Fail marks the thread failed; the lease is released.
-func (s *Store) Fail(agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return s.holderMessage("fail", agent, tid, "", token, c)
+func (s *Store) Fail(ctx context.Context, agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
+	return s.holderMessage(ctx, "fail", agent, tid, "", token, c)
 }
 
 // holderMessage commits a holder's step (inbox.HolderStep): its message
 // and the thread's move to the step's status, under the thread's lock.
-func (s *Store) holderMessage(cmd, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
+func (s *Store) holderMessage(ctx context.Context, cmd, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
 	st, err := inbox.PrepareHolderStep(cmd, agent, tid, status, c)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	m, err := s.message(now, agent, "", st.Kind, c, st.DefaultSummary)
+	m, err := s.message(ctx, now, agent, "", st.Kind, c, st.DefaultSummary)
 	if err != nil {
 		return nil, err
 	}
 	defer m.discardBlobs()
 	m.Status = st.Status
 	var res *inbox.Result
-	err = s.mutate(tid, func(t *tx) error {
+	err = s.mutate(ctx, tid, func(t *tx) error {
 		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
 			res = r
 			return err
@@ -433,19 +434,19 @@ func (t *tx) transition(agent, status, evType string, m *draft, extra jsonrec.Fi
 
 // Cancel moves a live thread to cancelled; any agent (a leader) may cancel.
 // A lease, if any, is released.
-func (s *Store) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error) {
+func (s *Store) Cancel(ctx context.Context, agent, tid string, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	now := s.now()
-	m, err := s.message(now, agent, "", inbox.KindControl, c, "cancelled by "+agent)
+	m, err := s.message(ctx, now, agent, "", inbox.KindControl, c, "cancelled by "+agent)
 	if err != nil {
 		return nil, err
 	}
 	defer m.discardBlobs()
 	m.Status = inbox.StatusCancelled
 	var res *inbox.Result
-	err = s.mutate(tid, func(t *tx) error {
+	err = s.mutate(ctx, tid, func(t *tx) error {
 		if r, err := t.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
 			res = r
 			return err
@@ -469,14 +470,14 @@ func (s *Store) Cancel(agent, tid string, c inbox.Content) (*inbox.Result, error
 
 // MarkRead advances agent's read cursor in a thread to message seq (0:
 // the latest). The cursor never moves backwards.
-func (s *Store) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
+func (s *Store) MarkRead(ctx context.Context, agent, tid string, seq int) (*inbox.Cursor, error) {
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
 	if s.linkErr != nil {
 		return nil, s.linkErr
 	}
-	lk, err := s.lockThread(tid)
+	lk, err := s.lockThread(ctx, tid)
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +515,7 @@ func (s *Store) MarkRead(agent, tid string, seq int) (*inbox.Cursor, error) {
 	ev := inbox.Event{RunID: h.RunID, TaskID: h.TaskID, ThreadID: tid, Source: s.source, EventType: inbox.EventThreadRead,
 		MessageID: c.LastReadMessageID, Summary: "read by " + agent, PayloadJSON: payload, CreatedAt: c.ReadAt,
 		Agent: agent, Status: h.Status}
-	if _, _, err := s.log.append(&logEvent{Event: ev}); err != nil {
+	if _, _, err := s.log.append(ctx, &logEvent{Event: ev}); err != nil {
 		return nil, err
 	}
 	if markReadDies != nil && markReadDies() {

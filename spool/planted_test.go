@@ -24,34 +24,34 @@ func TestPlantedRecords(t *testing.T) {
 	}
 	records := []record{
 		{"team", func(db string) string { return filepath.Join(db, teamsDir, "t1.json") }, func(s *Store) {
-			s.Team("t1")
-			s.Teams()
-			s.AddMembers("a", "t1", []string{"c"})
-			s.Send(inbox.SendInput{From: "a", To: "@t1", Subject: "to the team"})
+			s.Team(t.Context(), "t1")
+			s.Teams(t.Context())
+			s.AddMembers(t.Context(), "a", "t1", []string{"c"})
+			s.Send(t.Context(), inbox.SendInput{From: "a", To: "@t1", Subject: "to the team"})
 		}},
 		{"idempotency", func(db string) string { return filepath.Join(db, idemDir, idemHash("k1")+".json") }, func(s *Store) {
-			s.Send(inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{IdempotencyKey: "k1"}})
+			s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{IdempotencyKey: "k1"}})
 		}},
 		{"task", func(db string) string { return filepath.Join(db, tasksDir, "job1.json") }, func(s *Store) {
-			s.TaskByName("job1")
-			s.Tasks(inbox.TaskFilter{})
-			s.Push(inbox.TaskSpec{Name: "job1", Owner: "a"}, "again")
+			s.TaskByName(t.Context(), "job1")
+			s.Tasks(t.Context(), inbox.TaskFilter{})
+			s.Push(t.Context(), inbox.TaskSpec{Name: "job1", Owner: "a"}, "again")
 		}},
 		{"mailbox", func(db string) string {
 			m, _ := filepath.Glob(filepath.Join(db, mailboxDir, "b", "*"))
 			return m[0]
 		}, func(s *Store) {
-			s.Mailbox("b", "")
-			s.MailPeek("b", 10)
-			s.Collect("b", "", false, 10)
+			s.Mailbox(t.Context(), "b", "")
+			s.MailPeek(t.Context(), "b", 10)
+			s.Collect(t.Context(), "b", "", false, 10)
 		}},
 		{"watermark", func(db string) string { return filepath.Join(db, durableFile) }, func(s *Store) {
 			s.Checkpoint()
-			s.Send(inbox.SendInput{From: "a", To: "b", Subject: "after"})
+			s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "after"})
 		}},
 		{"presence", func(db string) string { return filepath.Join(db, agentsDir, "a") }, func(s *Store) {
-			s.Agents()
-			s.Send(inbox.SendInput{From: "a", To: "b", Subject: "seen"})
+			s.Agents(t.Context())
+			s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "seen"})
 		}},
 	}
 	for _, rec := range records {
@@ -62,13 +62,13 @@ func TestPlantedRecords(t *testing.T) {
 					t.Fatal(err)
 				}
 				s := openTest(t, db)
-				if _, err := s.CreateTeam("a", "t1", []string{"a", "b"}); err != nil {
+				if _, err := s.CreateTeam(t.Context(), "a", "t1", []string{"a", "b"}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.Send(inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{IdempotencyKey: "k1"}}); err != nil {
+				if _, err := s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "s", Content: inbox.Content{IdempotencyKey: "k1"}}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.Push(inbox.TaskSpec{Name: "job1", Owner: "a"}, "do it"); err != nil {
+				if _, err := s.Push(t.Context(), inbox.TaskSpec{Name: "job1", Owner: "a"}, "do it"); err != nil {
 					t.Fatal(err)
 				}
 				victim := filepath.Join(t.TempDir(), "victim")
@@ -84,7 +84,7 @@ func TestPlantedRecords(t *testing.T) {
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					s2, err := Open(db, Options{})
+					s2, err := Open(t.Context(), db, Options{})
 					if err != nil {
 						return // refused at open: no hang, nothing written
 					}
@@ -98,7 +98,7 @@ func TestPlantedRecords(t *testing.T) {
 				if b, _ := os.ReadFile(victim); string(b) != "not the store's\n" {
 					t.Fatalf("written through the planted link: the target now holds %q", b)
 				}
-				rep, err := s.Fsck(false)
+				rep, err := s.Fsck(t.Context(), false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,10 +115,10 @@ func TestPlantedRecords(t *testing.T) {
 						t.Errorf("fsck does not report the planted %s at %s: %+v", plant, p, rep.Findings)
 					}
 				}
-				if _, err := s.Fsck(true); err != nil {
+				if _, err := s.Fsck(t.Context(), true); err != nil {
 					t.Fatal(err)
 				}
-				if rep, err := s.Fsck(false); err != nil || !rep.Clean() {
+				if rep, err := s.Fsck(t.Context(), false); err != nil || !rep.Clean() {
 					t.Fatalf("fsck after the repair: %v %+v", err, rep)
 				}
 			})

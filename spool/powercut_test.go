@@ -170,7 +170,7 @@ func runPowerCuts(t *testing.T, cuts int, writerOpts Options) (lost int) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if s, err := Open(db, writerOpts); err == nil {
+			if s, err := Open(ctx, db, writerOpts); err == nil {
 				daemon.Run(ctx, daemon.Config{Store: s, Intake: filepath.Join(db, intakeDir), IntakeTo: "coordinator",
 					Sweep: 50 * time.Millisecond})
 			}
@@ -221,7 +221,7 @@ func runPowerCuts(t *testing.T, cuts int, writerOpts Options) (lost int) {
 // sends (some in batches, as the daemon sends), replies, claims, updates,
 // dones, mail, collections and mark-reads, recording what succeeded.
 func write(ctx context.Context, db string, opts Options, l *ledger, r *rand.Rand) {
-	s, err := Open(db, opts)
+	s, err := Open(ctx, db, opts)
 	if err != nil {
 		return
 	}
@@ -230,14 +230,14 @@ func write(ctx context.Context, db string, opts Options, l *ledger, r *rand.Rand
 		var res *inbox.Result
 		switch tids := l.threadIDs(); {
 		case len(tids) == 0 || r.IntN(5) == 0:
-			res, err = s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "t " + key, Content: inbox.Content{Body: "body " + key, IdempotencyKey: key}})
+			res, err = s.Send(ctx, inbox.SendInput{From: "boss", To: "w", Subject: "t " + key, Content: inbox.Content{Body: "body " + key, IdempotencyKey: key}})
 		case r.IntN(8) == 0:
 			var ins []inbox.SendInput
 			for j := range 3 {
 				ins = append(ins, inbox.SendInput{From: "intake", To: "w", Subject: fmt.Sprint("b ", key, j),
 					Content: inbox.Content{IdempotencyKey: fmt.Sprint(key, j)}})
 			}
-			results, errs, berr := s.SendBatch(ins)
+			results, errs, berr := s.SendBatch(ctx, ins)
 			if berr != nil {
 				return
 			}
@@ -248,9 +248,9 @@ func write(ctx context.Context, db string, opts Options, l *ledger, r *rand.Rand
 			}
 			continue
 		case r.IntN(6) == 0:
-			res, err = s.Send(inbox.SendInput{From: "boss", To: "m", Content: inbox.Content{Body: "mail " + key}})
+			res, err = s.Send(ctx, inbox.SendInput{From: "boss", To: "m", Content: inbox.Content{Body: "mail " + key}})
 		case r.IntN(6) == 0:
-			msgs, cerr := s.Collect("m", "", false, 1)
+			msgs, cerr := s.Collect(ctx, "m", "", false, 1)
 			if cerr != nil {
 				return
 			}
@@ -264,15 +264,15 @@ func write(ctx context.Context, db string, opts Options, l *ledger, r *rand.Rand
 			tid := tids[r.IntN(len(tids))]
 			switch r.IntN(5) {
 			case 0:
-				res, err = s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a " + key, IdempotencyKey: key})
+				res, err = s.Reply(ctx, "boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a " + key, IdempotencyKey: key})
 			case 1:
-				res, err = s.Claim("w", tid, 600)
+				res, err = s.Claim(ctx, "w", tid, 600)
 			case 2:
-				res, err = s.Update("w", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: "p " + key, IdempotencyKey: key})
+				res, err = s.Update(ctx, "w", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: "p " + key, IdempotencyKey: key})
 			case 3:
-				res, err = s.Done("w", tid, 0, inbox.Content{Summary: "d " + key, IdempotencyKey: key})
+				res, err = s.Done(ctx, "w", tid, 0, inbox.Content{Summary: "d " + key, IdempotencyKey: key})
 			case 4:
-				err = markRead(s, l, "w", tid)
+				err = markRead(ctx, s, l, "w", tid)
 			}
 		}
 		switch {
@@ -285,8 +285,8 @@ func write(ctx context.Context, db string, opts Options, l *ledger, r *rand.Rand
 }
 
 // markRead marks tid read by agent and records the acknowledged cursor.
-func markRead(s *Store, l *ledger, agent, tid string) error {
-	c, err := s.MarkRead(agent, tid, 0)
+func markRead(ctx context.Context, s *Store, l *ledger, agent, tid string) error {
+	c, err := s.MarkRead(ctx, agent, tid, 0)
 	if errors.Is(err, errMarkReadDied) {
 		return nil // not acknowledged; the writer lives on
 	}
@@ -306,7 +306,7 @@ func markRead(s *Store, l *ledger, agent, tid string) error {
 // writers' worker, so that reader and writer race on the same cursors)
 // or "r", until ctx ends or the file system fails it.
 func markReads(ctx context.Context, db string, opts Options, l *ledger, r *rand.Rand) {
-	s, err := Open(db, opts)
+	s, err := Open(ctx, db, opts)
 	if err != nil {
 		return
 	}
@@ -320,7 +320,7 @@ func markReads(ctx context.Context, db string, opts Options, l *ledger, r *rand.
 		if r.IntN(2) == 0 {
 			agent = "r"
 		}
-		err := markRead(s, l, agent, tids[r.IntN(len(tids))])
+		err := markRead(ctx, s, l, agent, tids[r.IntN(len(tids))])
 		if errors.Is(err, inbox.ErrStorage) || errors.Is(err, inbox.ErrFormat) {
 			return
 		}
@@ -363,15 +363,15 @@ func checkIntake(t *testing.T, s *Store, db string, miss func(string, ...any)) (
 		}
 		if r.OK {
 			dispatched++
-			if v, err := s.Show(r.ThreadID); err != nil || v.Origin == nil || v.Origin.Descriptor != name {
+			if v, err := s.Show(t.Context(), r.ThreadID); err != nil || v.Origin == nil || v.Origin.Descriptor != name {
 				miss("dispatched descriptor %s: its thread %s is missing (%v)", name, r.ThreadID, err)
 			}
 		}
 	}
 	seen := map[string]string{}
-	ths, _ := s.List(inbox.ListFilter{CreatedBy: "intake", Limit: inbox.MaxLimit})
+	ths, _ := s.List(t.Context(), inbox.ListFilter{CreatedBy: "intake", Limit: inbox.MaxLimit})
 	for _, th := range ths {
-		v, err := s.Show(th.ThreadID)
+		v, err := s.Show(t.Context(), th.ThreadID)
 		if err != nil || v.Origin == nil {
 			continue
 		}
@@ -387,7 +387,7 @@ func checkIntake(t *testing.T, s *Store, db string, miss func(string, ...any)) (
 // operation; it returns how many are missing.
 func checkRecovery(t *testing.T, db string, l *ledger, round int) (lost int) {
 	t.Helper()
-	s, err := Open(db, Options{})
+	s, err := Open(t.Context(), db, Options{})
 	if err != nil {
 		t.Fatalf("round %d: open after the cut: %v", round, err)
 	}
@@ -404,7 +404,7 @@ func checkRecovery(t *testing.T, db string, l *ledger, round int) (lost int) {
 		if v, ok := byThread[tid]; ok {
 			return v
 		}
-		v, err := s.Show(tid)
+		v, err := s.Show(t.Context(), tid)
 		if err != nil {
 			v = nil
 		}
@@ -445,14 +445,14 @@ func checkRecovery(t *testing.T, db string, l *ledger, round int) (lost int) {
 			miss("acknowledged mark-read of %s by %s at %d is lost", c.ThreadID, c.AgentID, c.LastReadSeq)
 		}
 	}
-	items, _ := s.Mailbox("m", "")
+	items, _ := s.Mailbox(t.Context(), "m", "")
 	for _, it := range items {
 		if l.mail[it.Message.MessageID] {
 			miss("collected message %s came back to the mailbox", it.Message.MessageID)
 		}
 	}
 	var last int64
-	if err := s.Events(0, func(ev *inbox.Event) bool {
+	if err := s.Events(t.Context(), 0, func(ev *inbox.Event) bool {
 		if ev.EventID <= last {
 			miss("event %d after %d", ev.EventID, last)
 		}
@@ -465,7 +465,7 @@ func checkRecovery(t *testing.T, db string, l *ledger, round int) (lost int) {
 	// (The negative control loses flushed-over writes on purpose: what
 	// fsck then finds, a marker of a message that never committed, is
 	// that loss, not a fault of recovery.)
-	if r, err := s.Fsck(false); err != nil || (!r.Clean() && !skipLogFlush) {
+	if r, err := s.Fsck(t.Context(), false); err != nil || (!r.Clean() && !skipLogFlush) {
 		t.Errorf("round %d: fsck after recovery: %v %+v", round, err, r)
 	}
 	return lost

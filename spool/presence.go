@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -37,7 +38,7 @@ type presence struct {
 // Waiting records that this process is blocked for agent until release
 // is called. It is best effort: a store that cannot record it still lets
 // the wait go on.
-func (s *Store) Waiting(agent string) (release func()) {
+func (s *Store) Waiting(ctx context.Context, agent string) (release func()) {
 	return s.waiting(agent).Release
 }
 

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 // lease on, high priority first, then oldest. With unread, only threads
 // with a message from someone else past agent's read cursor are returned.
 // Fetch never writes.
-func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
+func (s *Store) Fetch(ctx context.Context, agent string, statuses []string, limit int, unread bool) ([]*inbox.Thread, error) {
 	statuses, err := inbox.PrepareFetch(agent, statuses, limit)
 	if err != nil {
 		return nil, err
@@ -39,6 +40,9 @@ func (s *Store) Fetch(agent string, statuses []string, limit int, unread bool) (
 	now := s.now()
 	out := []*inbox.Thread{}
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err // a long scan stops when its caller gives up
+		}
 		if !slices.Contains(statuses, e.Status) && s.leaseSurelyLive(e.ThreadID, now) {
 			continue // claimed or in progress under a live lease
 		}
@@ -107,7 +111,7 @@ func (s *Store) unread(h *header, agent string) (bool, error) {
 }
 
 // List returns threads matching f, newest first.
-func (s *Store) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
+func (s *Store) List(ctx context.Context, f inbox.ListFilter) ([]*inbox.Thread, error) {
 	statuses, err := inbox.PrepareList(f)
 	if err != nil {
 		return nil, err
@@ -117,6 +121,9 @@ func (s *Store) List(f inbox.ListFilter) ([]*inbox.Thread, error) {
 	var herr error
 	now := s.now()
 	err = s.idx.Newest(f.AssignedTo, statuses, func(e index.Entry) bool {
+		if herr = ctx.Err(); herr != nil {
+			return false // a long scan stops when its caller gives up
+		}
 		if e.ThreadID == last {
 			return true // the same thread under a second status
 		}
@@ -168,7 +175,7 @@ func (s *Store) viewDir(tid string) (dir string, archived bool) {
 }
 
 // Show returns a thread with every message in order; archived threads too.
-func (s *Store) Show(tid string) (*inbox.ThreadView, error) {
+func (s *Store) Show(ctx context.Context, tid string) (*inbox.ThreadView, error) {
 	h, dir, archived, err := s.viewHeader(tid)
 	if err != nil {
 		return nil, err
@@ -214,7 +221,7 @@ func (s *Store) readMessages(dir, tid string, n int) ([]*inbox.Message, error) {
 }
 
 // Thread returns one thread's header; archived threads too.
-func (s *Store) Thread(tid string) (*inbox.Thread, error) {
+func (s *Store) Thread(ctx context.Context, tid string) (*inbox.Thread, error) {
 	h, _, _, err := s.viewHeader(tid)
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ func crashMachine(t *testing.T, db string, w int64) {
 
 func openTest(t *testing.T, db string) *Store {
 	t.Helper()
-	s, err := Open(db, Options{})
+	s, err := Open(t.Context(), db, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,13 +35,13 @@ func openTest(t *testing.T, db string) *Store {
 // the view).
 func views(t *testing.T, s *Store) map[string]*inbox.ThreadView {
 	t.Helper()
-	ths, err := s.List(inbox.ListFilter{Limit: 1000})
+	ths, err := s.List(t.Context(), inbox.ListFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*inbox.ThreadView{}
 	for _, th := range ths {
-		v, err := s.Show(th.ThreadID)
+		v, err := s.Show(t.Context(), th.ThreadID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestReplayRestoresWhatACrashLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openTest(t, db)
-	old, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "before the watermark"})
+	old, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "before the watermark"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +69,19 @@ func TestReplayRestoresWhatACrashLost(t *testing.T) {
 	}
 	w := s.markID.Load()
 	// Everything below is after the watermark.
-	a, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "work", Content: inbox.Content{Body: "the body", IdempotencyKey: "k1"}})
-	s.Claim("w", a.Thread.ThreadID, 600)
-	s.Update("w", a.Thread.ThreadID, inbox.StatusBlocked, 0, inbox.Content{Summary: "which one?", IdempotencyKey: "k2"})
-	s.Reply("boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "this one", Body: "details"})
-	s.MarkRead("w", a.Thread.ThreadID, 0)
-	s.Claim("w", old.Thread.ThreadID, 600)
-	mail, _ := s.Send(inbox.SendInput{From: "boss", To: "m", Content: inbox.Content{Body: "a note"}})
-	task, err := s.Push(inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "do it")
+	a, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "work", Content: inbox.Content{Body: "the body", IdempotencyKey: "k1"}})
+	s.Claim(t.Context(), "w", a.Thread.ThreadID, 600)
+	s.Update(t.Context(), "w", a.Thread.ThreadID, inbox.StatusBlocked, 0, inbox.Content{Summary: "which one?", IdempotencyKey: "k2"})
+	s.Reply(t.Context(), "boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "this one", Body: "details"})
+	s.MarkRead(t.Context(), "w", a.Thread.ThreadID, 0)
+	s.Claim(t.Context(), "w", old.Thread.ThreadID, 600)
+	mail, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "m", Content: inbox.Content{Body: "a note"}})
+	task, err := s.Push(t.Context(), inbox.TaskSpec{Name: "t1", Parent: "boss", Owner: "boss"}, "do it")
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := views(t, s)
-	beforeMail, _ := s.Mailbox("m", "")
+	beforeMail, _ := s.Mailbox(t.Context(), "m", "")
 	beforeCursor, _ := s.readCursor(a.Thread.ThreadID, "w")
 
 	// The crash: the threads' files written since the watermark are
@@ -107,22 +107,22 @@ func TestReplayRestoresWhatACrashLost(t *testing.T) {
 	if len(after) != len(before) {
 		t.Errorf("%d threads after replay, want %d", len(after), len(before))
 	}
-	gotMail, err := s.Mailbox("m", "")
+	gotMail, err := s.Mailbox(t.Context(), "m", "")
 	if err != nil || len(gotMail) != len(beforeMail) || len(gotMail) == 0 || gotMail[0].Message.MessageID != beforeMail[0].Message.MessageID {
 		t.Errorf("mailbox after replay: %+v (%v), want %+v", gotMail, err, beforeMail)
 	}
 	if c, _ := s.readCursor(a.Thread.ThreadID, "w"); c == nil || c.LastReadSeq != beforeCursor.LastReadSeq {
 		t.Errorf("cursor after replay: %+v, want %+v", c, beforeCursor)
 	}
-	if tk, err := s.TaskByName("t1"); err != nil || tk.ThreadID != task.ThreadID {
+	if tk, err := s.TaskByName(t.Context(), "t1"); err != nil || tk.ThreadID != task.ThreadID {
 		t.Errorf("task after replay: %+v %v", tk, err)
 	}
 	// A retried send finds its thread, not a new one.
-	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "work", Content: inbox.Content{Body: "the body", IdempotencyKey: "k1"}})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "work", Content: inbox.Content{Body: "the body", IdempotencyKey: "k1"}})
 	if err != nil || r.Thread.ThreadID != a.Thread.ThreadID || !r.Replayed {
 		t.Errorf("retried send after replay: %+v %v", r, err)
 	}
-	if rep, err := s.Fsck(false); err != nil || !rep.Clean() {
+	if rep, err := s.Fsck(t.Context(), false); err != nil || !rep.Clean() {
 		t.Errorf("fsck after replay: %+v %v", rep, err)
 	}
 	if m, ok := s.readWatermark(); !ok || m.BootID != bootID() {
@@ -139,8 +139,8 @@ func TestReplayRollsBackWhatTheLogLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openTest(t, db)
-	a, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "work"})
-	s.Claim("w", a.Thread.ThreadID, 600)
+	a, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "work"})
+	s.Claim(t.Context(), "w", a.Thread.ThreadID, 600)
 	want := views(t, s)
 	seg := filepath.Join(db, eventsDir, segmentName(1))
 	logBefore, err := os.ReadFile(seg)
@@ -149,8 +149,8 @@ func TestReplayRollsBackWhatTheLogLost(t *testing.T) {
 	}
 	// Two changes whose lines are then lost: one on a known thread, and
 	// a new thread.
-	s.Reply("boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "lost"})
-	gone, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "lost thread"})
+	s.Reply(t.Context(), "boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "lost"})
+	gone, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "lost thread"})
 	if err := os.WriteFile(seg, logBefore, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -161,14 +161,14 @@ func TestReplayRollsBackWhatTheLogLost(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("after replay:\n got %+v\nwant %+v", got, want)
 	}
-	if _, err := s.Thread(gone.Thread.ThreadID); err == nil {
+	if _, err := s.Thread(t.Context(), gone.Thread.ThreadID); err == nil {
 		t.Errorf("a thread whose creation the log lost survived replay")
 	}
-	if rep, err := s.Fsck(false); err != nil || !rep.Clean() {
+	if rep, err := s.Fsck(t.Context(), false); err != nil || !rep.Clean() {
 		t.Errorf("fsck after replay: %+v %v", rep, err)
 	}
 	// The store goes on: new events after the replayed log.
-	if _, err := s.Reply("boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "again"}); err != nil {
+	if _, err := s.Reply(t.Context(), "boss", "", a.Thread.ThreadID, inbox.KindAnswer, inbox.Content{Summary: "again"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,7 +181,7 @@ func TestFormat1IsConverted(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openTest(t, db)
-	a, _ := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "old"})
+	a, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "old"})
 	want := views(t, s)
 	format := filepath.Join(db, formatFile)
 	data, _ := os.ReadFile(format)
@@ -198,7 +198,7 @@ func TestFormat1IsConverted(t *testing.T) {
 	if got := views(t, s); !reflect.DeepEqual(got, want) {
 		t.Errorf("converted store: %+v, want %+v", got, want)
 	}
-	if _, err := s.Claim("w", a.Thread.ThreadID, 60); err != nil {
+	if _, err := s.Claim(t.Context(), "w", a.Thread.ThreadID, 60); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -213,23 +213,23 @@ func TestReplayRestoresTeamsAndAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openTest(t, db)
-	if _, err := s.CreateTeam("lead", "old", []string{"a"}); err != nil {
+	if _, err := s.CreateTeam(t.Context(), "lead", "old", []string{"a"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	w := s.markID.Load()
-	s.AddMembers("lead", "old", []string{"b"})
-	s.CreateTeam("lead", "devs", []string{"a", "b", "c"})
-	r, err := s.Send(inbox.SendInput{From: "lead", To: "@devs", Subject: "ack me", Content: inbox.Content{AckRequired: true}})
+	s.AddMembers(t.Context(), "lead", "old", []string{"b"})
+	s.CreateTeam(t.Context(), "lead", "devs", []string{"a", "b", "c"})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "lead", To: "@devs", Subject: "ack me", Content: inbox.Content{AckRequired: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Ack("a", r.Message.MessageID, "", inbox.Content{}); err != nil {
+	if _, err := s.Ack(t.Context(), "a", r.Message.MessageID, "", inbox.Content{}); err != nil {
 		t.Fatal(err)
 	}
-	wantTeams, _ := s.Teams()
+	wantTeams, _ := s.Teams(t.Context())
 
 	// The crash: teams/, mailboxes and acks/ written since the watermark
 	// are gone; a team file appears that the log never recorded.
@@ -243,22 +243,22 @@ func TestReplayRestoresTeamsAndAcks(t *testing.T) {
 	crashMachine(t, db, w)
 
 	s = openTest(t, db)
-	gotTeams, err := s.Teams()
+	gotTeams, err := s.Teams(t.Context())
 	if err != nil || !reflect.DeepEqual(gotTeams, wantTeams) {
 		t.Errorf("teams after replay:\n got %+v %v\nwant %+v", gotTeams, err, wantTeams)
 	}
 	for _, agent := range []string{"a", "b", "c"} {
-		mail, err := s.Mailbox(agent, "")
+		mail, err := s.Mailbox(t.Context(), agent, "")
 		if err != nil || len(mail) != 1 || mail[0].Message.MessageID != r.Message.MessageID {
 			t.Errorf("%s's mailbox after replay: %+v %v", agent, mail, err)
 		}
 	}
 	for agent, want := range map[string]int{"a": 0, "b": 1, "c": 1} {
-		if owed, err := s.Unacknowledged(agent); err != nil || len(owed) != want {
+		if owed, err := s.Unacknowledged(t.Context(), agent); err != nil || len(owed) != want {
 			t.Errorf("%s owes %d after replay (%v), want %d", agent, len(owed), err, want)
 		}
 	}
-	if rep, err := s.Fsck(false); err != nil || !rep.Clean() {
+	if rep, err := s.Fsck(t.Context(), false); err != nil || !rep.Clean() {
 		t.Errorf("fsck after replay: %+v %v", rep, err)
 	}
 }
@@ -271,12 +271,12 @@ func TestFsckTeamsAndAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openTest(t, db)
-	s.CreateTeam("lead", "devs", []string{"a", "b"})
-	before, _ := s.Team("devs")
-	s.AddMembers("lead", "devs", []string{"c"})
-	after, _ := s.Team("devs")
-	r, _ := s.Send(inbox.SendInput{From: "lead", To: "@devs", Subject: "ack me", Content: inbox.Content{AckRequired: true}})
-	s.Ack("a", r.Message.MessageID, "", inbox.Content{})
+	s.CreateTeam(t.Context(), "lead", "devs", []string{"a", "b"})
+	before, _ := s.Team(t.Context(), "devs")
+	s.AddMembers(t.Context(), "lead", "devs", []string{"c"})
+	after, _ := s.Team(t.Context(), "devs")
+	r, _ := s.Send(t.Context(), inbox.SendInput{From: "lead", To: "@devs", Subject: "ack me", Content: inbox.Content{AckRequired: true}})
+	s.Ack(t.Context(), "a", r.Message.MessageID, "", inbox.Content{})
 	// A team file rolled back, a settled acknowledgment's entry back, and
 	// an owed one's entry gone.
 	stale := &teamRecord{Team: *before, EventID: 1}
@@ -286,7 +286,7 @@ func TestFsckTeamsAndAcks(t *testing.T) {
 	os.Link(filepath.Join(db, threadsDir, r.Thread.ThreadID, msgName(1)), filepath.Join(db, acksDir, "a", name))
 	os.Remove(filepath.Join(db, acksDir, "b", name))
 
-	rep, err := s.Fsck(false)
+	rep, err := s.Fsck(t.Context(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,17 +299,17 @@ func TestFsckTeamsAndAcks(t *testing.T) {
 			t.Errorf("fsck found %v, not %s", checks, want)
 		}
 	}
-	if rep, err = s.Fsck(true); err != nil || !rep.Clean() {
+	if rep, err = s.Fsck(t.Context(), true); err != nil || !rep.Clean() {
 		t.Fatalf("repair: %+v %v", rep, err)
 	}
-	if rep, err = s.Fsck(false); err != nil || len(rep.Findings) != 0 {
+	if rep, err = s.Fsck(t.Context(), false); err != nil || len(rep.Findings) != 0 {
 		t.Errorf("after repair: %+v %v", rep, err)
 	}
-	if got, _ := s.Team("devs"); !reflect.DeepEqual(got, after) {
+	if got, _ := s.Team(t.Context(), "devs"); !reflect.DeepEqual(got, after) {
 		t.Errorf("team after repair %+v, want %+v", got, after)
 	}
 	for agent, want := range map[string]int{"a": 0, "b": 1, "c": 1} {
-		if owed, _ := s.Unacknowledged(agent); len(owed) != want {
+		if owed, _ := s.Unacknowledged(t.Context(), agent); len(owed) != want {
 			t.Errorf("%s owes %d after repair, want %d", agent, len(owed), want)
 		}
 	}
@@ -328,45 +328,45 @@ func TestReplayWithAnArchivedThread(t *testing.T) {
 	// The clock moves on before the last send, so that archive takes the
 	// thread but leaves the log segment (it holds a newer event) live.
 	now := time.Now()
-	s, err := Open(db, Options{Now: func() time.Time { return now }})
+	s, err := Open(t.Context(), db, Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "job"})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "job"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tid := r.Thread.ThreadID
-	if _, err := s.Claim("w", tid, 600); err != nil {
+	if _, err := s.Claim(t.Context(), "w", tid, 600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Done("w", tid, 0, inbox.Content{Summary: "ok"}); err != nil {
+	if _, err := s.Done(t.Context(), "w", tid, 0, inbox.Content{Summary: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.MarkRead("boss", tid, 0); err != nil {
+	if _, err := s.MarkRead(t.Context(), "boss", tid, 0); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Minute)
-	if _, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "next"}); err != nil {
+	if _, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "next"}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.Archive(time.Minute, nil)
+	a, err := s.Archive(t.Context(), time.Minute, nil)
 	if err != nil || len(a.Threads) != 1 || len(a.Segments) != 0 {
 		t.Fatalf("archive: %v %+v", err, a)
 	}
 	crashMachine(t, db, 0)
-	s2, err := Open(db, Options{})
+	s2, err := Open(t.Context(), db, Options{})
 	if err != nil {
 		t.Fatalf("open after the reboot: %v", err)
 	}
-	v, err := s2.Show(tid)
+	v, err := s2.Show(t.Context(), tid)
 	if err != nil || v.Thread.Status != inbox.StatusDone {
 		t.Fatalf("archived thread after replay: %v %+v", err, v)
 	}
-	if _, err := s2.Send(inbox.SendInput{From: "boss", To: "w", Subject: "after"}); err != nil {
+	if _, err := s2.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "after"}); err != nil {
 		t.Fatalf("send after the reboot: %v", err)
 	}
-	if rep, err := s2.Fsck(false); err != nil || !rep.Clean() {
+	if rep, err := s2.Fsck(t.Context(), false); err != nil || !rep.Clean() {
 		t.Fatalf("fsck: %v %+v", err, rep)
 	}
 }
@@ -383,7 +383,7 @@ func TestNoCheckpointPastASkippedReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openTest(t, db)
-	r, err := s.Send(inbox.SendInput{From: "boss", To: "w", Subject: "job", Content: inbox.Content{Body: "keep me"}})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "job", Content: inbox.Content{Body: "keep me"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestNoCheckpointPastASkippedReplay(t *testing.T) {
 	if err := os.Symlink(filepath.Join(elsewhere, "sessions"), filepath.Join(db, sessionsDir)); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(db, Options{})
+	s2, err := Open(t.Context(), db, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,11 +411,11 @@ func TestNoCheckpointPastASkippedReplay(t *testing.T) {
 		t.Fatalf("the watermark advanced to %+v past a replay that did not run", w)
 	}
 	// fsck --repair removes the link; the next open replays.
-	if _, err := s2.Fsck(true); err != nil {
+	if _, err := s2.Fsck(t.Context(), true); err != nil {
 		t.Fatal(err)
 	}
 	s3 := openTest(t, db)
-	v, err := s3.Show(tid)
+	v, err := s3.Show(t.Context(), tid)
 	if err != nil || len(v.Messages) != 1 || v.Messages[0].Body != "keep me" {
 		t.Fatalf("the message replay should restore: %v %+v", err, v)
 	}

@@ -24,10 +24,10 @@ import (
 func fillStore(tb testing.TB, n int) (*spool.Store, string) {
 	tb.Helper()
 	db := filepath.Join(tb.TempDir(), "store")
-	if err := benchstore.Fill(db, n, nil); err != nil {
+	if err := benchstore.Fill(tb.Context(), db, n, nil); err != nil {
 		tb.Fatal(err)
 	}
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(tb.Context(), db, spool.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func BenchmarkScaleFetch(b *testing.B) {
 			want := 10
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				ts, err := s.Fetch("X", []string{inbox.StatusPending}, 10, false)
+				ts, err := s.Fetch(b.Context(), "X", []string{inbox.StatusPending}, 10, false)
 				if err != nil || len(ts) != want {
 					b.Fatalf("fetch: %d threads (want %d), %v", len(ts), want, err)
 				}
@@ -72,7 +72,7 @@ func BenchmarkScaleList(b *testing.B) {
 			for name, f := range filters {
 				b.Run(name, func(b *testing.B) {
 					for i := 0; i < b.N; i++ {
-						ts, err := s.List(f)
+						ts, err := s.List(b.Context(), f)
 						if err != nil || len(ts) != 20 {
 							b.Fatalf("list %s: %d threads, %v", name, len(ts), err)
 						}
@@ -86,21 +86,21 @@ func BenchmarkScaleList(b *testing.B) {
 // BenchmarkScaleShow reads a thread of 10,000 messages.
 func BenchmarkScaleShow(b *testing.B) {
 	gen, db := storetest.New(b, spool.Options{Unsynced: true})
-	r, err := gen.Send(inbox.SendInput{From: "boss", To: "X", Subject: "a long conversation"})
+	r, err := gen.Send(b.Context(), inbox.SendInput{From: "boss", To: "X", Subject: "a long conversation"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	tid := r.Thread.ThreadID
 	body := strings.Repeat("x", 200)
 	for i := 1; i < 10000; i++ {
-		if _, err := gen.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: fmt.Sprint("step ", i), Body: body}); err != nil {
+		if _, err := gen.Reply(b.Context(), "boss", "", tid, inbox.KindProgress, inbox.Content{Summary: fmt.Sprint("step ", i), Body: body}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	s, _ := spool.Open(db, spool.Options{})
+	s, _ := spool.Open(b.Context(), db, spool.Options{})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		v, err := s.Show(tid)
+		v, err := s.Show(b.Context(), tid)
 		if err != nil || len(v.Messages) != 10000 {
 			b.Fatalf("show: %d messages, %v", len(v.Messages), err)
 		}
@@ -112,7 +112,7 @@ func BenchmarkScaleFsck(b *testing.B) {
 	s, _ := fillStore(b, 10000)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r, err := s.Fsck(false)
+		r, err := s.Fsck(b.Context(), false)
 		if err != nil || !r.Clean() {
 			b.Fatalf("fsck: %+v %v", r, err)
 		}
@@ -124,7 +124,7 @@ func BenchmarkScaleReindex(b *testing.B) {
 	s, _ := fillStore(b, 10000)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if n, err := s.Reindex(); err != nil || n != 10000 {
+		if n, err := s.Reindex(b.Context()); err != nil || n != 10000 {
 			b.Fatalf("reindex: %d, %v", n, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -21,7 +22,7 @@ func (s *Store) sessionPath(agent, session string) string {
 }
 
 // SessionMark returns the mark last recorded for agent's session.
-func (s *Store) SessionMark(agent, session string) (string, error) {
+func (s *Store) SessionMark(ctx context.Context, agent, session string) (string, error) {
 	if err := inbox.CheckSession(agent, session); err != nil {
 		return "", err
 	}
@@ -36,7 +37,7 @@ func (s *Store) SessionMark(agent, session string) (string, error) {
 }
 
 // SetSessionMark records mark for agent's session.
-func (s *Store) SetSessionMark(agent, session, mark string) error {
+func (s *Store) SetSessionMark(ctx context.Context, agent, session, mark string) error {
 	if err := inbox.CheckSessionMark(agent, session, mark); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -17,18 +18,18 @@ import (
 
 // settled returns thread tid's header after settling, under the thread's
 // lock, whatever a crashed writer left (see loadForWrite).
-func (s *Store) settled(tid string) (*header, error) {
-	lk, err := s.lockThread(tid)
+func (s *Store) settled(ctx context.Context, tid string) (*header, error) {
+	lk, err := s.lockThread(ctx, tid)
 	if err != nil {
 		return nil, err
 	}
 	defer lk.Unlock()
-	return s.loadForWrite(tid)
+	return s.loadForWrite(ctx, tid)
 }
 
 // loadForWrite reads the header under the thread lock and settles what a
 // crashed writer left behind.
-func (s *Store) loadForWrite(tid string) (*header, error) {
+func (s *Store) loadForWrite(ctx context.Context, tid string) (*header, error) {
 	h, err := s.readHeader(tid)
 	if err != nil {
 		return nil, err
@@ -48,7 +49,7 @@ func (s *Store) loadForWrite(tid string) (*header, error) {
 	if logged && !orphans {
 		return h, nil
 	}
-	return s.settle(tid, h, logged)
+	return s.settle(ctx, tid, h, logged)
 }
 
 // hasOwnEvent reports whether the header's last event is in the log where
@@ -87,7 +88,7 @@ func (s *Store) hasOwnEvent(h *header) (bool, error) {
 // appended before the event is written. Were it the other way round, a
 // crash between the two would leave an event no header names, and the
 // next settle would append it a second time.
-func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
+func (s *Store) settle(ctx context.Context, tid string, h *header, logged bool) (*header, error) {
 	newest := h
 	var ap *appender
 	var line []byte
@@ -98,7 +99,7 @@ func (s *Store) settle(tid string, h *header, logged bool) (*header, error) {
 		}
 	} else {
 		var err error
-		if ap, err = s.log.reserve(); err != nil {
+		if ap, err = s.log.reserve(ctx); err != nil {
 			return nil, err
 		}
 		defer ap.release()

@@ -32,7 +32,7 @@ func TestInitIsIdempotentAndRefusesForeignDirs(t *testing.T) {
 	if _, err := spool.Init(foreign, false); !errors.Is(err, inbox.ErrInvalidInput) {
 		t.Fatalf("Init on a non-empty foreign dir: %v, want inbox.ErrInvalidInput", err)
 	}
-	if _, err := spool.Open(filepath.Join(t.TempDir(), "nope"), spool.Options{}); !errors.Is(err, inbox.ErrNotInitialized) {
+	if _, err := spool.Open(t.Context(), filepath.Join(t.TempDir(), "nope"), spool.Options{}); !errors.Is(err, inbox.ErrNotInitialized) {
 		t.Fatalf("Open of a missing store: %v, want inbox.ErrNotInitialized", err)
 	}
 }
@@ -40,7 +40,7 @@ func TestInitIsIdempotentAndRefusesForeignDirs(t *testing.T) {
 func TestNewerFormatIsRefused(t *testing.T) {
 	_, db := storetest.New(t, spool.Options{})
 	os.WriteFile(filepath.Join(db, "inbox.json"), []byte(`{"format":"inbox-store","version":99}`), 0o600)
-	if _, err := spool.Open(db, spool.Options{}); !errors.Is(err, inbox.ErrFormat) || !strings.Contains(err.Error(), "version 99") {
+	if _, err := spool.Open(t.Context(), db, spool.Options{}); !errors.Is(err, inbox.ErrFormat) || !strings.Contains(err.Error(), "version 99") {
 		t.Fatalf("Open: %v, want inbox.ErrFormat naming version 99", err)
 	}
 }
@@ -49,20 +49,20 @@ func TestLifecycleAndEvents(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	r := send(t, s, "X")
 	tid := r.Thread.ThreadID
-	c, err := s.Claim("X", tid, 60)
+	c, err := s.Claim(t.Context(), "X", tid, 60)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Lease.LeaseToken != 1 || c.Thread.Status != inbox.StatusClaimed {
 		t.Fatalf("claim: %+v %+v", c.Thread, c.Lease)
 	}
-	if _, err := s.Update("X", tid, inbox.StatusBlocked, 1, inbox.Content{Summary: "need input"}); err != nil {
+	if _, err := s.Update(t.Context(), "X", tid, inbox.StatusBlocked, 1, inbox.Content{Summary: "need input"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "here"}); err != nil {
+	if _, err := s.Reply(t.Context(), "boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "here"}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.Done("X", tid, 1, inbox.Content{Summary: "finished"})
+	d, err := s.Done(t.Context(), "X", tid, 1, inbox.Content{Summary: "finished"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,36 +91,39 @@ func TestTransitions(t *testing.T) {
 		want error
 	}{
 		{"update before claim", func() error {
-			_, err := s.Update("X", tid, inbox.StatusInProgress, 0, inbox.Content{})
+			_, err := s.Update(t.Context(), "X", tid, inbox.StatusInProgress, 0, inbox.Content{})
 			return err
 		}, inbox.ErrInvalidState},
-		{"done before claim", func() error { _, err := s.Done("X", tid, 0, inbox.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
-		{"claim", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
-		{"claim by another", func() error { _, err := s.Claim("Y", tid, 60); return err }, inbox.ErrLeaseConflict},
+		{"done before claim", func() error { _, err := s.Done(t.Context(), "X", tid, 0, inbox.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
+		{"claim", func() error { _, err := s.Claim(t.Context(), "X", tid, 60); return err }, nil},
+		{"claim by another", func() error { _, err := s.Claim(t.Context(), "Y", tid, 60); return err }, inbox.ErrLeaseConflict},
 		{"update by another", func() error {
-			_, err := s.Update("Y", tid, inbox.StatusInProgress, 0, inbox.Content{})
+			_, err := s.Update(t.Context(), "Y", tid, inbox.StatusInProgress, 0, inbox.Content{})
 			return err
 		}, inbox.ErrLeaseConflict},
-		{"reclaim by holder", func() error { _, err := s.Claim("X", tid, 60); return err }, nil},
+		{"reclaim by holder", func() error { _, err := s.Claim(t.Context(), "X", tid, 60); return err }, nil},
 		{"stale token", func() error {
-			_, err := s.Update("X", tid, inbox.StatusInProgress, 1, inbox.Content{})
+			_, err := s.Update(t.Context(), "X", tid, inbox.StatusInProgress, 1, inbox.Content{})
 			return err
 		}, inbox.ErrStaleToken},
 		{"current token", func() error {
-			_, err := s.Update("X", tid, inbox.StatusInProgress, 2, inbox.Content{})
+			_, err := s.Update(t.Context(), "X", tid, inbox.StatusInProgress, 2, inbox.Content{})
 			return err
 		}, nil},
 		{"blocked without summary", func() error {
-			_, err := s.Update("X", tid, inbox.StatusBlocked, 0, inbox.Content{})
+			_, err := s.Update(t.Context(), "X", tid, inbox.StatusBlocked, 0, inbox.Content{})
 			return err
 		}, inbox.ErrInvalidInput},
-		{"cancel by leader", func() error { _, err := s.Cancel("leader", tid, inbox.Content{Summary: "stop"}); return err }, nil},
-		{"done after cancel", func() error { _, err := s.Done("X", tid, 0, inbox.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
+		{"cancel by leader", func() error {
+			_, err := s.Cancel(t.Context(), "leader", tid, inbox.Content{Summary: "stop"})
+			return err
+		}, nil},
+		{"done after cancel", func() error { _, err := s.Done(t.Context(), "X", tid, 0, inbox.Content{Summary: "x"}); return err }, inbox.ErrInvalidState},
 		{"reply after cancel", func() error {
-			_, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "x"})
+			_, err := s.Reply(t.Context(), "boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "x"})
 			return err
 		}, inbox.ErrInvalidState},
-		{"claim after cancel", func() error { _, err := s.Claim("X", tid, 60); return err }, inbox.ErrInvalidState},
+		{"claim after cancel", func() error { _, err := s.Claim(t.Context(), "X", tid, 60); return err }, inbox.ErrInvalidState},
 	}
 	for _, c := range cases {
 		err := c.do()
@@ -134,23 +137,23 @@ func TestLeaseExpiry(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	_, db := storetest.New(t, spool.Options{})
-	s, _ := spool.Open(db, spool.Options{Now: clock})
+	s, _ := spool.Open(t.Context(), db, spool.Options{Now: clock})
 	tid := send(t, s, "X").Thread.ThreadID
-	if _, err := s.Claim("X", tid, 10); err != nil {
+	if _, err := s.Claim(t.Context(), "X", tid, 10); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(11 * time.Second)
-	if _, err := s.Renew("X", tid, 10, 0); !errors.Is(err, inbox.ErrLeaseExpired) {
+	if _, err := s.Renew(t.Context(), "X", tid, 10, 0); !errors.Is(err, inbox.ErrLeaseExpired) {
 		t.Fatalf("renew after expiry: %v, want inbox.ErrLeaseExpired", err)
 	}
-	if _, err := s.Claim("Y", tid, 10); err != nil {
+	if _, err := s.Claim(t.Context(), "Y", tid, 10); err != nil {
 		t.Fatalf("claim of an expired lease: %v", err)
 	}
-	if _, err := s.Done("X", tid, 0, inbox.Content{Summary: "late"}); !errors.Is(err, inbox.ErrLeaseConflict) {
+	if _, err := s.Done(t.Context(), "X", tid, 0, inbox.Content{Summary: "late"}); !errors.Is(err, inbox.ErrLeaseConflict) {
 		t.Fatalf("old holder's done: %v, want inbox.ErrLeaseConflict", err)
 	}
 	now = now.Add(20 * time.Second)
-	if _, err := s.Update("X", tid, inbox.StatusInProgress, 0, inbox.Content{}); !errors.Is(err, inbox.ErrNotLeaseHolder) {
+	if _, err := s.Update(t.Context(), "X", tid, inbox.StatusInProgress, 0, inbox.Content{}); !errors.Is(err, inbox.ErrNotLeaseHolder) {
 		t.Fatalf("update by a non-holder after Y's lease lapsed: %v, want inbox.ErrNotLeaseHolder", err)
 	}
 }
@@ -174,7 +177,7 @@ func TestValidation(t *testing.T) {
 		{"subject too long with --thread", inbox.SendInput{From: "boss", ThreadID: "thr_x", Subject: strings.Repeat("s", inbox.MaxSubjectLen+1), Content: inbox.Content{Body: "x"}}, "subject"},
 	}
 	for _, c := range bad {
-		_, err := s.Send(c.in)
+		_, err := s.Send(t.Context(), c.in)
 		var e *inbox.Error
 		if !errors.As(err, &e) || !errors.Is(err, inbox.ErrInvalidInput) || e.Field != c.flag {
 			t.Errorf("%s: got %v (field %q), want inbox.ErrInvalidInput naming %q", c.name, err, fieldOf(err), c.flag)
@@ -183,7 +186,7 @@ func TestValidation(t *testing.T) {
 	if n := len(allEvents(t, s, 0)); n != 0 {
 		t.Fatalf("refused sends wrote %d events", n)
 	}
-	if _, err := s.Show("thr_doesnotexist"); !errors.Is(err, inbox.ErrNotFound) {
+	if _, err := s.Show(t.Context(), "thr_doesnotexist"); !errors.Is(err, inbox.ErrNotFound) {
 		t.Fatalf("show of an unknown thread: %v, want inbox.ErrNotFound", err)
 	}
 }
@@ -199,11 +202,11 @@ func fieldOf(err error) string {
 func TestIdempotency(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	in := inbox.SendInput{From: "boss", To: "X", Subject: "once", Content: inbox.Content{IdempotencyKey: "k1"}}
-	a, err := s.Send(in)
+	a, err := s.Send(t.Context(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Send(in)
+	b, err := s.Send(t.Context(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +215,7 @@ func TestIdempotency(t *testing.T) {
 	}
 	tid := a.Thread.ThreadID
 	rep := func() (*inbox.Result, error) {
-		return s.Reply("boss", "", tid, inbox.KindQuestion, inbox.Content{Summary: "status?", IdempotencyKey: "k1"})
+		return s.Reply(t.Context(), "boss", "", tid, inbox.KindQuestion, inbox.Content{Summary: "status?", IdempotencyKey: "k1"})
 	}
 	r1, err := rep()
 	if err != nil {
@@ -222,10 +225,10 @@ func TestIdempotency(t *testing.T) {
 	if err != nil || !r2.Replayed || r2.Message.MessageID != r1.Message.MessageID {
 		t.Fatalf("reply retry: %v %+v", err, r2)
 	}
-	if _, err := s.Cancel("boss", tid, inbox.Content{IdempotencyKey: "k1"}); !errors.Is(err, inbox.ErrIdempotencyMismatch) {
+	if _, err := s.Cancel(t.Context(), "boss", tid, inbox.Content{IdempotencyKey: "k1"}); !errors.Is(err, inbox.ErrIdempotencyMismatch) {
 		t.Fatalf("key reused by cancel: %v, want inbox.ErrIdempotencyMismatch", err)
 	}
-	v, _ := s.Show(tid)
+	v, _ := s.Show(t.Context(), tid)
 	if len(v.Messages) != 2 || len(allEvents(t, s, 0)) != 2 {
 		t.Fatalf("%d messages, %d events after retries, want 2 and 2", len(v.Messages), len(allEvents(t, s, 0)))
 	}
@@ -233,12 +236,12 @@ func TestIdempotency(t *testing.T) {
 
 func TestFetchOrderLeasesAndUnread(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
-	low, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "low", Priority: "low"})
+	low, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "X", Subject: "low", Priority: "low"})
 	norm1 := send(t, s, "X")
-	high, _ := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: "high", Priority: "high"})
+	high, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "X", Subject: "high", Priority: "high"})
 	norm2 := send(t, s, "X")
 	send(t, s, "Y")
-	ts, err := s.Fetch("X", nil, 10, false)
+	ts, err := s.Fetch(t.Context(), "X", nil, 10, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,31 +253,31 @@ func TestFetchOrderLeasesAndUnread(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("fetch order %v, want %v", got, want)
 	}
-	if ts, _ := s.Fetch("X", nil, 2, false); len(ts) != 2 {
+	if ts, _ := s.Fetch(t.Context(), "X", nil, 2, false); len(ts) != 2 {
 		t.Fatalf("limit 2 gave %d", len(ts))
 	}
 	// A blocked thread whose lease another agent took is hidden from X.
 	tid := norm1.Thread.ThreadID
-	s.Claim("X", tid, 60)
-	s.Update("X", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "q"})
-	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, false); len(ts) != 1 {
+	s.Claim(t.Context(), "X", tid, 60)
+	s.Update(t.Context(), "X", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "q"})
+	if ts, _ := s.Fetch(t.Context(), "X", []string{inbox.StatusBlocked}, 10, false); len(ts) != 1 {
 		t.Fatalf("X's own blocked thread: fetch gave %d, want 1", len(ts))
 	}
 	// Unread: X's own question does not make the thread unread for X.
-	s.MarkRead("X", tid, 0)
-	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 0 {
+	s.MarkRead(t.Context(), "X", tid, 0)
+	if ts, _ := s.Fetch(t.Context(), "X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 0 {
 		t.Fatalf("after mark-read: %d unread", len(ts))
 	}
-	s.Update("X", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "still waiting"})
-	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 0 {
+	s.Update(t.Context(), "X", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "still waiting"})
+	if ts, _ := s.Fetch(t.Context(), "X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 0 {
 		t.Fatalf("X's own message made the thread unread")
 	}
-	s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "answer"})
-	if ts, _ := s.Fetch("X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 1 {
+	s.Reply(t.Context(), "boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "answer"})
+	if ts, _ := s.Fetch(t.Context(), "X", []string{inbox.StatusBlocked}, 10, true); len(ts) != 1 {
 		t.Fatalf("after an answer: %d unread, want 1", len(ts))
 	}
 	// list sees everything, newest first.
-	all, err := s.List(inbox.ListFilter{Limit: 50})
+	all, err := s.List(t.Context(), inbox.ListFilter{Limit: 50})
 	if err != nil || len(all) != 5 || all[0].ThreadID < all[4].ThreadID {
 		t.Fatalf("list: %d threads, err %v", len(all), err)
 	}
@@ -323,14 +326,14 @@ func TestOrphanMessageIsDiscarded(t *testing.T) {
 	// A writer died after renaming message 2 into place, before committing.
 	orphan := filepath.Join(threadDir(db, tid), "m-00000002.json")
 	os.WriteFile(orphan, []byte(`{"message_id":"msg_orphan","seq":2}`), 0o600)
-	if v, _ := s.Show(tid); len(v.Messages) != 1 {
+	if v, _ := s.Show(t.Context(), tid); len(v.Messages) != 1 {
 		t.Fatalf("show counted an uncommitted message: %d", len(v.Messages))
 	}
-	r, err := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "real"})
+	r, err := s.Reply(t.Context(), "boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "real"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := s.Show(tid)
+	v, _ := s.Show(t.Context(), tid)
 	if len(v.Messages) != 2 || v.Messages[1].MessageID != r.Message.MessageID {
 		t.Fatalf("messages after settle: %+v", v.Messages)
 	}
@@ -341,7 +344,7 @@ func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
 	tid := send(t, s, "X").Thread.ThreadID
 	seg := newestSegment(t, db)
 	before, _ := os.ReadFile(seg)
-	if _, err := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "p"}); err != nil {
+	if _, err := s.Reply(t.Context(), "boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	// A writer died after committing the header, before appending the event.
@@ -349,7 +352,7 @@ func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
 	if n := len(allEvents(t, s, 0)); n != 1 {
 		t.Fatalf("setup: %d events", n)
 	}
-	if _, err := s.Claim("X", tid, 60); err != nil {
+	if _, err := s.Claim(t.Context(), "X", tid, 60); err != nil {
 		t.Fatal(err)
 	}
 	evs := allEvents(t, s, 0)
@@ -360,7 +363,7 @@ func TestHeaderCommittedWithoutEventGetsItsEvent(t *testing.T) {
 	if strings.Join(types, " ") != "thread_created message_added thread_claimed" {
 		t.Fatalf("events after settle: %v", types)
 	}
-	v, _ := s.Show(tid)
+	v, _ := s.Show(t.Context(), tid)
 	if v.Thread.LastEventID != 3 || len(v.Messages) != 2 {
 		t.Fatalf("thread after settle: %+v", v.Thread)
 	}
@@ -378,7 +381,7 @@ func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
 	seg := newestSegment(t, db)
 	before, _ := os.ReadFile(seg)
 	in := inbox.SendInput{From: "boss", To: "X", Subject: "keyed", Content: inbox.Content{IdempotencyKey: "k1"}}
-	first, err := s.Send(in)
+	first, err := s.Send(t.Context(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +389,7 @@ func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
 	if n := len(allEvents(t, s, 0)); n != 1 {
 		t.Fatalf("setup: %d events", n)
 	}
-	again, err := s.Send(in)
+	again, err := s.Send(t.Context(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +413,7 @@ func TestRetriedSendSettlesAMissingEvent(t *testing.T) {
 func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
 	s, db := storetest.New(t, spool.Options{})
 	tid := send(t, s, "X").Thread.ThreadID
-	if _, err := s.Claim("X", tid, 60); err != nil {
+	if _, err := s.Claim(t.Context(), "X", tid, 60); err != nil {
 		t.Fatal(err)
 	}
 	dir := threadDir(db, tid)
@@ -418,14 +421,14 @@ func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
 	f.WriteString(`{"thread_id":"` + tid + `","status":"do`) // torn header append
 	f.Close()
 	os.WriteFile(filepath.Join(dir, "lease.json"), []byte("{garbage"), 0o600)
-	v, err := s.Show(tid)
+	v, err := s.Show(t.Context(), tid)
 	if err != nil || v.Thread.Status != inbox.StatusClaimed {
 		t.Fatalf("reader with torn header: %v %+v", err, v)
 	}
-	if _, err := s.Done("X", tid, 1, inbox.Content{Summary: "ok"}); err != nil {
+	if _, err := s.Done(t.Context(), "X", tid, 1, inbox.Content{Summary: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	v, _ = s.Show(tid)
+	v, _ = s.Show(t.Context(), tid)
 	if v.Thread.Status != inbox.StatusDone || !v.Lease.Released() {
 		t.Fatalf("after done: %+v %+v", v.Thread, v.Lease)
 	}
@@ -437,7 +440,7 @@ func TestTornHeaderAndLeaseFilesAreSettled(t *testing.T) {
 
 func TestSegmentRotation(t *testing.T) {
 	_, db := storetest.New(t, spool.Options{})
-	s, _ := spool.Open(db, spool.Options{SegmentBytes: 2000})
+	s, _ := spool.Open(t.Context(), db, spool.Options{SegmentBytes: 2000})
 	for i := 0; i < 10; i++ {
 		send(t, s, "X")
 	}
@@ -450,11 +453,11 @@ func TestSegmentRotation(t *testing.T) {
 		t.Fatalf("%d events across segments", len(evs))
 	}
 	var after []int64
-	s.Events(6, func(ev *inbox.Event) bool { after = append(after, ev.EventID); return true })
+	s.Events(t.Context(), 6, func(ev *inbox.Event) bool { after = append(after, ev.EventID); return true })
 	if len(after) != 4 || after[0] != 7 {
 		t.Fatalf("Events(6) gave %v", after)
 	}
-	if id, _ := s.LastEventID(); id != 10 {
+	if id, _ := s.LastEventID(t.Context()); id != 10 {
 		t.Fatalf("LastEventID %d", id)
 	}
 }

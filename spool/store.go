@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -314,7 +315,7 @@ func readFormat(dir string) (*formatInfo, error) {
 }
 
 // Open opens the store at dir, which must have been created by Init.
-func Open(dir string, opts Options) (*Store, error) {
+func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	info, err := readFormat(dir)
 	if err != nil {
 		return nil, err
@@ -349,7 +350,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	// removes it) still work.
 	s.linkErr = s.checkNoLinks()
 	if !s.unsynced {
-		if err := s.openDurable(info.Version); err != nil {
+		if err := s.openDurable(ctx, info.Version); err != nil {
 			return nil, err
 		}
 	}

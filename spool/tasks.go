@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -26,7 +27,7 @@ import (
 func (s *Store) taskPath(name string) string { return filepath.Join(s.dir, tasksDir, name+".json") }
 
 // registerTask links src (a new thread's first message) as the task name.
-func (s *Store) registerTask(name, src string) error {
+func (s *Store) registerTask(ctx context.Context, name, src string) error {
 	p := s.taskPath(name)
 	err := os.Link(src, p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -36,7 +37,7 @@ func (s *Store) registerTask(name, src string) error {
 		err = os.Link(src, p)
 	}
 	if errors.Is(err, fs.ErrExist) {
-		if _, err := s.TaskByName(name); errors.Is(err, inbox.ErrNotFound) {
+		if _, err := s.TaskByName(ctx, name); errors.Is(err, inbox.ErrNotFound) {
 			// A link left by a push that never committed: take its place.
 			os.Remove(p)
 			err = os.Link(src, p)
@@ -50,15 +51,15 @@ func (s *Store) registerTask(name, src string) error {
 // Push queues a task in spec.Owner's queue (default "main"): it returns at
 // once. A name is generated when spec.Name is empty; the parent, who gets
 // the result, defaults to the owner (inbox.PushTask).
-func (s *Store) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
+func (s *Store) Push(ctx context.Context, spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 	return inbox.PushTask(spec, prompt, func(spec inbox.TaskSpec, in inbox.SendInput) (*inbox.Thread, error) {
-		t, _, err := s.prepareThread(in)
+		t, _, err := s.prepareThread(ctx, in)
 		if err != nil {
 			return nil, err
 		}
 		t.taskName = spec.Name
 		t.ev.EventType = inbox.EventThreadCreated
-		err = t.commit()
+		err = t.commit(ctx)
 		t.msg.discardBlobs()
 		if err != nil {
 			return nil, err
@@ -69,7 +70,7 @@ func (s *Store) Push(spec inbox.TaskSpec, prompt string) (*inbox.Task, error) {
 }
 
 // TaskByName returns a task.
-func (s *Store) TaskByName(name string) (*inbox.Task, error) {
+func (s *Store) TaskByName(ctx context.Context, name string) (*inbox.Task, error) {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func (s *Store) TaskByName(name string) (*inbox.Task, error) {
 }
 
 // Tasks lists the tasks f selects, oldest first.
-func (s *Store) Tasks(f inbox.TaskFilter) ([]*inbox.Task, error) {
+func (s *Store) Tasks(ctx context.Context, f inbox.TaskFilter) ([]*inbox.Task, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, tasksDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return []*inbox.Task{}, nil
@@ -131,7 +132,7 @@ func (s *Store) Tasks(f inbox.TaskFilter) ([]*inbox.Task, error) {
 			names = append(names, name)
 		}
 	}
-	return inbox.TasksIn(names, f, s.TaskByName)
+	return inbox.TasksIn(ctx, names, f, s.TaskByName)
 }
 
 // taskRunnerFile is where a runner records the process running a task.
@@ -143,7 +144,7 @@ func (s *Store) taskRunnerFile(name string) string {
 // temp file renamed into place, so a reader never sees half a record), or
 // forgets it when r is nil. The record is not synced: it is about a
 // process, which a power cut ends anyway.
-func (s *Store) SetTaskRunner(name string, r *inbox.TaskRunner) error {
+func (s *Store) SetTaskRunner(ctx context.Context, name string, r *inbox.TaskRunner) error {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return err
 	}
@@ -176,7 +177,7 @@ func (s *Store) taskRunner(name string) *inbox.TaskRunner {
 // TaskOutputPath is where a runner captures a running task's standard
 // output: a file on the store's file system, so that output of any size
 // becomes its result (inline, or a blob linked from this file).
-func (s *Store) TaskOutputPath(name string) (string, error) {
+func (s *Store) TaskOutputPath(ctx context.Context, name string) (string, error) {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return "", err
 	}
@@ -184,7 +185,7 @@ func (s *Store) TaskOutputPath(name string) (string, error) {
 }
 
 // TaskByThread returns the task a thread is, or inbox.ErrNotFound.
-func (s *Store) TaskByThread(tid string) (*inbox.Task, error) {
+func (s *Store) TaskByThread(ctx context.Context, tid string) (*inbox.Task, error) {
 	if err := inbox.ValidateID("thread", tid); err != nil {
 		return nil, err
 	}
@@ -193,7 +194,7 @@ func (s *Store) TaskByThread(tid string) (*inbox.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return inbox.TaskOfThread(tid, m, s.TaskByName)
+	return inbox.TaskOfThread(ctx, tid, m, s.TaskByName)
 }
 
 // CancelTask cancels a queued or running task (the caller kills its
@@ -201,19 +202,19 @@ func (s *Store) TaskByThread(tid string) (*inbox.Task, error) {
 // failure message from the task, as for any failed task, so nothing
 // waits for a result that will not come. c carries the failure payload
 // ({"success":false,"error":…,"partial_output":…}) and any blobs.
-func (s *Store) CancelTask(agent string, t *inbox.Task, c inbox.Content) (*inbox.Result, error) {
+func (s *Store) CancelTask(ctx context.Context, agent string, t *inbox.Task, c inbox.Content) (*inbox.Result, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
 	now := s.now()
-	m, err := s.message(now, t.Name, t.Parent, inbox.KindResult, c, "task "+t.Name+" cancelled by "+agent)
+	m, err := s.message(ctx, now, t.Name, t.Parent, inbox.KindResult, c, "task "+t.Name+" cancelled by "+agent)
 	if err != nil {
 		return nil, err
 	}
 	defer m.discardBlobs()
 	m.Status = inbox.StatusCancelled
 	var res *inbox.Result
-	err = s.mutate(t.ThreadID, func(tx *tx) error {
+	err = s.mutate(ctx, t.ThreadID, func(tx *tx) error {
 		if r, err := tx.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
 			res = r
 			return err

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -45,7 +46,7 @@ func (s *Store) readTeam(name string) (*teamRecord, error) {
 }
 
 // Team returns a team.
-func (s *Store) Team(name string) (*inbox.Team, error) {
+func (s *Store) Team(ctx context.Context, name string) (*inbox.Team, error) {
 	if err := inbox.ValidateTeam("team", name); err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func (s *Store) Team(name string) (*inbox.Team, error) {
 		return nil, err
 	}
 	if r == nil {
-		return nil, inbox.NoTeam(teamDir{s}, "team", name)
+		return nil, inbox.NoTeam(ctx, teamDir{s}, "team", name)
 	}
 	return &r.Team, nil
 }
@@ -64,7 +65,7 @@ type teamDir struct{ s *Store }
 
 var _ inbox.Directory = teamDir{}
 
-func (d teamDir) FindTeam(name string) (*inbox.Team, error) {
+func (d teamDir) FindTeam(_ context.Context, name string) (*inbox.Team, error) {
 	r, err := d.s.readTeam(name)
 	if r == nil || err != nil {
 		return nil, err
@@ -72,8 +73,8 @@ func (d teamDir) FindTeam(name string) (*inbox.Team, error) {
 	return &r.Team, nil
 }
 
-func (d teamDir) TeamNames() ([]string, error)  { return d.s.teamNames() }
-func (d teamDir) Teams() ([]*inbox.Team, error) { return d.s.Teams() }
+func (d teamDir) TeamNames(context.Context) ([]string, error)      { return d.s.teamNames() }
+func (d teamDir) Teams(ctx context.Context) ([]*inbox.Team, error) { return d.s.Teams(ctx) }
 
 func (s *Store) teamNames() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, teamsDir))
@@ -94,7 +95,7 @@ func (s *Store) teamNames() ([]string, error) {
 }
 
 // Teams lists every team, by name.
-func (s *Store) Teams() ([]*inbox.Team, error) {
+func (s *Store) Teams(ctx context.Context) ([]*inbox.Team, error) {
 	names, err := s.teamNames()
 	if err != nil {
 		return nil, err
@@ -113,8 +114,8 @@ func (s *Store) Teams() ([]*inbox.Team, error) {
 }
 
 // teamsOf returns the names of the teams agent is a member of.
-func (s *Store) teamsOf(agent string) ([]string, error) {
-	teams, err := s.Teams()
+func (s *Store) teamsOf(ctx context.Context, agent string) ([]string, error) {
+	teams, err := s.Teams(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -122,24 +123,24 @@ func (s *Store) teamsOf(agent string) ([]string, error) {
 }
 
 // CreateTeam creates a team; a team of that name must not exist.
-func (s *Store) CreateTeam(by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(by, name, members, inbox.EventTeamCreated)
+func (s *Store) CreateTeam(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
+	return s.changeTeam(ctx, by, name, members, inbox.EventTeamCreated)
 }
 
 // AddMembers adds members to a team; those already in it stay as they are.
-func (s *Store) AddMembers(by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(by, name, members, inbox.EventTeamMembersAdded)
+func (s *Store) AddMembers(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
+	return s.changeTeam(ctx, by, name, members, inbox.EventTeamMembersAdded)
 }
 
 // RemoveMembers removes members from a team; each must be a member.
-func (s *Store) RemoveMembers(by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(by, name, members, inbox.EventTeamMembersRemoved)
+func (s *Store) RemoveMembers(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
+	return s.changeTeam(ctx, by, name, members, inbox.EventTeamMembersRemoved)
 }
 
 // changeTeam decides the change (inbox.TeamChange) under the team's lock
 // and commits it as an event of type evType. A change that changes
 // nothing writes nothing.
-func (s *Store) changeTeam(by, name string, members []string, evType string) (*inbox.Team, error) {
+func (s *Store) changeTeam(ctx context.Context, by, name string, members []string, evType string) (*inbox.Team, error) {
 	c, err := inbox.PrepareTeamChange(by, name, members, evType)
 	if err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func (s *Store) changeTeam(by, name string, members []string, evType string) (*i
 		return nil, err
 	}
 	lk := flock.New(s.lockFile("teams.lock"), flock.SetPermissions(s.fileMode))
-	if err := s.lockWithin(lk, "teams"); err != nil {
+	if err := s.lockWithin(ctx, lk, "teams"); err != nil {
 		return nil, err
 	}
 	defer lk.Unlock()
@@ -164,7 +165,7 @@ func (s *Store) changeTeam(by, name string, members []string, evType string) (*i
 		curTeam = &cur.Team
 	}
 	now := inbox.FormatTime(s.now())
-	next, changed, err := c.Apply(teamDir{s}, curTeam, now)
+	next, changed, err := c.Apply(ctx, teamDir{s}, curTeam, now)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (s *Store) changeTeam(by, name string, members []string, evType string) (*i
 		PayloadJSON: payload, CreatedAt: now}, Team: r}
 	p := s.teamPath(name)
 	var undo func()
-	_, _, err = s.log.appendAfter(ev, func() error {
+	_, _, err = s.log.appendAfter(ctx, ev, func() error {
 		r.EventID = ev.EventID
 		var err error
 		undo, err = s.writeTeamFile(p, r, cur)
@@ -225,6 +226,6 @@ func (s *Store) writeTeamFile(p string, r, cur *teamRecord) (undo func(), err er
 
 // resolve expands an address into the agents a message goes to
 // (inbox.Resolve over the store's teams).
-func (s *Store) resolve(from string, a inbox.Address) ([]string, error) {
-	return inbox.Resolve(teamDir{s}, from, a)
+func (s *Store) resolve(ctx context.Context, from string, a inbox.Address) ([]string, error) {
+	return inbox.Resolve(ctx, teamDir{s}, from, a)
 }

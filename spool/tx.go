@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -73,8 +74,8 @@ type tx struct {
 
 // mutate runs fn on thread tid under its lock and commits what fn staged
 // (nothing, when fn found an idempotent replay).
-func (s *Store) mutate(tid string, fn func(tx *tx) error) error {
-	lk, err := s.lockThread(tid)
+func (s *Store) mutate(ctx context.Context, tid string, fn func(tx *tx) error) error {
+	lk, err := s.lockThread(ctx, tid)
 	if errors.Is(err, inbox.ErrInvalidState) && exists(s.archivedDir(tid)) {
 		return s.archivedReplay(tid, fn, err)
 	}
@@ -82,7 +83,7 @@ func (s *Store) mutate(tid string, fn func(tx *tx) error) error {
 		return err
 	}
 	defer lk.Unlock()
-	h, err := s.loadForWrite(tid)
+	h, err := s.loadForWrite(ctx, tid)
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (s *Store) mutate(tid string, fn func(tx *tx) error) error {
 		return err
 	}
 	t.sealIdem()
-	return t.commit()
+	return t.commit(ctx)
 }
 
 // archivedReplay runs fn against an archived thread, read-only: a retry
@@ -190,7 +191,7 @@ func (t *tx) messageFile() *msgFile {
 // commit writes what the transaction staged, in the order described on tx.
 // For a new thread the first message, carrying the initial header, is the
 // commit point instead of a header line.
-func (t *tx) commit() error { return t.s.commitAll([]*tx{t}) }
+func (t *tx) commit(ctx context.Context) error { return t.s.commitAll(ctx, []*tx{t}) }
 
 // event builds the transaction's event line with the given id, the line
 // starting at start, and records it in the header (which names its last
@@ -280,7 +281,7 @@ func (t *tx) messageFileData(msg []byte) [][]byte {
 // the call created, in reverse order, before it returns: a refused change
 // leaves the store as it was, not with debris for fsck to find. Only what
 // a crash leaves is for the next writer (settle), replay or fsck --repair.
-func (s *Store) commitAll(txs []*tx) (err error) {
+func (s *Store) commitAll(ctx context.Context, txs []*tx) (err error) {
 	if s.linkErr != nil {
 		return s.linkErr
 	}
@@ -319,7 +320,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 			undo = append(undo, func() { os.RemoveAll(dir) })
 		}
 	}
-	ap, err := s.log.reserve()
+	ap, err := s.log.reserve(ctx)
 	if err != nil {
 		return err
 	}
@@ -418,7 +419,7 @@ func (s *Store) commitAll(txs []*tx) (err error) {
 		}
 		if first != nil && t.taskName != "" {
 			// A queued task's name: the link fails if the name is taken.
-			if err := s.registerTask(t.taskName, first.tmp); err != nil {
+			if err := s.registerTask(ctx, t.taskName, first.tmp); err != nil {
 				return err
 			}
 			p := s.taskPath(t.taskName)

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,8 +29,8 @@ func (s *Store) indexErr(err error) error {
 
 // Reindex rebuilds the index from the thread headers alone, with the store
 // locked. It returns the number of threads indexed.
-func (s *Store) Reindex() (int, error) {
-	unlock, err := s.lockAll()
+func (s *Store) Reindex(ctx context.Context) (int, error) {
+	unlock, err := s.lockAll(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -76,12 +77,12 @@ func (s *Store) rebuildIndex() (int, error) {
 // tree into archive/threads, where Show still reads them, and moves
 // event-log segments whose events are all older than the cutoff into
 // archive/events. Nothing is deleted. It runs with the store locked.
-func (s *Store) Archive(olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
+func (s *Store) Archive(ctx context.Context, olderThan time.Duration, statuses []string) (*inbox.ArchiveResult, error) {
 	statuses, err := inbox.PrepareArchive(olderThan, statuses)
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockAll()
+	unlock, err := s.lockAll(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +253,7 @@ func (l *eventLog) lastTime(first int64) (time.Time, bool, error) {
 
 // Stats counts threads by status and assignee (from the index), measures
 // the store and the event log on disk, and finds the oldest pending thread.
-func (s *Store) Stats() (*inbox.Stats, error) {
+func (s *Store) Stats(ctx context.Context) (*inbox.Stats, error) {
 	st := &inbox.Stats{ByStatus: map[string]int{}, ByAgent: map[string]map[string]int{}}
 	// The status tree lists every thread (a superset); each hit is checked
 	// against its header, as every reader of the index must.

@@ -154,7 +154,7 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 	if !woke {
 		return &inbox.WaitResult{NextEventID: verified}, nil
 	}
-	return w.Answer(got, s.MarkRead)
+	return w.Answer(ctx, got, s.MarkRead)
 }
 
 // waitLoop runs check until it reports what the caller waits for: check,

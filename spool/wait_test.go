@@ -40,7 +40,7 @@ func TestNoLostWakeup(t *testing.T) {
 						return
 					}
 					once.Do(func() {
-						r, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: fmt.Sprint("answer ", i)})
+						r, err := s.Reply(t.Context(), "boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: fmt.Sprint("answer ", i)})
 						if err != nil {
 							t.Error(err)
 							return
@@ -73,9 +73,9 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 	if w, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, inbox.ReplyFilter{}, now); err != nil || w.Woke {
 		t.Fatalf("empty thread: %+v %v", w, err)
 	}
-	p, _ := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"})
-	a, _ := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a1"})
-	c, _ := s.Reply("boss", "", tid, inbox.KindControl, inbox.Content{Summary: "c1"})
+	p, _ := s.Reply(ctx, "boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"})
+	a, _ := s.Reply(ctx, "boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a1"})
+	c, _ := s.Reply(ctx, "boss", "", tid, inbox.KindControl, inbox.Content{Summary: "c1"})
 	w, err := s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true}, inbox.ReplyFilter{}, now)
 	if err != nil || !w.Woke || w.Message.MessageID != a.Message.MessageID || w.NextEventID != a.Message.EventID {
 		t.Fatalf("after event 0: %+v %v, want the answer", w, err)
@@ -90,7 +90,7 @@ func TestWaitReplyCursorsAndKinds(t *testing.T) {
 	}
 	// A timeout moves the cursor past what it verified (the progress
 	// message does not match), so the next wait starts there.
-	p2, _ := s.Reply("boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "more"})
+	p2, _ := s.Reply(ctx, "boss", "", tid, inbox.KindProgress, inbox.Content{Summary: "more"})
 	w, _ = s.WaitReply(ctx, tid, inbox.ReplyCursor{HasEvent: true, AfterEvent: c.Message.EventID}, inbox.ReplyFilter{}, now)
 	if w.Woke || w.NextEventID != p2.Message.EventID {
 		t.Fatalf("timeout cursor %d, want %d", w.NextEventID, p2.Message.EventID)
@@ -137,8 +137,8 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("watch for a new thread: %+v %v", got, err)
 	}
 	after := got.NextEventID
-	s.Claim("X", r.Thread.ThreadID, 60)
-	s.Done("X", r.Thread.ThreadID, 0, inbox.Content{Summary: "ok"})
+	s.Claim(ctx, "X", r.Thread.ThreadID, 60)
+	s.Done(ctx, "X", r.Thread.ThreadID, 0, inbox.Content{Summary: "ok"})
 	got, err = s.Watch(ctx, "boss", []string{inbox.StatusDone}, &after, inbox.WaitOptions{Timeout: 30 * time.Second})
 	if err != nil || !got.Woke || got.Event.EventType != inbox.EventThreadDone || got.Thread.Status != inbox.StatusDone {
 		t.Fatalf("leader watching for done: %+v %v", got, err)

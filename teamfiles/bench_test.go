@@ -24,7 +24,7 @@ func BenchmarkTeamFiles(b *testing.B) {
 	const burst = 1000
 	s, _ := storetest.New(b, spool.Options{})
 	jdir, cdir := b.TempDir(), b.TempDir()
-	s.CreateTeam("lead", "alpha", []string{"a", "b"})
+	s.CreateTeam(b.Context(), "lead", "alpha", []string{"a", "b"})
 	writeConfig(b, cdir, "beta", "lead", "c")
 	// The waits look again after each step of either bridge's loop.
 	st := newSteps()
@@ -34,14 +34,14 @@ func BenchmarkTeamFiles(b *testing.B) {
 	waitUntil := func(limit time.Duration, cond func() bool) time.Duration {
 		return st.within(b, limit, "the bridges", func(progress) bool { return cond() })
 	}
-	mailFrom := func(agent, from string) int { items, _ := s.Mailbox(agent, from); return len(items) }
+	mailFrom := func(agent, from string) int { items, _ := s.Mailbox(b.Context(), agent, from); return len(items) }
 	b.ResetTimer()
 	// One message each way, b.N times.
 	var out, in, cout, cin []time.Duration
 	for i := 0; i < b.N; i++ {
 		before := countLinesB(inboxB)
 		t0 := time.Now()
-		s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: fmt.Sprint("lat", i)}})
+		s.Send(b.Context(), inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: fmt.Sprint("lat", i)}})
 		waitUntil(5*time.Second, func() bool { return countLinesB(inboxB) > before })
 		out = append(out, time.Since(t0))
 		n := mailFrom("b", "c")
@@ -52,7 +52,7 @@ func BenchmarkTeamFiles(b *testing.B) {
 		cp := filepath.Join(cdir, "beta", "inboxes", "c.json")
 		ce := len(readEntriesB(cp))
 		t0 = time.Now()
-		s.Send(inbox.SendInput{From: "lead", To: "c", Content: inbox.Content{Body: fmt.Sprint("clat", i)}})
+		s.Send(b.Context(), inbox.SendInput{From: "lead", To: "c", Content: inbox.Content{Body: fmt.Sprint("clat", i)}})
 		waitUntil(5*time.Second, func() bool { return len(readEntriesB(cp)) > ce })
 		cout = append(cout, time.Since(t0))
 		n = mailFrom("inbox", "c")
@@ -76,7 +76,7 @@ func BenchmarkTeamFiles(b *testing.B) {
 	before := countLinesB(inboxB)
 	t0 := time.Now()
 	for i := range burst {
-		s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: fmt.Sprint("sent ", i)}})
+		s.Send(b.Context(), inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: fmt.Sprint("sent ", i)}})
 	}
 	sent := time.Since(t0)
 	waitUntil(30*time.Second, func() bool { return countLinesB(inboxB) >= before+burst })
@@ -85,7 +85,7 @@ func BenchmarkTeamFiles(b *testing.B) {
 	ce := len(readEntriesB(cp))
 	t0 = time.Now()
 	for i := range burst {
-		s.Send(inbox.SendInput{From: "lead", To: "c", Content: inbox.Content{Body: fmt.Sprint("csent ", i)}})
+		s.Send(b.Context(), inbox.SendInput{From: "lead", To: "c", Content: inbox.Content{Body: fmt.Sprint("csent ", i)}})
 	}
 	waitUntil(60*time.Second, func() bool { return len(readEntriesB(cp)) >= ce+burst })
 	cOutBurst := time.Since(t0)

@@ -24,15 +24,15 @@ import (
 // the loop's goroutine only.
 type side interface {
 	// start looks at the files once, before the event log is followed.
-	start() error
+	start(ctx context.Context) error
 	// outEvent is the last event whose messages are in the files.
 	outEvent() int64
 	// outbound handles one event of the log.
-	outbound(ev *inbox.Event)
+	outbound(ctx context.Context, ev *inbox.Event)
 	// changed handles a notification that directory dir changed.
-	changed(dir string)
+	changed(ctx context.Context, dir string)
 	// sweep looks at every file (the safety net under notifications).
-	sweep()
+	sweep(ctx context.Context)
 	// flush writes what outbound queued, if it queues.
 	flush()
 	// save writes the bridge's state file when it changed.
@@ -119,10 +119,10 @@ type progress struct {
 func (b *base) run(ctx context.Context, s side) error {
 	b.notify = newNotifier(b.cfg.ForcePoll)
 	defer b.notify.stop()
-	if err := s.start(); err != nil {
+	if err := s.start(ctx); err != nil {
 		return err
 	}
-	last, err := b.cfg.Bus.LastEventID()
+	last, err := b.cfg.Bus.LastEventID(ctx)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (b *base) run(ctx context.Context, s side) error {
 			if !ok {
 				return followErr
 			}
-			s.outbound(ev)
+			s.outbound(ctx, ev)
 			caughtUp = ev.EventID == last
 		case <-ctx.Done():
 			return nil
@@ -196,11 +196,11 @@ func (b *base) run(ctx context.Context, s side) error {
 				s.save()
 				return followErr
 			}
-			s.outbound(ev)
+			s.outbound(ctx, ev)
 		case dir := <-b.notify.C:
-			s.changed(dir)
+			s.changed(ctx, dir)
 		case <-sweep.C:
-			s.sweep()
+			s.sweep(ctx)
 			at.Sweeps++
 		case <-save.C:
 			s.save()

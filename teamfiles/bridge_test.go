@@ -157,9 +157,9 @@ func (r *bridgeRun) eventually(what string, cond func() bool) {
 
 // handled waits until the bridge has handled every event of the log so
 // far: whatever it would have done about them, it has done.
-func (r *bridgeRun) handled(s inbox.Bus) {
+func (r *bridgeRun) handled(ctx context.Context, s inbox.Bus) {
 	r.t.Helper()
-	last, err := s.LastEventID()
+	last, err := s.LastEventID(ctx)
 	if err != nil {
 		r.t.Fatal(err)
 	}

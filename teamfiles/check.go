@@ -3,6 +3,7 @@ package teamfiles
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -29,15 +30,15 @@ import (
 // expected lists, per "team/member", the messages the store delivered
 // that belong in that member's file, in event order: kind is "jsonl" or
 // "claude" (whose origin keeps a message out of the file it came from).
-func expected(bus inbox.Bus, kind string, include func(team, member string) bool) (map[string][]*inbox.Message, error) {
+func expected(ctx context.Context, bus inbox.Bus, kind string, include func(team, member string) bool) (map[string][]*inbox.Message, error) {
 	teams := &teamCache{bus: bus}
 	out := map[string][]*inbox.Message{}
-	err := bus.Events(0, func(ev *inbox.Event) bool {
+	err := bus.Events(ctx, 0, func(ev *inbox.Event) bool {
 		if isTeamEvent(ev) {
 			teams.apply(ev)
 			return true
 		}
-		m, origin := messageOf(bus, ev)
+		m, origin := messageOf(ctx, bus, ev)
 		if m == nil {
 			return true
 		}
@@ -64,7 +65,7 @@ func expected(bus inbox.Bus, kind string, include func(team, member string) bool
 
 // CheckJSONL compares seed 002's member inboxes under cfg.Dir with the
 // store, and with repair makes them agree.
-func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
+func CheckJSONL(ctx context.Context, cfg Config, repair bool) ([]inbox.Finding, error) {
 	cfg.defaults()
 	b := newJSONL(cfg)
 	if err := readJSON(b.statePath(), &b.state); err != nil {
@@ -73,14 +74,14 @@ func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
 	if b.state.Files == nil {
 		b.state.Files = map[string]*fileState{}
 	}
-	last, err := cfg.Bus.LastEventID()
+	last, err := cfg.Bus.LastEventID(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.teams.load(last); err != nil {
+	if err := b.teams.load(ctx, last); err != nil {
 		return nil, err
 	}
-	want, err := expected(cfg.Bus, "jsonl", func(string, string) bool { return true })
+	want, err := expected(ctx, cfg.Bus, "jsonl", func(string, string) bool { return true })
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
 					f := add(inbox.Finding{Check: "team_file_missing_message", Path: current,
 						Detail: fmt.Sprintf("the inbox is missing; %d messages belong in it", len(want[t.Name+"/"+member]))})
 					if repair {
-						f.Repaired = b.writeMissing(t.Name, member, want[t.Name+"/"+member]) == nil
+						f.Repaired = b.writeMissing(ctx, t.Name, member, want[t.Name+"/"+member]) == nil
 					}
 				}
 				continue
@@ -117,7 +118,7 @@ func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
 					f := add(inbox.Finding{Check: "team_file_missing_message", ThreadID: m.ThreadID, Path: current,
 						Detail: "message " + m.MessageID + " was delivered to " + member + " but is not in the file"})
 					if repair {
-						f.Repaired = b.appendLine(t.Name, member, m) == nil
+						f.Repaired = b.appendLine(ctx, t.Name, member, m) == nil
 					}
 				}
 			}
@@ -134,7 +135,7 @@ func CheckJSONL(cfg Config, repair bool) ([]inbox.Finding, error) {
 				f := add(inbox.Finding{Check: "team_file_not_taken_in", Path: current,
 					Detail: fmt.Sprintf("%d lines others wrote are not in the store yet", n)})
 				if repair {
-					b.ingestFile(t.Name, member)
+					b.ingestFile(ctx, t.Name, member)
 					f.Repaired = b.pendingLines(t.Name, member) == 0
 				}
 			}
@@ -194,9 +195,9 @@ func isSetAside(n string) bool {
 	return strings.HasSuffix(n, ".bad") || strings.Contains(n, ".bad-")
 }
 
-func (b *jsonlBridge) writeMissing(team, member string, ms []*inbox.Message) error {
+func (b *jsonlBridge) writeMissing(ctx context.Context, team, member string, ms []*inbox.Message) error {
 	for _, m := range ms {
-		if err := b.appendLine(team, member, m); err != nil {
+		if err := b.appendLine(ctx, team, member, m); err != nil {
 			return err
 		}
 	}
@@ -331,12 +332,12 @@ func (b *jsonlBridge) pendingLines(team, member string) int {
 
 // CheckClaude compares Claude Code's team inboxes under cfg.Dir with the
 // store, and with repair makes them agree.
-func CheckClaude(cfg Config, repair bool) ([]inbox.Finding, error) {
+func CheckClaude(ctx context.Context, cfg Config, repair bool) ([]inbox.Finding, error) {
 	b := newClaude(cfg)
 	cfg = b.cfg
-	if last, err := cfg.Bus.LastEventID(); err != nil {
+	if last, err := cfg.Bus.LastEventID(ctx); err != nil {
 		return nil, err
-	} else if err := b.teams.load(last); err != nil {
+	} else if err := b.teams.load(ctx, last); err != nil {
 		return nil, err
 	}
 	var out []inbox.Finding
@@ -360,7 +361,7 @@ func CheckClaude(cfg Config, repair bool) ([]inbox.Finding, error) {
 		claude = append(claude, t)
 		members[t] = ms
 	}
-	want, err := expected(cfg.Bus, "claude", func(team, member string) bool {
+	want, err := expected(ctx, cfg.Bus, "claude", func(team, member string) bool {
 		return member != cfg.Agent && slices.Contains(members[team], member)
 	})
 	if err != nil {
@@ -388,7 +389,7 @@ func CheckClaude(cfg Config, repair bool) ([]inbox.Finding, error) {
 					f := add(inbox.Finding{Check: "team_file_not_taken_in", Path: p,
 						Detail: fmt.Sprintf("%d entries teammates wrote are not taken in yet", unread)})
 					if repair {
-						b.ingestTeam(team)
+						b.ingestTeam(ctx, team)
 						es, _ := readEntries(p)
 						f.Repaired = !slices.ContainsFunc(es, func(e *claudeEntry) bool { return !e.Read })
 					}

@@ -26,17 +26,17 @@ func checks(fs []inbox.Finding) []string {
 func TestCheckJSONL(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
-	s.CreateTeam("lead", "alpha", []string{"a", "b"})
+	s.CreateTeam(t.Context(), "lead", "alpha", []string{"a", "b"})
 	br := startJSONL(t, s, dir, 0)
 	var ids []string
 	for _, body := range []string{"one", "two", "three"} {
-		r, _ := s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: body}})
+		r, _ := s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: body}})
 		ids = append(ids, r.Message.MessageID)
 	}
 	p := filepath.Join(dir, "alpha", "members", "b", "inbox")
 	br.eventually("three lines", func() bool { return len(lines(t, p)) == 3 })
 	br.stop()
-	if fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+	if fs, err := CheckJSONL(t.Context(), Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
 		t.Fatalf("a file in step: %+v %v", fs, err)
 	}
 	// Damage: line two lost, line three twice, a foreign line not taken in.
@@ -45,14 +45,14 @@ func TestCheckJSONL(t *testing.T) {
 	damaged := append(append(append([]byte{}, ls[0]...), ls[2]...), ls[2]...)
 	damaged = append(damaged, `{"type":"message","from":"a","to":"b","timestamp":"t","content":{"text":"foreign"}}`+"\n"...)
 	os.WriteFile(p, damaged, 0o600)
-	fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false)
+	fs, err := CheckJSONL(t.Context(), Config{Bus: s, Dir: dir}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := checks(fs); !slices.Equal(got, []string{"team_file_duplicate_message", "team_file_missing_message", "team_file_not_taken_in"}) {
 		t.Fatalf("findings %v (%+v)", got, fs)
 	}
-	fs, err = CheckJSONL(Config{Bus: s, Dir: dir}, true)
+	fs, err = CheckJSONL(t.Context(), Config{Bus: s, Dir: dir}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestCheckJSONL(t *testing.T) {
 			t.Errorf("not repaired: %+v", f)
 		}
 	}
-	if fs, err := CheckJSONL(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+	if fs, err := CheckJSONL(t.Context(), Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
 		t.Fatalf("after repair: %+v %v", fs, err)
 	}
 	count := map[string]int{}
@@ -75,7 +75,7 @@ func TestCheckJSONL(t *testing.T) {
 			t.Errorf("message %s is %d times in the repaired file", id, count[id])
 		}
 	}
-	if items, _ := s.Mailbox("b", ""); !slices.ContainsFunc(items, func(it *inbox.MailItem) bool { return it.Message.Body == "foreign" }) {
+	if items, _ := s.Mailbox(t.Context(), "b", ""); !slices.ContainsFunc(items, func(it *inbox.MailItem) bool { return it.Message.Body == "foreign" }) {
 		t.Error("the foreign line was not taken in by the repair")
 	}
 }
@@ -85,29 +85,29 @@ func TestCheckClaude(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "alpha", "team-lead", "researcher")
 	br := startClaude(t, s, dir)
-	s.AddMembers("x", "alpha", []string{"coordinator"})
-	s.Send(inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "one"}})
-	s.Send(inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "two"}})
+	s.AddMembers(t.Context(), "x", "alpha", []string{"coordinator"})
+	s.Send(t.Context(), inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "one"}})
+	s.Send(t.Context(), inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "two"}})
 	p := filepath.Join(dir, "alpha", "inboxes", "researcher.json")
 	br.eventually("two entries", func() bool { return len(entries(t, p)) == 2 })
 	br.stop()
-	if fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+	if fs, err := CheckClaude(t.Context(), Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
 		t.Fatalf("in step: %+v %v", fs, err)
 	}
 	es := entries(t, p)
 	writeEntries(p, []*claudeEntry{es[1], es[1]})
 	writeEntries(filepath.Join(dir, "alpha", "inboxes", "inbox.json"), []*claudeEntry{{From: "team-lead", Text: "to the bus", Timestamp: "2026-02-12T10:15:31.120Z"}})
-	fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false)
+	fs, err := CheckClaude(t.Context(), Config{Bus: s, Dir: dir}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := checks(fs); !slices.Equal(got, []string{"team_file_duplicate_message", "team_file_missing_message", "team_file_not_taken_in"}) {
 		t.Fatalf("findings %v (%+v)", got, fs)
 	}
-	if _, err := CheckClaude(Config{Bus: s, Dir: dir}, true); err != nil {
+	if _, err := CheckClaude(t.Context(), Config{Bus: s, Dir: dir}, true); err != nil {
 		t.Fatal(err)
 	}
-	if fs, err := CheckClaude(Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+	if fs, err := CheckClaude(t.Context(), Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
 		t.Fatalf("after repair: %+v %v", fs, err)
 	}
 	if n := len(entries(t, p)); n != 2 {

@@ -61,31 +61,31 @@ func RunClaude(ctx context.Context, cfg Config) error {
 	return b.run(ctx, b)
 }
 
-func (b *claudeBridge) start() error {
+func (b *claudeBridge) start(ctx context.Context) error {
 	b.notify.watch(b.cfg.Dir)
-	b.discover()
-	if err := b.teams.load(b.state.OutEvent); err != nil {
+	b.discover(ctx)
+	if err := b.teams.load(ctx, b.state.OutEvent); err != nil {
 		return err
 	}
-	b.ingestAll()
+	b.ingestAll(ctx)
 	return nil
 }
 
 func (b *claudeBridge) outEvent() int64 { return b.state.OutEvent }
 
-func (b *claudeBridge) changed(dir string) {
+func (b *claudeBridge) changed(ctx context.Context, dir string) {
 	if dir == b.cfg.Dir {
-		b.discover()
+		b.discover(ctx)
 		return
 	}
 	if filepath.Base(dir) == "inboxes" {
-		b.ingestTeam(filepath.Base(filepath.Dir(dir)))
+		b.ingestTeam(ctx, filepath.Base(filepath.Dir(dir)))
 	}
 }
 
-func (b *claudeBridge) sweep() {
-	b.discover()
-	b.ingestAll()
+func (b *claudeBridge) sweep(ctx context.Context) {
+	b.discover(ctx)
+	b.ingestAll(ctx)
 }
 
 func (b *claudeBridge) save() { b.saveState(&b.state) }
@@ -140,7 +140,7 @@ func (b *claudeBridge) configMembers(team string) ([]string, error) {
 // discover makes each Claude Code team an inbox team with its members,
 // adds the bridge to each team's config.json, and makes and watches the
 // bridge's own inbox file.
-func (b *claudeBridge) discover() {
+func (b *claudeBridge) discover(ctx context.Context) {
 	for _, team := range b.claudeTeams() {
 		members, err := b.configMembers(team)
 		if err != nil {
@@ -153,8 +153,8 @@ func (b *claudeBridge) discover() {
 			}
 		}
 		others := slices.DeleteFunc(slices.Clone(members), func(m string) bool { return m == b.cfg.Agent })
-		if t, err := b.cfg.Bus.Team(team); errors.Is(err, inbox.ErrNotFound) {
-			if _, err := b.cfg.Bus.CreateTeam(b.cfg.Agent, team, others); err != nil && !errors.Is(err, inbox.ErrConflict) {
+		if t, err := b.cfg.Bus.Team(ctx, team); errors.Is(err, inbox.ErrNotFound) {
+			if _, err := b.cfg.Bus.CreateTeam(ctx, b.cfg.Agent, team, others); err != nil && !errors.Is(err, inbox.ErrConflict) {
 				b.cfg.Log.Warn("claude teams: create team", "team", team, "error", err)
 			}
 		} else if err == nil {
@@ -165,7 +165,7 @@ func (b *claudeBridge) discover() {
 				}
 			}
 			if len(missing) > 0 {
-				if _, err := b.cfg.Bus.AddMembers(b.cfg.Agent, team, missing); err != nil {
+				if _, err := b.cfg.Bus.AddMembers(ctx, b.cfg.Agent, team, missing); err != nil {
 					b.cfg.Log.Warn("claude teams: add members", "team", team, "error", err)
 				}
 			}
@@ -211,9 +211,9 @@ func (b *claudeBridge) join(team string) error {
 	return renameio.WriteFile(p, data, 0o600)
 }
 
-func (b *claudeBridge) ingestAll() {
+func (b *claudeBridge) ingestAll(ctx context.Context) {
 	for _, team := range b.claudeTeams() {
-		b.ingestTeam(team)
+		b.ingestTeam(ctx, team)
 	}
 }
 
@@ -221,7 +221,7 @@ func claudeOrigin(team, agent string) string { return "teamfile:claude:" + team 
 
 // ingestTeam takes in the unread entries of the bridge's own inbox in a
 // team, then marks them read under the lock.
-func (b *claudeBridge) ingestTeam(team string) {
+func (b *claudeBridge) ingestTeam(ctx context.Context, team string) {
 	p, err := b.inboxFile(team, b.cfg.Agent, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
@@ -249,7 +249,7 @@ func (b *claudeBridge) ingestTeam(team string) {
 		ins, batch = append(ins, in), append(batch, e)
 	}
 	if len(ins) > 0 {
-		_, errs, err := b.cfg.Bus.SendBatch(ins)
+		_, errs, err := b.cfg.Bus.SendBatch(ctx, ins)
 		if err != nil {
 			b.cfg.Log.Warn("claude teams: take in", "team", team, "error", err)
 			ins, batch = nil, nil // retried at the next look
@@ -315,12 +315,12 @@ func (b *claudeBridge) entryInput(team string, e *claudeEntry) (inbox.SendInput,
 }
 
 // ingestEntry sends one entry into the store.
-func (b *claudeBridge) ingestEntry(team string, e *claudeEntry) error {
+func (b *claudeBridge) ingestEntry(ctx context.Context, team string, e *claudeEntry) error {
 	in, err := b.entryInput(team, e)
 	if err != nil {
 		return err
 	}
-	_, err = b.cfg.Bus.Send(in)
+	_, err = b.cfg.Bus.Send(ctx, in)
 	return err
 }
 
@@ -332,7 +332,7 @@ func (b *claudeBridge) logError(team string, e *claudeEntry, err error) {
 
 // outbound queues the message ev added for each Claude Code member's
 // inbox it belongs in; flush writes the queue.
-func (b *claudeBridge) outbound(ev *inbox.Event) {
+func (b *claudeBridge) outbound(ctx context.Context, ev *inbox.Event) {
 	b.pendingLast = ev.EventID
 	defer func() {
 		if b.pendingN >= 200 {
@@ -345,7 +345,7 @@ func (b *claudeBridge) outbound(ev *inbox.Event) {
 		b.teams.apply(ev)
 		return
 	}
-	m, origin := messageOf(b.cfg.Bus, ev)
+	m, origin := messageOf(ctx, b.cfg.Bus, ev)
 	if m == nil {
 		return
 	}

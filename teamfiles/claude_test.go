@@ -42,7 +42,7 @@ func TestClaudeBothWays(t *testing.T) {
 	writeConfig(t, dir, "alpha", "team-lead", "researcher")
 	br := startClaude(t, s, dir)
 	// The team appears in the store; the bridge joined config.json.
-	tm, err := s.Team("alpha")
+	tm, err := s.Team(t.Context(), "alpha")
 	if err != nil || !reflect.DeepEqual(tm.Members, []string{"team-lead", "researcher"}) {
 		t.Fatalf("inbox team: %+v %v", tm, err)
 	}
@@ -56,13 +56,13 @@ func TestClaudeBothWays(t *testing.T) {
 		t.Errorf("config.json lost its fields: %v", cfg)
 	}
 	// Out: a bus message to the team lands in each member's inbox, unread.
-	r, err := s.Send(inbox.SendInput{From: "coordinator", To: "team-lead,researcher", Content: inbox.Content{Body: "hello team"}})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "coordinator", To: "team-lead,researcher", Content: inbox.Content{Body: "hello team"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = r
-	s.AddMembers("x", "alpha", []string{"coordinator"})
-	r2, _ := s.Send(inbox.SendInput{From: "coordinator", To: "@alpha", Content: inbox.Content{Body: "from the bus", Summary: "bus note"}})
+	s.AddMembers(t.Context(), "x", "alpha", []string{"coordinator"})
+	r2, _ := s.Send(t.Context(), inbox.SendInput{From: "coordinator", To: "@alpha", Content: inbox.Content{Body: "from the bus", Summary: "bus note"}})
 	for _, m := range []string{"team-lead", "researcher"} {
 		p := filepath.Join(dir, "alpha", "inboxes", m+".json")
 		br.eventually(m+"'s entry", func() bool {
@@ -91,8 +91,8 @@ func TestClaudeBothWays(t *testing.T) {
 		}
 		return true
 	})
-	mail, _ := s.Mailbox("inbox", "")
-	lead, _ := s.Mailbox("team-lead", "researcher")
+	mail, _ := s.Mailbox(t.Context(), "inbox", "")
+	lead, _ := s.Mailbox(t.Context(), "team-lead", "researcher")
 	if len(mail) != 3 || len(lead) != 1 {
 		t.Fatalf("taken in: %d to the bridge, %d to team-lead; want 3 and 1", len(mail), len(lead))
 	}
@@ -115,7 +115,7 @@ func TestClaudeBothWays(t *testing.T) {
 	}
 	// A sweep begun after they were marked read takes nothing in again.
 	br.swept()
-	if mail, _ := s.Mailbox("inbox", ""); len(mail) != 3 {
+	if mail, _ := s.Mailbox(t.Context(), "inbox", ""); len(mail) != 3 {
 		t.Errorf("taken in again: %d", len(mail))
 	}
 	// The bridge never marks read in another member's file.
@@ -139,13 +139,13 @@ func TestClaudeRoundTrip(t *testing.T) {
 	json.Unmarshal(fixture, &want)
 	b := newClaude(Config{Bus: s, Dir: dir, Agent: "inbox"})
 	for _, e := range want {
-		if err := b.ingestEntry("alpha", e); err != nil {
+		if err := b.ingestEntry(t.Context(), "alpha", e); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Each stored message, written out again as an entry, is the original.
-	items, _ := s.Mailbox("inbox", "")
-	lead, _ := s.Mailbox("team-lead", "")
+	items, _ := s.Mailbox(t.Context(), "inbox", "")
+	lead, _ := s.Mailbox(t.Context(), "team-lead", "")
 	got := map[string]*claudeEntry{}
 	for _, it := range append(items, lead...) {
 		e := entryOf(it.Message)

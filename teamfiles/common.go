@@ -1,6 +1,7 @@
 package teamfiles
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -85,15 +86,15 @@ func routes(m *inbox.Message, t *inbox.Team, member string) bool {
 // messageOf returns the message an event added (nil if it added none or
 // it cannot be read), and the origin of its thread when it is the
 // thread's first message.
-func messageOf(bus inbox.Bus, ev *inbox.Event) (*inbox.Message, *inbox.Origin) {
+func messageOf(ctx context.Context, bus inbox.Bus, ev *inbox.Event) (*inbox.Message, *inbox.Origin) {
 	if ev.MessageID == "" || ev.ThreadID == "" {
 		return nil, nil
 	}
-	_, last, err := bus.LastMessage(ev.ThreadID)
+	_, last, err := bus.LastMessage(ctx, ev.ThreadID)
 	if err == nil && last != nil && last.MessageID == ev.MessageID && last.Seq > 1 {
 		return last, nil
 	}
-	v, err := bus.Show(ev.ThreadID)
+	v, err := bus.Show(ctx, ev.ThreadID)
 	if err != nil {
 		return nil, nil
 	}
@@ -118,9 +119,9 @@ type teamCache struct {
 }
 
 // load replays the team events up to event upTo.
-func (c *teamCache) load(upTo int64) error {
+func (c *teamCache) load(ctx context.Context, upTo int64) error {
 	c.teams = map[string]*inbox.Team{}
-	return c.bus.Events(0, func(ev *inbox.Event) bool {
+	return c.bus.Events(ctx, 0, func(ev *inbox.Event) bool {
 		if ev.EventID > upTo {
 			return false
 		}

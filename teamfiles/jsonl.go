@@ -88,26 +88,26 @@ func RunJSONL(ctx context.Context, cfg Config) error {
 	return b.run(ctx, b)
 }
 
-func (b *jsonlBridge) start() error {
-	if err := b.teams.load(b.state.OutEvent); err != nil {
+func (b *jsonlBridge) start(ctx context.Context) error {
+	if err := b.teams.load(ctx, b.state.OutEvent); err != nil {
 		return err
 	}
 	b.layout()
-	b.ingestAll()
+	b.ingestAll(ctx)
 	return nil
 }
 
 func (b *jsonlBridge) outEvent() int64 { return b.state.OutEvent }
 
-func (b *jsonlBridge) changed(dir string) {
+func (b *jsonlBridge) changed(ctx context.Context, dir string) {
 	if t, m, ok := b.memberOf(dir); ok {
-		b.ingestFile(t, m)
+		b.ingestFile(ctx, t, m)
 	}
 }
 
-func (b *jsonlBridge) sweep() {
+func (b *jsonlBridge) sweep(ctx context.Context) {
 	b.layout()
-	b.ingestAll()
+	b.ingestAll(ctx)
 }
 
 // flush has nothing to do: outbound writes each line at once.
@@ -165,23 +165,23 @@ func (b *jsonlBridge) checkMemberDir(team, member string) (string, error) {
 	return dirAt(false, b.cfg.Dir, team, "members", member)
 }
 
-func (b *jsonlBridge) ingestAll() {
+func (b *jsonlBridge) ingestAll(ctx context.Context) {
 	for _, t := range b.teams.get() {
 		for _, m := range t.Members {
-			b.ingestFile(t.Name, m)
+			b.ingestFile(ctx, t.Name, m)
 		}
 	}
 }
 
 // outbound writes the message ev added into every member file it belongs in.
-func (b *jsonlBridge) outbound(ev *inbox.Event) {
+func (b *jsonlBridge) outbound(ctx context.Context, ev *inbox.Event) {
 	defer func() { b.state.OutEvent, b.dirty = ev.EventID, true }()
 	if isTeamEvent(ev) {
 		b.teams.apply(ev)
 		b.layout()
 		return
 	}
-	m, origin := messageOf(b.cfg.Bus, ev)
+	m, origin := messageOf(ctx, b.cfg.Bus, ev)
 	if m == nil {
 		return
 	}
@@ -190,7 +190,7 @@ func (b *jsonlBridge) outbound(ev *inbox.Event) {
 			if !routes(m, t, member) || origin != nil && origin.Descriptor == jsonlOrigin(t.Name, member) {
 				continue
 			}
-			if err := b.appendLine(t.Name, member, m); err != nil {
+			if err := b.appendLine(ctx, t.Name, member, m); err != nil {
 				b.refused.report(b.cfg.Log, "team dir: append", err, "team", t.Name, "member", member, "message", m.MessageID)
 			}
 		}
@@ -257,7 +257,7 @@ func (b *jsonlBridge) lock(dir string) (*fileLock, error) {
 // appendLine appends m's line to team/member's inbox, unless the file
 // has it already, under the inbox's flock, and rotates the file when it
 // has grown past MaxSize.
-func (b *jsonlBridge) appendLine(team, member string, m *inbox.Message) error {
+func (b *jsonlBridge) appendLine(ctx context.Context, team, member string, m *inbox.Message) error {
 	dir, err := b.ensureMemberDir(team, member)
 	if err != nil {
 		return err
@@ -295,15 +295,15 @@ func (b *jsonlBridge) appendLine(team, member string, m *inbox.Message) error {
 	}
 	ids.ids[m.MessageID] = true
 	if fi.Size()+int64(len(line)) > b.cfg.MaxSize {
-		return b.rotate(team, member, f)
+		return b.rotate(ctx, team, member, f)
 	}
 	return nil
 }
 
 // rotate moves a full inbox aside as inbox.YYYYMMDD-HHMMSS after taking in
 // every line of it, and starts an empty one. The caller holds the lock.
-func (b *jsonlBridge) rotate(team, member string, f *os.File) error {
-	b.ingestFile(team, member)
+func (b *jsonlBridge) rotate(ctx context.Context, team, member string, f *os.File) error {
+	b.ingestFile(ctx, team, member)
 	dir := b.memberDir(team, member)
 	name := inboxName + "." + time.Now().UTC().Format("20060102-150405")
 	for i := 1; ; i++ {
@@ -335,7 +335,7 @@ func (b *jsonlBridge) rotate(team, member string, f *os.File) error {
 
 // ingestFile takes in the lines other processes appended to team/member's
 // inbox since the last time, finishing a file someone rotated away first.
-func (b *jsonlBridge) ingestFile(team, member string) {
+func (b *jsonlBridge) ingestFile(ctx context.Context, team, member string) {
 	dir, err := b.checkMemberDir(team, member)
 	if err != nil {
 		if errors.Is(err, errUnsafe) {
@@ -361,7 +361,7 @@ func (b *jsonlBridge) ingestFile(team, member string) {
 	if st.Inode != cur {
 		// The inbox was rotated by someone else: finish the old file.
 		if old := findInode(dir, st.Inode); old != "" {
-			if !b.ingestPath(team, member, old, st) {
+			if !b.ingestPath(ctx, team, member, old, st) {
 				return // try again later
 			}
 		} else {
@@ -370,7 +370,7 @@ func (b *jsonlBridge) ingestFile(team, member string) {
 		*st = fileState{Inode: cur}
 		b.dirty = true
 	}
-	b.ingestPath(team, member, filepath.Join(dir, inboxName), st)
+	b.ingestPath(ctx, team, member, filepath.Join(dir, inboxName), st)
 }
 
 // findInode finds the rotated inbox file that is inode.
@@ -390,7 +390,7 @@ func findInode(dir string, inode uint64) string {
 // ingestPath takes in the whole lines of file p from st on, in batches
 // (one commit of the store each). It reports false when it stopped early
 // (a failure to be retried).
-func (b *jsonlBridge) ingestPath(team, member, p string, st *fileState) bool {
+func (b *jsonlBridge) ingestPath(ctx context.Context, team, member, p string, st *fileState) bool {
 	f, err := openFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, errUnsafe) {
@@ -416,7 +416,7 @@ func (b *jsonlBridge) ingestPath(team, member, p string, st *fileState) bool {
 		if len(lines) == 0 {
 			return true
 		}
-		if !b.ingestLines(team, member, st, lines) {
+		if !b.ingestLines(ctx, team, member, st, lines) {
 			return false
 		}
 		if len(lines) < batch {
@@ -428,7 +428,7 @@ func (b *jsonlBridge) ingestPath(team, member, p string, st *fileState) bool {
 // ingestLines takes in consecutive whole lines starting at st, with one
 // SendBatch, and advances st past them; false means the store refused the
 // batch as a whole (retried later).
-func (b *jsonlBridge) ingestLines(team, member string, st *fileState, lines [][]byte) bool {
+func (b *jsonlBridge) ingestLines(ctx context.Context, team, member string, st *fileState, lines [][]byte) bool {
 	var ins []inbox.SendInput
 	var at []int // the line each input is
 	off := st.Offset
@@ -457,7 +457,7 @@ func (b *jsonlBridge) ingestLines(team, member string, st *fileState, lines [][]
 		at = append(at, i)
 	}
 	if len(ins) > 0 {
-		_, errs, err := b.cfg.Bus.SendBatch(ins)
+		_, errs, err := b.cfg.Bus.SendBatch(ctx, ins)
 		if err != nil {
 			b.cfg.Log.Warn("team dir: take in lines", "team", team, "member", member, "error", err)
 			return false

@@ -47,7 +47,7 @@ func appendRaw(t *testing.T, p, s string) {
 func TestJSONLBothWays(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
-	if _, err := s.CreateTeam("lead", "alpha", []string{"coordinator", "backend-dev", "tester"}); err != nil {
+	if _, err := s.CreateTeam(t.Context(), "lead", "alpha", []string{"coordinator", "backend-dev", "tester"}); err != nil {
 		t.Fatal(err)
 	}
 	br := startJSONL(t, s, dir, 0)
@@ -57,7 +57,7 @@ func TestJSONLBothWays(t *testing.T) {
 		t.Fatalf("member dir: %v %v", fi, err)
 	}
 	// Out: a broadcast lands once in each member's file, not the sender's.
-	r, err := s.Send(inbox.SendInput{From: "coordinator", To: "@alpha", Content: inbox.Content{Type: "team_broadcast", PayloadJSON: `{"text":"standup"}`}})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "coordinator", To: "@alpha", Content: inbox.Content{Type: "team_broadcast", PayloadJSON: `{"text":"standup"}`}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +75,13 @@ func TestJSONLBothWays(t *testing.T) {
 		t.Errorf("inbox mode %v", fi.Mode())
 	}
 	// Mail from outside the team does not go to team files.
-	s.Send(inbox.SendInput{From: "stranger", To: "tester", Content: inbox.Content{Body: "hi"}})
+	s.Send(t.Context(), inbox.SendInput{From: "stranger", To: "tester", Content: inbox.Content{Body: "hi"}})
 	// In: seed 002's echo >> inbox, a malformed line, and a line without its newline yet.
 	appendRaw(t, inboxOf("backend-dev"), `{"type":"message","from":"coordinator","to":"backend-dev","timestamp":"2026-02-15T11:15:00Z","content":{"text":"Hello"}}`+"\n")
 	appendRaw(t, inboxOf("backend-dev"), "not json at all\n")
 	appendRaw(t, inboxOf("backend-dev"), `{"type":"task_completion","from":"backend-dev2","to":"coordinator","timestamp":"2026-02-15T16:00:00Z",`)
 	br.eventually("the foreign line in the store", func() bool {
-		items, _ := s.Mailbox("backend-dev", "coordinator")
+		items, _ := s.Mailbox(t.Context(), "backend-dev", "coordinator")
 		for _, it := range items {
 			if it.Message.Body == "Hello" {
 				return true
@@ -96,12 +96,12 @@ func TestJSONLBothWays(t *testing.T) {
 	// The rest of the partial line arrives: it is taken in.
 	appendRaw(t, inboxOf("backend-dev"), `"content":{"notes":"done"}}`+"\n")
 	br.eventually("the completed line", func() bool {
-		items, _ := s.Mailbox("backend-dev", "backend-dev2")
+		items, _ := s.Mailbox(t.Context(), "backend-dev", "backend-dev2")
 		return len(items) == 1 && items[0].Message.Type == "task_completion"
 	})
 	// The lines taken in are not written back into the file they came
 	// from: once the bridge has handled every event, theirs included.
-	br.handled(s)
+	br.handled(t.Context(), s)
 	raw, _ := os.ReadFile(inboxOf("backend-dev"))
 	if c := strings.Count(string(raw), "\n"); c != 4 {
 		t.Errorf("backend-dev's inbox has %d lines, want 4 (broadcast, hello, bad, completion):\n%s", c, raw)
@@ -114,23 +114,23 @@ func TestJSONLBothWays(t *testing.T) {
 func TestJSONLRestartExactlyOnce(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
-	s.CreateTeam("lead", "alpha", []string{"a", "b"})
+	s.CreateTeam(t.Context(), "lead", "alpha", []string{"a", "b"})
 	br := startJSONL(t, s, dir, 0)
 	inboxB := filepath.Join(dir, "alpha", "members", "b", "inbox")
 	for i := range 5 {
-		s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: "out " + string(rune('0'+i))}})
+		s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: "out " + string(rune('0'+i))}})
 		appendRaw(t, inboxB, `{"type":"message","from":"a","to":"b","timestamp":"t`+string(rune('0'+i))+`","content":{"text":"in `+string(rune('0'+i))+`"}}`+"\n")
 	}
-	br.eventually("all in", func() bool { items, _ := s.Mailbox("b", ""); return len(items) == 10 })
+	br.eventually("all in", func() bool { items, _ := s.Mailbox(t.Context(), "b", ""); return len(items) == 10 })
 	br.eventually("all out", func() bool { return len(lines(t, inboxB)) == 10 })
 	br.stop()
 	// Lose the state: both directions must still be exactly once, once the
 	// new bridge has caught up with the log and looked at every file again.
 	os.RemoveAll(filepath.Join(dir, stateDir))
 	br = startJSONL(t, s, dir, 0)
-	br.handled(s)
+	br.handled(t.Context(), s)
 	br.swept()
-	if items, _ := s.Mailbox("b", ""); len(items) != 10 {
+	if items, _ := s.Mailbox(t.Context(), "b", ""); len(items) != 10 {
 		t.Errorf("after a restart without state: %d messages in b's mailbox, want 10", len(items))
 	}
 	if n := len(lines(t, inboxB)); n != 10 {
@@ -143,11 +143,11 @@ func TestJSONLRestartExactlyOnce(t *testing.T) {
 func TestJSONLRotation(t *testing.T) {
 	s, _ := storetest.New(t, spool.Options{})
 	dir := t.TempDir()
-	s.CreateTeam("lead", "alpha", []string{"a", "b"})
+	s.CreateTeam(t.Context(), "lead", "alpha", []string{"a", "b"})
 	br := startJSONL(t, s, dir, 2000)
 	mdir := filepath.Join(dir, "alpha", "members", "b")
 	for i := range 20 {
-		if _, err := s.Send(inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: strings.Repeat("x", 200) + string(rune('a'+i))}}); err != nil {
+		if _, err := s.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Content: inbox.Content{Body: strings.Repeat("x", 200) + string(rune('a'+i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,7 +172,7 @@ func TestJSONLRotation(t *testing.T) {
 	os.Rename(filepath.Join(mdir, "inbox"), filepath.Join(mdir, "inbox.19990101-000000"))
 	appendRaw(t, filepath.Join(mdir, "inbox"), `{"type":"message","from":"a","to":"b","timestamp":"y","content":{"text":"just after"}}`+"\n")
 	br.eventually("both lines in the store", func() bool {
-		items, _ := s.Mailbox("b", "")
+		items, _ := s.Mailbox(t.Context(), "b", "")
 		got := map[string]bool{}
 		for _, it := range items {
 			got[it.Message.Body] = true

@@ -2,6 +2,7 @@ package teamfiles
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,11 +19,11 @@ import (
 // fsckPlanted checks that check (CheckJSONL or CheckClaude) reports each
 // of the planted paths as team_file_unsafe, that with repair it sets each
 // aside, and that it reports none afterwards.
-func fsckPlanted(t *testing.T, check func(Config, bool) ([]inbox.Finding, error), cfg Config, planted ...string) {
+func fsckPlanted(t *testing.T, check func(context.Context, Config, bool) ([]inbox.Finding, error), cfg Config, planted ...string) {
 	t.Helper()
 	unsafe := func(repair bool) []inbox.Finding {
 		t.Helper()
-		fs, err := check(cfg, repair)
+		fs, err := check(t.Context(), cfg, repair)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,10 +90,10 @@ func TestJSONLPlantedFiles(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
 	members := []string{"lead", "symlinked", "fifo", "linkdir", "lockless", "sound"}
-	if _, err := s.CreateTeam("lead", "alpha", members); err != nil {
+	if _, err := s.CreateTeam(t.Context(), "lead", "alpha", members); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateTeam("lead", "beta", []string{"lead", "sound"}); err != nil {
+	if _, err := s.CreateTeam(t.Context(), "lead", "beta", []string{"lead", "sound"}); err != nil {
 		t.Fatal(err)
 	}
 	memberDir := func(team, m string) string { return filepath.Join(dir, team, "members", m) }
@@ -127,7 +128,7 @@ func TestJSONLPlantedFiles(t *testing.T) {
 
 	br := startBridge(t, RunJSONL, Config{Bus: s, Dir: dir, Sweep: 100 * time.Millisecond})
 	log := br.log
-	r, err := s.Send(inbox.SendInput{From: "lead", To: "@alpha", Content: inbox.Content{Body: "to everyone"}})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "lead", To: "@alpha", Content: inbox.Content{Body: "to everyone"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestJSONLPlantedFiles(t *testing.T) {
 		return bytes.Contains(data, []byte(r.Message.MessageID))
 	})
 	br.eventually("the good line after the bad one", func() bool {
-		items, _ := s.Mailbox("lead", "sound")
+		items, _ := s.Mailbox(t.Context(), "lead", "sound")
 		return len(items) == 1
 	})
 	br.stop()
@@ -150,7 +151,7 @@ func TestJSONLPlantedFiles(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(memberDir("alpha", "fifo"), "inbox")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the FIFO: %v, %v", fi, err)
 	}
-	if items, _ := s.Mailbox("symlinked", "intruder"); len(items) > 0 {
+	if items, _ := s.Mailbox(t.Context(), "symlinked", "intruder"); len(items) > 0 {
 		t.Errorf("a line was read through the symlink: %+v", items[0].Message)
 	}
 	for _, want := range []string{"symlinked/inbox", "fifo/inbox", "members/linkdir", "beta", "lockless/inbox.lock", "lead/errors.log"} {
@@ -213,12 +214,12 @@ func TestClaudePlantedFiles(t *testing.T) {
 
 	br := startBridge(t, RunClaude, Config{Bus: s, Dir: dir, Sweep: 100 * time.Millisecond})
 	log := br.log
-	br.eventually("team beta", func() bool { _, err := s.Team("beta"); return err == nil })
-	br.eventually("team alpha", func() bool { _, err := s.Team("alpha"); return err == nil })
-	if _, err := s.Send(inbox.SendInput{From: "lead", To: "@alpha", Content: inbox.Content{Body: "to alpha"}}); err != nil {
+	br.eventually("team beta", func() bool { _, err := s.Team(t.Context(), "beta"); return err == nil })
+	br.eventually("team alpha", func() bool { _, err := s.Team(t.Context(), "alpha"); return err == nil })
+	if _, err := s.Send(t.Context(), inbox.SendInput{From: "lead", To: "@alpha", Content: inbox.Content{Body: "to alpha"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Send(inbox.SendInput{From: "lead", To: "@beta", Content: inbox.Content{Body: "to beta"}}); err != nil {
+	if _, err := s.Send(t.Context(), inbox.SendInput{From: "lead", To: "@beta", Content: inbox.Content{Body: "to beta"}}); err != nil {
 		t.Fatal(err)
 	}
 	sound := filepath.Join(dir, "beta", "inboxes", "sound.json")
@@ -233,7 +234,7 @@ func TestClaudePlantedFiles(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(dir, "beta", "inboxes", "writer.json")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the FIFO: %v, %v", fi, err)
 	}
-	if items, _ := s.Mailbox("inbox", "lead"); len(items) > 0 {
+	if items, _ := s.Mailbox(t.Context(), "inbox", "lead"); len(items) > 0 {
 		t.Errorf("an entry was read through the symlink: %+v", items[0].Message)
 	}
 	for _, want := range []string{"alpha/inboxes", "beta/inboxes/researcher.json", "beta/inboxes/writer.json", "gamma/config.json", "delta/inboxes/inbox.json"} {

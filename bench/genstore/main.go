@@ -15,6 +15,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -34,13 +35,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "genstore: N must be a number")
 		os.Exit(2)
 	}
-	if err := fill(db, n); err != nil {
+	if err := fill(context.TODO(), db, n); err != nil {
 		fmt.Fprintln(os.Stderr, "genstore:", err)
 		os.Exit(1)
 	}
 }
 
-func fill(db string, n int) error {
+func fill(ctx context.Context, db string, n int) error {
 	t0 := time.Now().Add(-time.Duration(n) * 100 * time.Millisecond)
 	readings := 0
 	clock := func() time.Time {
@@ -50,5 +51,5 @@ func fill(db string, n int) error {
 	if os.Getenv("GENSTORE_REAL_CLOCK") == "1" {
 		clock = nil
 	}
-	return benchstore.Fill(db, n, clock)
+	return benchstore.Fill(ctx, db, n, clock)
 }

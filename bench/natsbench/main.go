@@ -42,9 +42,9 @@ func main() {
 	build.Stderr = os.Stderr
 	check(build.Run())
 
-	r1 := startServers(natsd, tmp, "r1", 1)
+	r1 := startServers(context.TODO(), natsd, tmp, "r1", 1)
 	defer stop(r1)
-	r3 := startServers(natsd, tmp, "r3", 3)
+	r3 := startServers(context.TODO(), natsd, tmp, "r3", 3)
 	defer stop(r3)
 
 	type backend struct {
@@ -57,58 +57,58 @@ func main() {
 			_, err := spool.Init(dir, false)
 			check(err)
 			return func() inbox.Bus {
-				s, err := spool.Open(dir, spool.Options{})
+				s, err := spool.Open(context.TODO(), dir, spool.Options{})
 				check(err)
 				return s
 			}
 		}},
-		{"JetStream R1", natsOpener(r1.url, "")},
-		{"JetStream R3", natsOpener(r3.url, "?replicas=3")},
+		{"JetStream R1", natsOpener(context.TODO(), r1.url, "")},
+		{"JetStream R3", natsOpener(context.TODO(), r3.url, "?replicas=3")},
 	}
 	fmt.Printf("| backend | send p50 / p99 | claim p50 / p99 | fetch p50 / p99 (1,000 threads) | wake p50 / p99 | claim race 8×200 | 16 senders |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, be := range backends {
 		conn := be.open("lat")
 		b := conn()
-		_, err := b.Collect("w", "", false, 1) // w and X have acted before, as working agents have
+		_, err := b.Collect(context.TODO(), "w", "", false, 1) // w and X have acted before, as working agents have
 		check(err)
-		_, err = b.Collect("X", "", false, 1)
+		_, err = b.Collect(context.TODO(), "X", "", false, 1)
 		check(err)
 		var send, claim, fetch, wake []time.Duration
 		var tids []string
 		for i := 0; i < *n; i++ {
 			t0 := time.Now()
-			r, err := b.Send(inbox.SendInput{From: "lead", To: "w", Subject: fmt.Sprint("job ", i), Content: inbox.Content{Body: "do it"}})
+			r, err := b.Send(context.TODO(), inbox.SendInput{From: "lead", To: "w", Subject: fmt.Sprint("job ", i), Content: inbox.Content{Body: "do it"}})
 			send = append(send, time.Since(t0))
 			check(err)
 			tids = append(tids, r.Thread.ThreadID)
 		}
 		for _, tid := range tids {
 			t0 := time.Now()
-			_, err := b.Claim("w", tid, 600)
+			_, err := b.Claim(context.TODO(), "w", tid, 600)
 			claim = append(claim, time.Since(t0))
 			check(err)
 		}
 		for i := len(tids); i < 1000; i++ {
-			_, err := b.Send(inbox.SendInput{From: "lead", To: fmt.Sprint("a", i%30), Subject: "filler", Content: inbox.Content{Body: "x"}})
+			_, err := b.Send(context.TODO(), inbox.SendInput{From: "lead", To: fmt.Sprint("a", i%30), Subject: "filler", Content: inbox.Content{Body: "x"}})
 			check(err)
 		}
 		for i := 0; i < 10; i++ {
-			_, err := b.Send(inbox.SendInput{From: "lead", To: "X", Subject: "for X", Content: inbox.Content{Body: "x"}})
+			_, err := b.Send(context.TODO(), inbox.SendInput{From: "lead", To: "X", Subject: "for X", Content: inbox.Content{Body: "x"}})
 			check(err)
 		}
 		for i := 0; i < *n; i++ {
 			t0 := time.Now()
-			_, err := b.Fetch("X", nil, 10, false)
+			_, err := b.Fetch(context.TODO(), "X", nil, 10, false)
 			fetch = append(fetch, time.Since(t0))
 			check(err)
 		}
 		waiter := conn()
 		for i := 0; i < min(*n, 200); i++ {
 			tid := tids[i]
-			_, err := b.Update("w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"})
+			_, err := b.Update(context.TODO(), "w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"})
 			check(err)
-			last, err := b.LastEventID()
+			last, err := b.LastEventID(context.TODO())
 			check(err)
 			done := make(chan time.Time, 1)
 			go func() {
@@ -121,27 +121,27 @@ func main() {
 			}()
 			time.Sleep(20 * time.Millisecond) // let the wait block (make its consumer) first
 			t0 := time.Now()
-			rr, err := b.Reply("lead", "", tid, inbox.KindAnswer, inbox.Content{Summary: "this"})
+			rr, err := b.Reply(context.TODO(), "lead", "", tid, inbox.KindAnswer, inbox.Content{Summary: "this"})
 			check(err)
 			if os.Getenv("NATSBENCH_DEBUG") != "" && time.Since(t0) > time.Second {
 				fmt.Fprintf(os.Stderr, "slow reply %s event %d\n", tid, rr.Message.EventID)
 			}
 			wake = append(wake, (<-done).Sub(t0))
 		}
-		race := claimRace(conn)
-		tput := senders(conn)
+		race := claimRace(context.TODO(), conn)
+		tput := senders(context.TODO(), conn)
 		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", be.name, pct(send), pct(claim), pct(fetch), pct(wake), race, tput)
 	}
 }
 
-func natsOpener(server, query string) func(store string) func() inbox.Bus {
+func natsOpener(ctx context.Context, server, query string) func(store string) func() inbox.Bus {
 	return func(store string) func() inbox.Bus {
 		url := server + "/" + store + query
-		b, err := natsbus.Open(url, natsbus.Options{Create: true})
+		b, err := natsbus.Open(ctx, url, natsbus.Options{Create: true})
 		check(err)
 		b.Close()
 		return func() inbox.Bus {
-			b, err := natsbus.Open(url, natsbus.Options{})
+			b, err := natsbus.Open(ctx, url, natsbus.Options{})
 			check(err)
 			return b
 		}
@@ -149,11 +149,11 @@ func natsOpener(server, query string) func(store string) func() inbox.Bus {
 }
 
 // claimRace: 8 connections race to claim each of 200 threads.
-func claimRace(conn func() inbox.Bus) string {
+func claimRace(ctx context.Context, conn func() inbox.Bus) string {
 	b := conn()
 	var tids []string
 	for i := 0; i < 200; i++ {
-		r, err := b.Send(inbox.SendInput{From: "lead", To: "crowd", Subject: fmt.Sprint("race ", i), Content: inbox.Content{Body: "x"}})
+		r, err := b.Send(ctx, inbox.SendInput{From: "lead", To: "crowd", Subject: fmt.Sprint("race ", i), Content: inbox.Content{Body: "x"}})
 		check(err)
 		tids = append(tids, r.Thread.ThreadID)
 	}
@@ -169,7 +169,7 @@ func claimRace(conn func() inbox.Bus) string {
 		go func() {
 			defer wg.Done()
 			for i, tid := range tids {
-				if _, err := c.Claim(fmt.Sprint("crowd"+fmt.Sprint(w)), tid, 600); err == nil {
+				if _, err := c.Claim(ctx, fmt.Sprint("crowd"+fmt.Sprint(w)), tid, 600); err == nil {
 					wins[i].Add(1)
 				}
 			}
@@ -187,7 +187,7 @@ func claimRace(conn func() inbox.Bus) string {
 }
 
 // senders: 16 connections send 100 messages each.
-func senders(conn func() inbox.Bus) string {
+func senders(ctx context.Context, conn func() inbox.Bus) string {
 	const n, each = 16, 100
 	conns := make([]inbox.Bus, n)
 	for i := range conns {
@@ -195,7 +195,7 @@ func senders(conn func() inbox.Bus) string {
 	}
 	// The sink has collected mail before, as a working agent has: a
 	// send to an agent never seen also looks for close names to suggest.
-	_, err := conns[0].Collect("sink", "", false, 1)
+	_, err := conns[0].Collect(ctx, "sink", "", false, 1)
 	check(err)
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -204,7 +204,7 @@ func senders(conn func() inbox.Bus) string {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < each; j++ {
-				_, err := c.Send(inbox.SendInput{From: fmt.Sprint("s", i), To: "sink", Content: inbox.Content{Body: fmt.Sprint("m", j)}})
+				_, err := c.Send(ctx, inbox.SendInput{From: fmt.Sprint("s", i), To: "sink", Content: inbox.Content{Body: fmt.Sprint("m", j)}})
 				check(err)
 			}
 		}()
@@ -224,7 +224,7 @@ type servers struct {
 	procs []*exec.Cmd
 }
 
-func startServers(natsd, tmp, name string, nodes int) *servers {
+func startServers(ctx context.Context, natsd, tmp, name string, nodes int) *servers {
 	s := &servers{}
 	base := 24000
 	if name == "r3" {
@@ -256,7 +256,7 @@ func startServers(natsd, tmp, name string, nodes int) *servers {
 		// The cluster needs a meta leader before streams can be made.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			b, err := natsbus.Open(s.url+"/probe?replicas=3", natsbus.Options{Create: true})
+			b, err := natsbus.Open(ctx, s.url+"/probe?replicas=3", natsbus.Options{Create: true})
 			if err == nil {
 				b.Close()
 				break

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/inbox-dev/inbox"
@@ -25,8 +26,8 @@ func main() {
 	cli.ServeMCP = mcpserver.Serve
 	cli.MigrateToNATS = migrate.ToNATS
 	cli.MigrateFromNATS = migrate.ToDir
-	cli.OpenNATS = func(db string, create bool, source string) (inbox.Bus, bool, error) {
-		b, err := natsbus.Open(db, natsbus.Options{Create: create, Source: source})
+	cli.OpenNATS = func(ctx context.Context, db string, create bool, source string) (inbox.Bus, bool, error) {
+		b, err := natsbus.Open(ctx, db, natsbus.Options{Create: create, Source: source})
 		if err != nil {
 			return nil, false, err
 		}

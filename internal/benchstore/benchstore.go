@@ -4,6 +4,7 @@
 package benchstore
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // Options.Unsynced, so the store is fit for benchmarks of reads only.
 // clock, when not nil, is the clock the writes read (it sets the thread
 // ids' times, and so the index's time buckets).
-func Fill(db string, n int, clock func() time.Time) error {
+func Fill(ctx context.Context, db string, n int, clock func() time.Time) error {
 	if n < 10 || n%10 != 0 {
 		return fmt.Errorf("benchstore: %d threads: give a multiple of 10, at least 10", n)
 	}
@@ -28,7 +29,7 @@ func Fill(db string, n int, clock func() time.Time) error {
 	if !created {
 		return fmt.Errorf("benchstore: %s already holds a store", db)
 	}
-	s, err := spool.Open(db, spool.Options{Unsynced: true, Now: clock})
+	s, err := spool.Open(ctx, db, spool.Options{Unsynced: true, Now: clock})
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func Fill(db string, n int, clock func() time.Time) error {
 			ins = append(ins, inbox.SendInput{From: "seeder", To: to, Subject: fmt.Sprint("seed ", j),
 				Content: inbox.Content{Body: fmt.Sprint("seed body ", j)}})
 		}
-		results, errs, err := s.SendBatch(ins)
+		results, errs, err := s.SendBatch(ctx, ins)
 		if err != nil {
 			return err
 		}
@@ -59,10 +60,10 @@ func Fill(db string, n int, clock func() time.Time) error {
 		}
 	}
 	for _, tid := range done {
-		if _, err := s.Claim("X", tid, 900); err != nil {
+		if _, err := s.Claim(ctx, "X", tid, 900); err != nil {
 			return err
 		}
-		if _, err := s.Done("X", tid, 0, inbox.Content{Summary: "done"}); err != nil {
+		if _, err := s.Done(ctx, "X", tid, 0, inbox.Content{Summary: "done"}); err != nil {
 			return err
 		}
 	}

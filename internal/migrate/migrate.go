@@ -3,14 +3,15 @@
 package migrate
 
 import (
+	"context"
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/natsbus"
 	"github.com/inbox-dev/inbox/spool"
 )
 
 // ToNATS copies history (a directory store's) into the new NATS store to.
-func ToNATS(history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64, to string) (map[string]any, error) {
-	r, err := natsbus.Import(to, history, collected)
+func ToNATS(ctx context.Context, history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64, to string) (map[string]any, error) {
+	r, err := natsbus.Import(ctx, to, history, collected)
 	if err != nil {
 		return nil, err
 	}
@@ -20,17 +21,17 @@ func ToNATS(history func(fn func(*inbox.HistoryEntry) error) error, collected ma
 
 // ToDir copies the NATS store from, with its history, into the new
 // directory store to.
-func ToDir(from, to string) (map[string]any, error) {
-	b, err := natsbus.Open(from, natsbus.Options{})
+func ToDir(ctx context.Context, from, to string) (map[string]any, error) {
+	b, err := natsbus.Open(ctx, from, natsbus.Options{})
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
-	collected, err := b.Collected()
+	collected, err := b.Collected(ctx)
 	if err != nil {
 		return nil, err
 	}
-	n, err := spool.Import(to, b.History, collected)
+	n, err := spool.Import(ctx, to, func(fn func(*inbox.HistoryEntry) error) error { return b.History(ctx, fn) }, collected)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func New(tb testing.TB, opts spool.Options) (*spool.Store, string) {
 	if _, err := spool.Init(db, false); err != nil {
 		tb.Fatal(err)
 	}
-	s, err := spool.Open(db, opts)
+	s, err := spool.Open(tb.Context(), db, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

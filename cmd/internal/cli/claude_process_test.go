@@ -100,7 +100,7 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 	defer d.stop()
 	own := filepath.Join(dir, "beta", "inboxes", "bridge.json")
 	testproc.Eventually(t, 10*time.Second, "the bridge's inbox", func() bool { _, err := os.Stat(own); return err == nil })
-	testproc.Eventually(t, 10*time.Second, "the team in the store", func() bool { _, err := s.Team("beta"); return err == nil })
+	testproc.Eventually(t, 10*time.Second, "the team in the store", func() bool { _, err := s.Team(t.Context(), "beta"); return err == nil })
 	var cmds []*exec.Cmd
 	for w := range writers {
 		c := exec.Command(node, "writer.mjs", own, []string{"team-lead", "researcher"}[w%2], fmt.Sprintf("w%d", w), fmt.Sprint(each))
@@ -120,7 +120,7 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 	theirs := filepath.Join(dir, "beta", "inboxes", "researcher.json")
 	var state string
 	across := testproc.Poll(60*time.Second, func() bool {
-		items, _ := s.Mailbox("bridge", "")
+		items, _ := s.Mailbox(t.Context(), "bridge", "")
 		es := readInboxFile(t, own)
 		unread := 0
 		for _, e := range es {
@@ -138,7 +138,7 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 		t.Fatalf("not everything across within 60 s after %d kills: %s\ndaemon's log:\n%s", killed, state, tail(d.logs.String(), 3000))
 	}
 	d.stop()
-	items, _ := s.Mailbox("bridge", "")
+	items, _ := s.Mailbox(t.Context(), "bridge", "")
 	wantEachOnce(t, items, "entry", writers, each)
 	if es := readInboxFile(t, own); len(es) != writers*each {
 		t.Fatalf("the bridge's inbox holds %d entries, want %d: an entry was lost", len(es), writers*each)
@@ -155,10 +155,10 @@ func TestClaudeTeamsProcesses(t *testing.T) {
 			t.Fatalf("send s%d is %d times in researcher's inbox", i, n)
 		}
 	}
-	if _, err := s.Fsck(true); err != nil {
+	if _, err := s.Fsck(t.Context(), true); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := s.Fsck(false); err != nil || len(rep.Findings) != 0 {
+	if rep, err := s.Fsck(t.Context(), false); err != nil || len(rep.Findings) != 0 {
 		t.Fatalf("fsck after repair: %+v %v", rep, err)
 	}
 	t.Logf("%d daemon kills; %d entries taken in and %d sends written out, each once", killed, writers*each, sends)
@@ -183,7 +183,7 @@ func TestClaudeStaleLockProcess(t *testing.T) {
 	d := &killableDaemon{t: t, bin: testproc.Installed(t, "inbox"), args: []string{"daemon", "--db", db, "--claude-teams=" + dir}}
 	d.start()
 	defer d.stop()
-	testproc.Eventually(t, 10*time.Second, "the team in the store", func() bool { _, err := s.Team("beta"); return err == nil })
+	testproc.Eventually(t, 10*time.Second, "the team in the store", func() bool { _, err := s.Team(t.Context(), "beta"); return err == nil })
 	if out, err := exec.Command(testproc.Installed(t, "inbox"), "send", "--db", db, "--from", "team-lead", "--to", "researcher", "--body", "after the lock").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}

@@ -356,14 +356,14 @@ func (c *call) open() (inbox.Bus, error) {
 		return c.env.bus, nil
 	}
 	if isNATS(c.g.db) {
-		b, _, err := OpenNATS(c.g.db, false, "cli")
+		b, _, err := OpenNATS(c.ctx, c.g.db, false, "cli")
 		return b, err
 	}
 	lt, err := parseLockTimeout(c.g.lockTimeout)
 	if err != nil {
 		return nil, err
 	}
-	return spool.Open(c.g.db, spool.Options{LockTimeout: lt})
+	return spool.Open(c.ctx, c.g.db, spool.Options{LockTimeout: lt})
 }
 
 // lockTimeoutUsage is --lock-timeout's help line.

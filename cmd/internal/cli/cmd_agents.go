@@ -37,7 +37,7 @@ func (r *agentsCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	as, err := s.Agents()
+	as, err := s.Agents(c.ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -71,9 +71,9 @@ func (r *claimCmd) run(c *call) (*result, error) {
 	}
 	var out *inbox.Result
 	if r.renew {
-		out, err = s.Renew(agent, r.thread, r.seconds, r.token)
+		out, err = s.Renew(c.ctx, agent, r.thread, r.seconds, r.token)
 	} else {
-		out, err = s.Claim(agent, r.thread, r.seconds)
+		out, err = s.Claim(c.ctx, agent, r.thread, r.seconds)
 	}
 	if err != nil {
 		return nil, err

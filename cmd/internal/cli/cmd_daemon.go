@@ -96,7 +96,7 @@ func (r *daemonCmd) run(c *call) (*result, error) {
 			return nil, err
 		}
 	}
-	release, err := s.LockDaemon(fmt.Sprintf("pid %d", os.Getpid()))
+	release, err := s.LockDaemon(ctx, fmt.Sprintf("pid %d", os.Getpid()))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -172,9 +173,9 @@ func (st *hookState) fingerprint() string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (r *hookCmd) gather(s inbox.Bus, agent string, withContext bool) (*hookState, error) {
+func (r *hookCmd) gather(ctx context.Context, s inbox.Bus, agent string, withContext bool) (*hookState, error) {
 	st := &hookState{question: map[string]*inbox.Message{}}
-	held, err := s.List(inbox.ListFilter{AssignedTo: agent, Statuses: []string{inbox.StatusClaimed, inbox.StatusInProgress, inbox.StatusBlocked}, Limit: 50})
+	held, err := s.List(ctx, inbox.ListFilter{AssignedTo: agent, Statuses: []string{inbox.StatusClaimed, inbox.StatusInProgress, inbox.StatusBlocked}, Limit: 50})
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func (r *hookCmd) gather(s inbox.Bus, agent string, withContext bool) (*hookStat
 	if withContext {
 		shown = hookMailShown
 	}
-	n, items, err := s.MailPeek(agent, shown)
+	n, items, err := s.MailPeek(ctx, agent, shown)
 	if err != nil {
 		return nil, err
 	}
@@ -197,15 +198,15 @@ func (r *hookCmd) gather(s inbox.Bus, agent string, withContext bool) (*hookStat
 	for _, it := range items {
 		st.mail = append(st.mail, it.Message)
 	}
-	if st.owed, err = s.Unacknowledged(agent); err != nil {
+	if st.owed, err = s.Unacknowledged(ctx, agent); err != nil {
 		return nil, err
 	}
 	if withContext {
-		if st.blocked, err = s.List(inbox.ListFilter{CreatedBy: agent, Statuses: []string{inbox.StatusBlocked}, Limit: 20}); err != nil {
+		if st.blocked, err = s.List(ctx, inbox.ListFilter{CreatedBy: agent, Statuses: []string{inbox.StatusBlocked}, Limit: 20}); err != nil {
 			return nil, err
 		}
 		for _, t := range st.blocked {
-			if _, m, err := s.LastMessage(t.ThreadID); err == nil {
+			if _, m, err := s.LastMessage(ctx, t.ThreadID); err == nil {
 				st.question[t.ThreadID] = m
 			}
 		}
@@ -243,7 +244,7 @@ func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := r.gather(s, agent, kind == "context")
+	st, err := r.gather(c.ctx, s, agent, kind == "context")
 	if err != nil {
 		return nil, err
 	}
@@ -252,10 +253,10 @@ func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 			return nil, nil
 		}
 		fp := st.fingerprint()
-		if mark, err := s.SessionMark(agent, in.SessionID); err == nil && mark == fp {
+		if mark, err := s.SessionMark(c.ctx, agent, in.SessionID); err == nil && mark == fp {
 			return nil, nil // told about exactly this already in this session
 		}
-		if err := s.SetSessionMark(agent, in.SessionID, fp); err != nil {
+		if err := s.SetSessionMark(c.ctx, agent, in.SessionID, fp); err != nil {
 			return nil, err
 		}
 		decision := "block"

@@ -61,7 +61,7 @@ func (r *initCmd) run(c *call) (*result, error) {
 		if maxBlob != 0 {
 			return nil, usagef("max-blob", "--max-blob is for a directory store; a NATS store bounds content by its server's limits")
 		}
-		_, created, err = OpenNATS(c.g.db, true, "cli")
+		_, created, err = OpenNATS(c.ctx, c.g.db, true, "cli")
 	} else {
 		created, err = spool.InitWith(c.g.db, spool.InitOptions{Shared: r.shared, MaxBlob: maxBlob})
 		abs, _ = filepath.Abs(c.g.db)

@@ -56,7 +56,7 @@ func (r *fetchCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.Fetch(agent, r.statuses, r.limit, r.unread)
+	ts, err := s.Fetch(c.ctx, agent, r.statuses, r.limit, r.unread)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (r *listCmd) run(c *call) (*result, error) {
 	if c.g.agentSet {
 		f.Agent = c.g.agent
 	}
-	ts, err := s.List(f)
+	ts, err := s.List(c.ctx, f)
 	if err != nil {
 		return nil, err
 	}

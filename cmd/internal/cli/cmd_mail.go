@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -23,15 +24,15 @@ func (c *call) mailAgent() string {
 
 // reapFor fails the tasks reporting to parent whose runner died, so that
 // their failure reaches the mailbox before anyone waits on it.
-func reapFor(s inbox.Bus, parent string) {
-	if tasks, err := s.Tasks(inbox.TaskFilter{Parent: parent}); err == nil {
-		queue.Reap(s, tasks)
+func reapFor(ctx context.Context, s inbox.Bus, parent string) {
+	if tasks, err := s.Tasks(ctx, inbox.TaskFilter{Parent: parent}); err == nil {
+		queue.Reap(ctx, s, tasks)
 	}
 }
 
 // running reports whether tasks reporting to agent are running.
-func running(s inbox.Bus, agent string) bool {
-	tasks, err := s.Tasks(inbox.TaskFilter{Parent: agent})
+func running(ctx context.Context, s inbox.Bus, agent string) bool {
+	tasks, err := s.Tasks(ctx, inbox.TaskFilter{Parent: agent})
 	if err != nil {
 		return false
 	}
@@ -142,15 +143,15 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		return nil, err
 	}
 	if !r.peek {
-		reapFor(s, agent)
+		reapFor(c.ctx, s, agent)
 	}
 	res := &result{}
 	if r.from != "" {
-		res.warn(c, s.UnknownAgentWarnings("from", r.from))
+		res.warn(c, s.UnknownAgentWarnings(c.ctx, "from", r.from))
 	}
 	switch {
 	case r.peek:
-		items, err := s.Mailbox(agent, r.from)
+		items, err := s.Mailbox(c.ctx, agent, r.from)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +159,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		for i, it := range items {
 			msgs[i] = it.Message
 		}
-		owed, err := s.Unacknowledged(agent)
+		owed, err := s.Unacknowledged(c.ctx, agent)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +188,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 			}
 		}
 	case r.all:
-		msgs, err := s.Collect(agent, r.from, r.lifo, 0)
+		msgs, err := s.Collect(c.ctx, agent, r.from, r.lifo, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -216,10 +217,10 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		ctx, stop, in := c.waitContext()
 		defer stop()
 		opt := inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
-		if running(s, agent) {
+		if running(ctx, s, agent) {
 			// A runner dying announces nothing: while the agent's tasks
 			// run, check on their runners every second.
-			opt.Every, opt.Tick = time.Second, func() { reapFor(s, agent) }
+			opt.Every, opt.Tick = time.Second, func() { reapFor(ctx, s, agent) }
 		}
 		m, err := s.Receive(ctx, agent, r.from, r.lifo, opt)
 		if m == nil && interrupted(in, err) {

@@ -176,7 +176,7 @@ func (r *mcpCmd) run(c *call) (*result, error) {
 	}
 	if c.g.agent != "" {
 		// While the server runs, the agent is live (inbox agents: waiting).
-		defer bus.Waiting(c.g.agent)()
+		defer bus.Waiting(c.ctx, c.g.agent)()
 	}
 	ctx, stop := c.blockingContext()
 	defer stop()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -33,8 +34,8 @@ archived in.`,
 // and MigrateFromNATS a NATS store's into a new directory, when this
 // binary links the NATS backend.
 var (
-	MigrateToNATS   func(history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64, to string) (map[string]any, error)
-	MigrateFromNATS func(from, to string) (map[string]any, error)
+	MigrateToNATS   func(ctx context.Context, history func(fn func(*inbox.HistoryEntry) error) error, collected map[string][]int64, to string) (map[string]any, error)
+	MigrateFromNATS func(ctx context.Context, from, to string) (map[string]any, error)
 )
 
 type migrateCmd struct{ from, to string }
@@ -64,7 +65,7 @@ func (r *migrateCmd) run(c *call) (*result, error) {
 		if err != nil {
 			return nil, usagef("to", "%v", err)
 		}
-		got, err := MigrateFromNATS(r.from, abs)
+		got, err := MigrateFromNATS(c.ctx, r.from, abs)
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +76,7 @@ func (r *migrateCmd) run(c *call) (*result, error) {
 		}
 		return res, nil
 	}
-	src, err := spool.Open(r.from, spool.Options{})
+	src, err := spool.Open(c.ctx, r.from, spool.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func (r *migrateCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	got, err := MigrateToNATS(src.History, collected, r.to)
+	got, err := MigrateToNATS(c.ctx, src.History, collected, r.to)
 	if err != nil {
 		return nil, err
 	}

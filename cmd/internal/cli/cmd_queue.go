@@ -56,14 +56,14 @@ func (r *pushCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.Push(inbox.TaskSpec{Name: r.name, Owner: c.mailAgent(), Parent: r.parent, Model: r.model, TimeoutSeconds: r.timeout}, prompt)
+	t, err := s.Push(c.ctx, inbox.TaskSpec{Name: r.name, Owner: c.mailAgent(), Parent: r.parent, Model: r.model, TimeoutSeconds: r.timeout}, prompt)
 	if err != nil {
 		return nil, err
 	}
 	res := &result{}
 	res.set("task", taskView(t, time.Now()))
 	if r.parent != "" {
-		res.warn(c, s.UnknownAgentWarnings("parent", r.parent))
+		res.warn(c, s.UnknownAgentWarnings(c.ctx, "parent", r.parent))
 	}
 	res.human = func(w io.Writer) {
 		to := ""
@@ -287,12 +287,12 @@ func (c *call) queueTasks(all bool) (string, inbox.Bus, []*inbox.Task, error) {
 	if err != nil {
 		return "", nil, nil, err
 	}
-	tasks, err := s.Tasks(f)
+	tasks, err := s.Tasks(c.ctx, f)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	if reaped, _ := queue.Reap(s, tasks); len(reaped) > 0 {
-		if tasks, err = s.Tasks(f); err != nil {
+	if reaped, _ := queue.Reap(c.ctx, s, tasks); len(reaped) > 0 {
+		if tasks, err = s.Tasks(c.ctx, f); err != nil {
 			return "", nil, nil, err
 		}
 	}

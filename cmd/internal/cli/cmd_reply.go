@@ -70,7 +70,7 @@ func (r *replyCmd) run(c *call) (*result, error) {
 	if err := r.typed.apply(c, &content); err != nil {
 		return nil, err
 	}
-	out, err := s.Reply(from, strings.Join(r.to, ","), r.thread, r.kind, content)
+	out, err := s.Reply(c.ctx, from, strings.Join(r.to, ","), r.thread, r.kind, content)
 	if err != nil {
 		return nil, err
 	}

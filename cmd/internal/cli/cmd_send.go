@@ -135,7 +135,7 @@ func (r *sendCmd) run(c *call) (*result, error) {
 	}
 	in := inbox.SendInput{From: from, To: strings.Join(r.to, ","), Subject: r.subject, ThreadID: r.thread, RunID: r.run_,
 		TaskID: r.task, Kind: r.kind, Priority: r.priority, Content: content}
-	out, err := s.Send(in)
+	out, err := s.Send(c.ctx, in)
 	if err != nil {
 		return nil, err
 	}

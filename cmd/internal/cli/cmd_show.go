@@ -55,7 +55,7 @@ func (r *showCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.Show(r.thread)
+	v, err := s.Show(c.ctx, r.thread)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (r *showCmd) run(c *call) (*result, error) {
 		res.set("origin", v.Origin)
 	}
 	if r.markRead {
-		cur, err := s.MarkRead(agent, r.thread, v.Thread.MessageCount)
+		cur, err := s.MarkRead(c.ctx, agent, r.thread, v.Thread.MessageCount)
 		if err != nil {
 			return nil, err
 		}

@@ -79,7 +79,7 @@ func (r *teamCmd) run(c *call) (*result, error) {
 	}
 	res := &result{}
 	if verb == "list" {
-		teams, err := s.Teams()
+		teams, err := s.Teams(c.ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -105,13 +105,13 @@ func (r *teamCmd) run(c *call) (*result, error) {
 	var t *inbox.Team
 	switch verb {
 	case "create":
-		t, err = s.CreateTeam(by, name, members)
+		t, err = s.CreateTeam(c.ctx, by, name, members)
 	case "add":
-		t, err = s.AddMembers(by, name, members)
+		t, err = s.AddMembers(c.ctx, by, name, members)
 	case "remove":
-		t, err = s.RemoveMembers(by, name, members)
+		t, err = s.RemoveMembers(c.ctx, by, name, members)
 	case "show":
-		t, err = s.Team(name)
+		t, err = s.Team(c.ctx, name)
 	}
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (r *teamCmd) run(c *call) (*result, error) {
 	if verb == "show" {
 		list := []map[string]any{}
 		for _, m := range t.Members {
-			msgs, err := s.Unacknowledged(m)
+			msgs, err := s.Unacknowledged(c.ctx, m)
 			if err != nil {
 				return nil, err
 			}
@@ -216,7 +216,7 @@ func (r *ackCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.Ack(agent, r.message, r.thread, content)
+	out, err := s.Ack(c.ctx, agent, r.message, r.thread, content)
 	if err != nil {
 		return nil, err
 	}

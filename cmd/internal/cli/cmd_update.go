@@ -93,11 +93,11 @@ func (r *holderCmd) run(c *call) (*result, error) {
 	var out *inbox.Result
 	switch r.verb {
 	case "update":
-		out, err = s.Update(agent, r.thread, r.status, r.token, content)
+		out, err = s.Update(c.ctx, agent, r.thread, r.status, r.token, content)
 	case "done":
-		out, err = s.Done(agent, r.thread, r.token, content)
+		out, err = s.Done(c.ctx, agent, r.thread, r.token, content)
 	default:
-		out, err = s.Fail(agent, r.thread, r.token, content)
+		out, err = s.Fail(c.ctx, agent, r.thread, r.token, content)
 	}
 	if err != nil {
 		return nil, err
@@ -168,10 +168,10 @@ func (r *cancelCmd) run(c *call) (*result, error) {
 	// parent gets the failure message.
 	var task *inbox.Task
 	if r.name != "" {
-		if task, err = s.TaskByName(r.name); err != nil {
+		if task, err = s.TaskByName(c.ctx, r.name); err != nil {
 			return nil, err
 		}
-	} else if task, err = s.TaskByThread(r.thread); errors.Is(err, inbox.ErrNotFound) {
+	} else if task, err = s.TaskByThread(c.ctx, r.thread); errors.Is(err, inbox.ErrNotFound) {
 		task, err = nil, nil
 	}
 	if err != nil {
@@ -182,9 +182,9 @@ func (r *cancelCmd) run(c *call) (*result, error) {
 		if len(arts) > 0 {
 			return nil, usagef("artifact", "a task's cancellation carries its partial output; --artifact is for other threads")
 		}
-		out, err = queue.Cancel(s, task, agent, r.reason, r.content.key, 2*time.Second)
+		out, err = queue.Cancel(c.ctx, s, task, agent, r.reason, r.content.key, 2*time.Second)
 	} else {
-		out, err = s.Cancel(agent, r.thread, inbox.Content{Summary: r.reason, Artifacts: arts, IdempotencyKey: r.content.key})
+		out, err = s.Cancel(c.ctx, agent, r.thread, inbox.Content{Summary: r.reason, Artifacts: arts, IdempotencyKey: r.content.key})
 	}
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -57,13 +58,13 @@ func (r *fsckCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep, err := s.Fsck(r.repair)
+	rep, err := s.Fsck(c.ctx, r.repair)
 	if err != nil {
 		return nil, err
 	}
 	for _, b := range []struct {
 		flag, dir string
-		check     func(teamfiles.Config, bool) ([]inbox.Finding, error)
+		check     func(context.Context, teamfiles.Config, bool) ([]inbox.Finding, error)
 	}{{"team-dir", r.teamDir, teamfiles.CheckJSONL}, {"claude-teams", r.claudeTeams, teamfiles.CheckClaude}} {
 		if b.dir == "" {
 			continue
@@ -76,7 +77,7 @@ func (r *fsckCmd) run(c *call) (*result, error) {
 		if c.g.agentSet {
 			agent = c.g.agent
 		}
-		fs, err := b.check(teamfiles.Config{Bus: s, Dir: dir, Agent: agent}, r.repair)
+		fs, err := b.check(c.ctx, teamfiles.Config{Bus: s, Dir: dir, Agent: agent}, r.repair)
 		if err != nil {
 			return nil, inbox.Storage(err, "check the team files under %s", dir)
 		}
@@ -139,7 +140,7 @@ func (r *reindexCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.Reindex()
+	n, err := s.Reindex(c.ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +208,7 @@ func (r *archiveCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.Archive(age, r.statuses)
+	out, err := s.Archive(c.ctx, age, r.statuses)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +242,7 @@ func (r *statsCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.Stats()
+	st, err := s.Stats(c.ctx)
 	if err != nil {
 		return nil, err
 	}

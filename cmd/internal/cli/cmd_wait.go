@@ -400,7 +400,7 @@ func (r *eventsCmd) run(c *call) (*result, error) {
 		return nil, err
 	}
 	if r.thread != "" {
-		if _, err := s.Thread(r.thread); err != nil {
+		if _, err := s.Thread(c.ctx, r.thread); err != nil {
 			return nil, err
 		}
 	}
@@ -409,7 +409,7 @@ func (r *eventsCmd) run(c *call) (*result, error) {
 	}
 	evs := []*inbox.Event{}
 	next := r.afterEvent
-	err = s.Events(r.afterEvent, func(ev *inbox.Event) bool {
+	err = s.Events(c.ctx, r.afterEvent, func(ev *inbox.Event) bool {
 		next = ev.EventID
 		if r.thread == "" || ev.ThreadID == r.thread {
 			evs = append(evs, ev)

@@ -104,7 +104,7 @@ func (f *contentFlags) readBody(c *call, s inbox.Bus) (string, []*inbox.Blob, er
 		return "", nil, inbox.TooLarge("body_file", size, limit, "this store's maximum (max_blob)", "raise the maximum (inbox init --max-blob SIZE)")
 	}
 	if f.asBlob {
-		b, err := s.StageBlob("body", r)
+		b, err := s.StageBlob(c.ctx, "body", r)
 		return "", blobs(b), asBodyFile(err)
 	}
 	// Text up to the inline limit is read into memory; past it, or at the
@@ -119,7 +119,7 @@ func (f *contentFlags) readBody(c *call, s inbox.Bus) (string, []*inbox.Blob, er
 	if n > limit {
 		return "", nil, inbox.TooLarge("body_file", -1, limit, "this store's maximum (max_blob)", "raise the maximum (inbox init --max-blob SIZE)")
 	}
-	b, err := s.StageBlob("body", io.MultiReader(head, r))
+	b, err := s.StageBlob(c.ctx, "body", io.MultiReader(head, r))
 	return "", blobs(b), asBodyFile(err)
 }
 

@@ -264,7 +264,7 @@ func (c *crashRun) checkTasks(s *spool.Store) (finished, queued int) {
 			t.Fatalf("tasks still running a minute after the last runner: %s", out)
 		}
 	}
-	tasks, err := s.Tasks(inbox.TaskFilter{Owner: "boss"})
+	tasks, err := s.Tasks(t.Context(), inbox.TaskFilter{Owner: "boss"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func (c *crashRun) checkTasks(s *spool.Store) (finished, queued int) {
 		}
 	}
 	for _, tk := range tasks {
-		v, err := s.Show(tk.ThreadID)
+		v, err := s.Show(t.Context(), tk.ThreadID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,7 +378,7 @@ func TestCrashSuite(t *testing.T) {
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait()
 
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(t.Context(), db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestCrashSuite(t *testing.T) {
 	status := map[string]string{}
 	tokens := map[string]int64{}
 	for _, th := range threads {
-		v, err := s.Show(th.Name())
+		v, err := s.Show(t.Context(), th.Name())
 		if errors.Is(err, inbox.ErrNotFound) {
 			continue // created, never committed: fsck --repair leaves it
 		}

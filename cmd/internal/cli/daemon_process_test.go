@@ -117,11 +117,11 @@ func TestDaemonCrashLoop(t *testing.T) {
 		}
 		threads[r.ThreadID] = name
 	}
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(t.Context(), db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.List(inbox.ListFilter{Limit: inbox.MaxLimit})
+	all, err := s.List(t.Context(), inbox.ListFilter{Limit: inbox.MaxLimit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func newStore(t *testing.T, n int) (string, []string) {
 	s, db := storetest.New(t, spool.Options{})
 	var ids []string
 	for i := 0; i < n; i++ {
-		r, err := s.Send(inbox.SendInput{From: "boss", To: "X", Subject: fmt.Sprintf("task %d", i)})
+		r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "X", Subject: fmt.Sprintf("task %d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ type intakeResult struct {
 func eventsByMessage(t *testing.T, s *spool.Store, counts func(*inbox.Event) bool) (last int64, perMsg map[string]int) {
 	t.Helper()
 	perMsg = map[string]int{}
-	err := s.Events(0, func(ev *inbox.Event) bool {
+	err := s.Events(t.Context(), 0, func(ev *inbox.Event) bool {
 		if ev.EventID <= last {
 			t.Errorf("event id %d after %d", ev.EventID, last)
 		}

@@ -8,6 +8,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -48,8 +49,8 @@ type linRecord struct {
 }
 
 // linHelper: inbox-test-helper lin DB CLIENT AGENT SEED OPS THREAD...
-func linHelper(args []string) {
-	s, err := spool.Open(args[0], spool.Options{})
+func linHelper(ctx context.Context, args []string) {
+	s, err := spool.Open(ctx, args[0], spool.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(50)
@@ -91,11 +92,11 @@ func linHelper(args []string) {
 		in.Call = time.Now().UnixNano()
 		switch in.Op {
 		case "claim":
-			res, err = s.Claim(agent, in.Thread, in.Lease)
+			res, err = s.Claim(ctx, agent, in.Thread, in.Lease)
 		case "renew":
-			res, err = s.Renew(agent, in.Thread, in.Lease, in.Token)
+			res, err = s.Renew(ctx, agent, in.Thread, in.Lease, in.Token)
 		default:
-			res, err = s.Done(agent, in.Thread, in.Token, inbox.Content{Summary: "finished"})
+			res, err = s.Done(ctx, agent, in.Thread, in.Token, inbox.Content{Summary: "finished"})
 		}
 		in.Ret = time.Now().UnixNano()
 		out := linOut{Code: exitCode(err)}

@@ -155,3 +155,68 @@ func TestLockTimeoutFlag(t *testing.T) {
 		t.Errorf("INBOX_LOCK_TIMEOUT=45: %v: %s", err, out)
 	}
 }
+
+// TestClaimInterrupted: SIGINT to a claim blocked on a thread's lock that
+// another (stopped) process holds ends it at once with exit 130 and
+// "interrupted":true (SPEC §7 Interrupts), not after --lock-timeout.
+func TestClaimInterrupted(t *testing.T) {
+	db, ids := newStore(t, 1)
+	var stripes []string
+	for i := 0; i < 256; i++ {
+		stripes = append(stripes, fmt.Sprintf("thread-%02x.lock", i))
+	}
+	stoppedHolder(t, db, stripes...)
+	cmd := exec.Command(testproc.Installed(t, "inbox"), "--db", db, "--json", "--lock-timeout", "10m", "claim", "--agent", "X", "--thread", ids[0])
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	// The claim is blocked once the kernel lists its flock request as
+	// waiting ("->") in /proc/locks.
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(30 * time.Second)
+	for !flockWaiting(t, pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("claim %d never waited for the lock: %s%s", pid, stdout.String(), stderr.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	code, err := exitStatus(cmd.Wait())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 130 {
+		t.Fatalf("exit %d, want 130: %s%s", code, stdout.String(), stderr.String())
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("claim took %s to end after SIGINT", took)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(stdout.String()), &v); err != nil || v["interrupted"] != true || v["ok"] != false {
+		t.Fatalf("want ok:false, interrupted:true: %s (%v)", stdout.String(), err)
+	}
+	if e, _ := v["error"].(map[string]any); e["code"] != "interrupted" {
+		t.Errorf("error code %v, want interrupted", e["code"])
+	}
+}
+
+// flockWaiting reports whether /proc/locks shows process pid waiting for
+// an flock.
+func flockWaiting(t *testing.T, pid int) bool {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Skip("no /proc/locks:", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// "12: -> FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+		f := strings.Fields(line)
+		if len(f) > 5 && f[1] == "->" && f[2] == "FLOCK" && f[5] == fmt.Sprint(pid) {
+			return true
+		}
+	}
+	return false
+}

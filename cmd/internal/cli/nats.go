@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,7 +20,7 @@ import (
 
 // OpenNATS opens (create: or creates) the NATS store db names, when this
 // binary links the NATS backend; source is what its events record.
-var OpenNATS func(db string, create bool, source string) (bus inbox.Bus, created bool, err error)
+var OpenNATS func(ctx context.Context, db string, create bool, source string) (bus inbox.Bus, created bool, err error)
 
 // natsBinary is the companion binary that serves NATS stores.
 const natsBinary = "inbox-nats"

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -38,8 +39,8 @@ func natsForTests() {
 	}
 	MigrateToNATS = migrate.ToNATS
 	MigrateFromNATS = migrate.ToDir
-	OpenNATS = func(db string, create bool, source string) (inbox.Bus, bool, error) {
-		b, err := natsbus.Open(db, natsbus.Options{Create: create, Source: source})
+	OpenNATS = func(ctx context.Context, db string, create bool, source string) (inbox.Bus, bool, error) {
+		b, err := natsbus.Open(ctx, db, natsbus.Options{Create: create, Source: source})
 		if err != nil {
 			return nil, false, err
 		}

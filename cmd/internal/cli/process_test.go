@@ -6,6 +6,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,7 +30,7 @@ import (
 func helperMain() {
 	args := os.Args[1:]
 	if len(args) > 0 && args[0] == "lin" {
-		linHelper(args[1:])
+		linHelper(context.TODO(), args[1:])
 		return
 	}
 	if len(args) > 0 && args[0] == "holdlock" {
@@ -44,7 +45,7 @@ func helperMain() {
 		fmt.Fprintln(os.Stderr, "usage: inbox-test-helper claim DB AGENT THREADS_FILE")
 		os.Exit(2)
 	}
-	s, err := spool.Open(args[1], spool.Options{})
+	s, err := spool.Open(context.TODO(), args[1], spool.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(50)
@@ -56,7 +57,7 @@ func helperMain() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	for _, tid := range strings.Fields(string(data)) {
-		_, err := s.Claim(args[2], tid, 900)
+		_, err := s.Claim(context.TODO(), args[2], tid, 900)
 		fmt.Fprintf(w, "%s %d\n", tid, exitCode(err))
 	}
 	w.Flush()
@@ -99,7 +100,7 @@ func TestClaimRaceProcesses(t *testing.T) {
 	if codes["0"] != threads || codes["20"] != threads*(procs-1) || len(codes) != 2 {
 		t.Errorf("exit codes %v, want 0: %d and 20: %d", codes, threads, threads*(procs-1))
 	}
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(t.Context(), db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestClaimRaceProcesses(t *testing.T) {
 			t.Errorf("thread %s: %d winners %v, want exactly 1", tid, len(w), w)
 			continue
 		}
-		v, err := s.Show(tid)
+		v, err := s.Show(t.Context(), tid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,11 +163,11 @@ func TestConcurrentSendsOneThread(t *testing.T) {
 	if len(sent) != procs*each {
 		t.Fatalf("%d distinct message ids acknowledged, want %d", len(sent), procs*each)
 	}
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(t.Context(), db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.Show(tid)
+	v, err := s.Show(t.Context(), tid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func BenchmarkQueue(b *testing.B) {
 	const slots = 2
 	s, db := storetest.New(b, spool.Options{})
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Push(inbox.TaskSpec{Name: fmt.Sprintf("t%06d", i)}, "nothing to do"); err != nil {
+		if _, err := s.Push(b.Context(), inbox.TaskSpec{Name: fmt.Sprintf("t%06d", i)}, "nothing to do"); err != nil {
 			b.Fatal(err)
 		}
 	}

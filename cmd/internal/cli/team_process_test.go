@@ -79,7 +79,7 @@ func TestTeamBroadcastProcesses(t *testing.T) {
 			t.Errorf("%s collected %d of %d broadcasts", m, len(seen), len(sent))
 		}
 	}
-	if r, err := s.Fsck(false); err != nil || !r.Clean() || r.Messages != broadcasters*each {
+	if r, err := s.Fsck(t.Context(), false); err != nil || !r.Clean() || r.Messages != broadcasters*each {
 		t.Fatalf("fsck: %+v %v", r, err)
 	}
 }
@@ -93,7 +93,7 @@ func TestTeamClaimRaceProcesses(t *testing.T) {
 	s, db, team := crewStore(t, members)
 	var ids []string
 	for i := range threads {
-		r, err := s.Send(inbox.SendInput{From: "lead", To: "@crew", Subject: fmt.Sprintf("job %d", i)})
+		r, err := s.Send(t.Context(), inbox.SendInput{From: "lead", To: "@crew", Subject: fmt.Sprintf("job %d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,13 +136,13 @@ func TestTeamClaimRaceProcesses(t *testing.T) {
 		if len(w) != 1 {
 			t.Fatalf("thread %s: winners %v", tid, w)
 		}
-		th, err := s.Thread(tid)
+		th, err := s.Thread(t.Context(), tid)
 		if err != nil || th.AssignedTo != w[0] || th.Status != inbox.StatusClaimed {
 			t.Fatalf("thread %s: %+v %v, winner %s", tid, th, err, w[0])
 		}
 	}
 	for _, m := range team {
-		if th, err := s.Fetch(m, nil, inbox.MaxLimit, false); err != nil || len(th) != 0 {
+		if th, err := s.Fetch(t.Context(), m, nil, inbox.MaxLimit, false); err != nil || len(th) != 0 {
 			t.Errorf("%s's fetch after the race: %d threads, %v", m, len(th), err)
 		}
 	}
@@ -157,7 +157,7 @@ func crewStore(t *testing.T, n int) (*spool.Store, string, []string) {
 	for i := range n {
 		team = append(team, fmt.Sprintf("m%d", i))
 	}
-	if _, err := s.CreateTeam("lead", "crew", team); err != nil {
+	if _, err := s.CreateTeam(t.Context(), "lead", "crew", team); err != nil {
 		t.Fatal(err)
 	}
 	return s, db, team

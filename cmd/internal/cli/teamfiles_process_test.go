@@ -121,7 +121,7 @@ func TestTeamDirProcesses(t *testing.T) {
 		each, sends = 200, 200
 	}
 	s, db := storetest.New(t, spool.Options{})
-	if _, err := s.CreateTeam("lead", "alpha", []string{"coordinator", "dev"}); err != nil {
+	if _, err := s.CreateTeam(t.Context(), "lead", "alpha", []string{"coordinator", "dev"}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -172,7 +172,7 @@ func TestTeamDirProcesses(t *testing.T) {
 	deadline = time.Now().Add(30 * time.Second)
 	var items []*inbox.MailItem
 	for {
-		items, _ = s.Mailbox("dev", "coordinator")
+		items, _ = s.Mailbox(t.Context(), "dev", "coordinator")
 		fileLines := countLines(t, inboxFile)
 		if len(items) >= want+sends && fileLines >= want+sends {
 			break
@@ -208,7 +208,7 @@ func TestTeamDirProcesses(t *testing.T) {
 		if l.MessageID != "" {
 			ids[l.MessageID]++
 			// The bridge's lines follow the event order.
-			th, _, err := s.LastMessage(threadOf(t, s, l.MessageID, items))
+			th, _, err := s.LastMessage(t.Context(), threadOf(t, s, l.MessageID, items))
 			if err == nil && th.LastEventID < lastEvent {
 				t.Errorf("message %s is out of event order in the file", l.MessageID)
 			}
@@ -235,13 +235,13 @@ func TestTeamDirProcesses(t *testing.T) {
 	// The kills leave what any crash leaves (temp files, threads begun but
 	// never committed): repair, then the store is clean and still holds
 	// every message.
-	if _, err := s.Fsck(true); err != nil {
+	if _, err := s.Fsck(t.Context(), true); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := s.Fsck(false); err != nil || len(rep.Findings) != 0 {
+	if rep, err := s.Fsck(t.Context(), false); err != nil || len(rep.Findings) != 0 {
 		t.Fatalf("fsck after repair: %+v %v", rep, err)
 	}
-	if after, _ := s.Mailbox("dev", "coordinator"); len(after) != len(items) {
+	if after, _ := s.Mailbox(t.Context(), "dev", "coordinator"); len(after) != len(items) {
 		t.Fatalf("repair changed dev's mailbox: %d messages, was %d", len(after), len(items))
 	}
 	t.Logf("%d daemon kills; %d lines taken in and %d sends written out, each once", killed, want, sends)

@@ -142,13 +142,13 @@ func TestManyWaitersWake(t *testing.T) {
 		t.Errorf("%d polling waiters used %d clock ticks in %v: more than 1%% of a CPU each", polling, pollingTicks, idle)
 	}
 
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(t.Context(), db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := make([]string, n)
 	for i, tid := range ids {
-		r, err := s.Reply("boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: fmt.Sprint("answer ", i)})
+		r, err := s.Reply(t.Context(), "boss", "", tid, inbox.KindAnswer, inbox.Content{Summary: fmt.Sprint("answer ", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 	bin := testproc.Installed(b, "inbox")
 	var lat []time.Duration
 	for i := 0; i < b.N; i++ {
-		r, err := s.Send(inbox.SendInput{From: "Y", To: "X", Subject: "q"})
+		r, err := s.Send(b.Context(), inbox.SendInput{From: "Y", To: "X", Subject: "q"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 			printed <- time.Now()
 			io.Copy(io.Discard, br)
 		}()
-		if _, err := s.Reply("X", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a"}); err != nil {
+		if _, err := s.Reply(b.Context(), "X", "", tid, inbox.KindAnswer, inbox.Content{Summary: "a"}); err != nil {
 			b.Fatal(err)
 		}
 		durable := time.Now()
@@ -230,12 +230,12 @@ func TestBlockingInterrupted(t *testing.T) {
 	db, ids := newStore(t, 1)
 	tid := ids[0]
 	bin := testproc.Installed(t, "inbox")
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(t.Context(), db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waiting := func(agent string) bool {
-		as, err := s.Agents()
+		as, err := s.Agents(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,14 +365,14 @@ func TestBlockingInterrupted(t *testing.T) {
 func TestWaitKindsNotation(t *testing.T) {
 	db, ids := newStore(t, 2)
 	bin := testproc.Installed(t, "inbox")
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(t.Context(), db, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reply("X", "", ids[0], inbox.KindControl, inbox.Content{Summary: "stop"}); err != nil {
+	if _, err := s.Reply(t.Context(), "X", "", ids[0], inbox.KindControl, inbox.Content{Summary: "stop"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reply("X", "", ids[1], "", inbox.Content{Summary: "status", Type: "task_status_response"}); err != nil {
+	if _, err := s.Reply(t.Context(), "X", "", ids[1], "", inbox.Content{Summary: "status", Type: "task_status_response"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

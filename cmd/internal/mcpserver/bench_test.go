@@ -39,10 +39,10 @@ import (
 func BenchmarkMCP(b *testing.B) {
 	dir := b.TempDir()
 	db := filepath.Join(dir, "store")
-	if err := benchstore.Fill(db, 10000, nil); err != nil {
+	if err := benchstore.Fill(b.Context(), db, 10000, nil); err != nil {
 		b.Fatal(err)
 	}
-	s, err := spool.Open(db, spool.Options{})
+	s, err := spool.Open(b.Context(), db, spool.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func BenchmarkMCP(b *testing.B) {
 		b.Fatal(err)
 	}
 	// A thread to wake in, and one pending thread listed by fetch.
-	w, err := s.Send(inbox.SendInput{From: "leader", To: "X", Subject: "wake here"})
+	w, err := s.Send(ctx, inbox.SendInput{From: "leader", To: "X", Subject: "wake here"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func BenchmarkMCP(b *testing.B) {
 		if i%10 == 0 {
 			// The wake: a reply from another process, whose exit is the
 			// start; the wait_reply result the end.
-			last, _ := s.LastEventID()
+			last, _ := s.LastEventID(ctx)
 			got := make(chan time.Time, 1)
 			go func() {
 				call("wait_reply", map[string]any{"thread": w.Thread.ThreadID, "after_event": last, "max_wait_seconds": 10})

@@ -149,7 +149,7 @@ func (m *mcpServer) pushChannel(ctx context.Context, t *channelTransport) {
 	case <-ctx.Done():
 		return
 	}
-	after, err := m.bus.LastEventID()
+	after, err := m.bus.LastEventID(ctx)
 	if err != nil {
 		m.log.Error("channel: read the event log", "error", err)
 		return
@@ -158,7 +158,7 @@ func (m *mcpServer) pushChannel(ctx context.Context, t *channelTransport) {
 		if ev.MessageID == "" || ev.ThreadID == "" || ev.Agent == m.agent {
 			return true
 		}
-		msg := m.messageOf(ev)
+		msg := m.messageOf(ctx, ev)
 		if msg == nil || !slices.Contains(recipientsOf(msg), m.agent) || msg.FromAgent == m.agent {
 			return true
 		}
@@ -183,11 +183,11 @@ func (m *mcpServer) pushChannel(ctx context.Context, t *channelTransport) {
 }
 
 // messageOf returns the message an event added.
-func (m *mcpServer) messageOf(ev *inbox.Event) *inbox.Message {
-	if _, last, err := m.bus.LastMessage(ev.ThreadID); err == nil && last != nil && last.MessageID == ev.MessageID {
+func (m *mcpServer) messageOf(ctx context.Context, ev *inbox.Event) *inbox.Message {
+	if _, last, err := m.bus.LastMessage(ctx, ev.ThreadID); err == nil && last != nil && last.MessageID == ev.MessageID {
 		return last
 	}
-	v, err := m.bus.Show(ev.ThreadID)
+	v, err := m.bus.Show(ctx, ev.ThreadID)
 	if err != nil {
 		return nil
 	}

@@ -264,7 +264,7 @@ func TestMCPWorkerLoop(t *testing.T) {
 	sent2 := make(chan error, 1)
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		_, err := mt.bus.Send(inbox.SendInput{From: "leader", To: "worker", Subject: "new work"})
+		_, err := mt.bus.Send(t.Context(), inbox.SendInput{From: "leader", To: "worker", Subject: "new work"})
 		sent2 <- err
 	}()
 	wt := mt.ok("watch", map[string]any{"after_event": start["next_event_id"], "max_wait_seconds": 5})
@@ -388,7 +388,7 @@ func TestMCPTeamsAndErrors(t *testing.T) {
 // another process (the inbox binary) replies.
 func TestMCPWaitWokenByCLI(t *testing.T) {
 	mt := newMCPTest(t, "worker", false)
-	r, err := mt.bus.Send(inbox.SendInput{From: "leader", To: "worker", Subject: "q"})
+	r, err := mt.bus.Send(t.Context(), inbox.SendInput{From: "leader", To: "worker", Subject: "q"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestMCPWaitWokenByCLI(t *testing.T) {
 // client that asked for it, and returns at once when cancelled.
 func TestMCPWaitCancelAndProgress(t *testing.T) {
 	mt := newMCPTest(t, "worker", false)
-	r, _ := mt.bus.Send(inbox.SendInput{From: "leader", To: "worker", Subject: "q"})
+	r, _ := mt.bus.Send(t.Context(), inbox.SendInput{From: "leader", To: "worker", Subject: "q"})
 	ctx, cancel := context.WithCancel(context.Background())
 	returned := make(chan time.Time, 1)
 	go func() {
@@ -448,7 +448,7 @@ func TestMCPWaitCancelAndProgress(t *testing.T) {
 	// The server's wait ended too: the agent is not waiting any more.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		as, err := mt.bus.Agents()
+		as, err := mt.bus.Agents(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,9 +524,9 @@ func TestMCPChannel(t *testing.T) {
 	res := mt.ok("agents", nil) // the session is up
 	_ = res
 	time.Sleep(100 * time.Millisecond)
-	mt.bus.Send(inbox.SendInput{From: "lead", To: "other", Content: inbox.Content{Body: "not for dev"}})
-	mt.bus.Send(inbox.SendInput{From: "dev", To: "lead", Content: inbox.Content{Body: "from dev"}})
-	r, err := mt.bus.Send(inbox.SendInput{From: "lead", To: "dev", Subject: "Review PR 7", Content: inbox.Content{Body: "see the diff", Type: "task_assignment"}})
+	mt.bus.Send(t.Context(), inbox.SendInput{From: "lead", To: "other", Content: inbox.Content{Body: "not for dev"}})
+	mt.bus.Send(t.Context(), inbox.SendInput{From: "dev", To: "lead", Content: inbox.Content{Body: "from dev"}})
+	r, err := mt.bus.Send(t.Context(), inbox.SendInput{From: "lead", To: "dev", Subject: "Review PR 7", Content: inbox.Content{Body: "see the diff", Type: "task_assignment"}})
 	if err != nil {
 		t.Fatal(err)
 	}

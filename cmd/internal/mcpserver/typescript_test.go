@@ -67,7 +67,7 @@ func TestMCPTypeScriptClient(t *testing.T) {
 			t.Fatalf("client result %s (%v)\nstderr: %s", out, err, stderr.String())
 		}
 		// The loop the client ran is in the store, as the CLI sees it.
-		th, err := s.Thread(got.Thread)
+		th, err := s.Thread(t.Context(), got.Thread)
 		if err != nil || th.Status != "done" || th.MessageCount != 4 {
 			t.Fatalf("thread after the client's loop: %+v %v", th, err)
 		}
