@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// nothing that happens in between is missed.
 	start, err := d.s.LastEventID(ctx)
 	if err != nil {
-		return err
+		return d.startFailed(ctx, err)
 	}
 	events := make(chan *inbox.Event, 256)
 	followCtx, stopFollowing := context.WithCancel(ctx)
@@ -90,10 +90,10 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() { stopFollowing(); <-following }()
 	d.cleanTemps()
 	if err := d.seedLeases(ctx); err != nil {
-		return err
+		return d.startFailed(ctx, err)
 	}
 	if err := d.catchUpOutcomes(ctx); err != nil {
-		return err
+		return d.startFailed(ctx, err)
 	}
 	d.log.Info("daemon started", "intake", cfg.Intake, "intake_to", cfg.IntakeTo, "trust_all", cfg.TrustAll,
 		"held_leases", d.leases.Len(), "awaiting_outcome", len(d.tracked))
@@ -129,6 +129,17 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+}
+
+// startFailed is what Run returns when a step of its start failed with
+// err: nothing when ctx ended meanwhile (a stop while starting is a clean
+// stop, and the step failed only because it was cancelled), else err.
+func (d *daemon) startFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		d.log.Info("daemon stopping")
+		return nil
+	}
+	return err
 }
 
 // checkpoint lets a backend that materialises files lazily make them
