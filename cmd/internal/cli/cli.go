@@ -412,6 +412,24 @@ func (c *call) noArgs() error {
 	return nil
 }
 
+// agentNoArgs starts a command that takes only flags and acts as an
+// agent: it refuses positional arguments, then returns --agent.
+func (c *call) agentNoArgs() (string, error) {
+	if err := c.noArgs(); err != nil {
+		return "", err
+	}
+	return c.agentName("agent")
+}
+
+// openNoArgs starts a command that takes only flags and no agent: it
+// refuses positional arguments, then opens the store.
+func (c *call) openNoArgs() (inbox.Bus, error) {
+	if err := c.noArgs(); err != nil {
+		return nil, err
+	}
+	return c.open()
+}
+
 // suggest returns the command name closest to s, if any is close.
 func suggest(s string) string {
 	best, bestD := "", 3

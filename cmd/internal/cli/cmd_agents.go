@@ -30,10 +30,7 @@ type agentsCmd struct{}
 func (r *agentsCmd) flags(fs *pflag.FlagSet, c *call) {}
 
 func (r *agentsCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	s, err := c.openNoArgs()
 	if err != nil {
 		return nil, err
 	}

@@ -55,10 +55,7 @@ func (r *claimCmd) flags(fs *pflag.FlagSet, c *call) {
 }
 
 func (r *claimCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	agent, err := c.agentName("agent")
+	agent, err := c.agentNoArgs()
 	if err != nil {
 		return nil, err
 	}

@@ -45,10 +45,7 @@ func (r *fetchCmd) flags(fs *pflag.FlagSet, c *call) {
 }
 
 func (r *fetchCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	agent, err := c.agentName("agent")
+	agent, err := c.agentNoArgs()
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +106,7 @@ func (r *listCmd) flags(fs *pflag.FlagSet, c *call) {
 }
 
 func (r *listCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	s, err := c.openNoArgs()
 	if err != nil {
 		return nil, err
 	}

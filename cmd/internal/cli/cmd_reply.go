@@ -59,11 +59,7 @@ func (r *replyCmd) run(c *call) (*result, error) {
 	if r.thread == "" {
 		return nil, usagef("thread", "--thread is required")
 	}
-	s, err := c.open()
-	if err != nil {
-		return nil, err
-	}
-	content, err := r.content.content(c, s)
+	s, content, err := c.openContent(&r.content)
 	if err != nil {
 		return nil, err
 	}

@@ -118,11 +118,7 @@ func (r *sendCmd) run(c *call) (*result, error) {
 	if from == "" {
 		return nil, usagef("from", "--from is required (or --agent, or set INBOX_AGENT)")
 	}
-	s, err := c.open()
-	if err != nil {
-		return nil, err
-	}
-	content, err := r.content.content(c, s)
+	s, content, err := c.openContent(&r.content)
 	if err != nil {
 		return nil, err
 	}

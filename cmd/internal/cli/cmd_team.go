@@ -198,21 +198,14 @@ func (r *ackCmd) flags(fs *pflag.FlagSet, c *call) {
 }
 
 func (r *ackCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	agent, err := c.agentName("agent")
+	agent, err := c.agentNoArgs()
 	if err != nil {
 		return nil, err
 	}
 	if r.message == "" {
 		return nil, usagef("message", "--message is required: the id of the message to acknowledge")
 	}
-	s, err := c.open()
-	if err != nil {
-		return nil, err
-	}
-	content, err := r.content.content(c, s)
+	s, content, err := c.openContent(&r.content)
 	if err != nil {
 		return nil, err
 	}

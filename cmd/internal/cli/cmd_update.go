@@ -72,21 +72,14 @@ func (r *holderCmd) flags(fs *pflag.FlagSet, c *call) {
 }
 
 func (r *holderCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	agent, err := c.agentName("agent")
+	agent, err := c.agentNoArgs()
 	if err != nil {
 		return nil, err
 	}
 	if r.thread == "" {
 		return nil, usagef("thread", "--thread is required")
 	}
-	s, err := c.open()
-	if err != nil {
-		return nil, err
-	}
-	content, err := r.content.content(c, s)
+	s, content, err := c.openContent(&r.content)
 	if err != nil {
 		return nil, err
 	}

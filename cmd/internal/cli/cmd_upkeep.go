@@ -51,10 +51,7 @@ func (r *fsckCmd) flags(fs *pflag.FlagSet, c *call) {
 }
 
 func (r *fsckCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	s, err := c.openNoArgs()
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +130,7 @@ type reindexCmd struct{}
 func (r *reindexCmd) flags(fs *pflag.FlagSet, c *call) {}
 
 func (r *reindexCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	s, err := c.openNoArgs()
 	if err != nil {
 		return nil, err
 	}
@@ -235,10 +229,7 @@ type statsCmd struct{}
 func (r *statsCmd) flags(fs *pflag.FlagSet, c *call) {}
 
 func (r *statsCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	s, err := c.openNoArgs()
 	if err != nil {
 		return nil, err
 	}

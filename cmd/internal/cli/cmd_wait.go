@@ -308,10 +308,7 @@ func (r *watchCmd) flags(fs *pflag.FlagSet, c *call) {
 }
 
 func (r *watchCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
-		return nil, err
-	}
-	agent, err := c.agentName("agent")
+	agent, err := c.agentNoArgs()
 	if err != nil {
 		return nil, err
 	}

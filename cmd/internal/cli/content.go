@@ -58,6 +58,20 @@ func (f *contentFlags) content(c *call, s inbox.Bus) (inbox.Content, error) {
 	return out, nil
 }
 
+// openContent opens the store and reads the message's content from f:
+// the order every command that writes a message follows.
+func (c *call) openContent(f *contentFlags) (inbox.Bus, inbox.Content, error) {
+	s, err := c.open()
+	if err != nil {
+		return nil, inbox.Content{}, err
+	}
+	content, err := f.content(c, s)
+	if err != nil {
+		return nil, inbox.Content{}, err
+	}
+	return s, content, nil
+}
+
 // readBody returns --body, or the contents of --body-file ("-" is
 // stdin). A file larger than spool.MaxInline, or one that is not text
 // (not UTF-8, or holding NUL bytes), or any file with --blob, is not read
