@@ -2,7 +2,6 @@ package spool
 
 import (
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,14 +13,7 @@ import (
 // on one flush (the log's), plus the watermark's checkpoint every 256
 // events; with concurrent writers, flushes are shared.
 func TestOneFlushPerWrite(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(t.Context(), db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := openTemp(t)
 	const n = 300
 	var tids []string
 	per := func(what string, op func(i int) error) {

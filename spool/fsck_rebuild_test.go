@@ -14,11 +14,7 @@ import (
 // first with an initial header only until the claim) and returns it.
 func rebuildStore(t *testing.T) (*Store, string, string) {
 	t.Helper()
-	db := filepath.Join(t.TempDir(), "db")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, db)
+	s, db := openTemp(t)
 	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "job", Content: inbox.Content{Body: "the first body"}})
 	if err != nil {
 		t.Fatal(err)

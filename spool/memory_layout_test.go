@@ -17,19 +17,6 @@ func bigText(n int) string {
 	return strings.Repeat(unit, n/len(unit)+1)
 }
 
-func openTemp(t *testing.T) (*Store, string) {
-	t.Helper()
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(t.Context(), db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, db
-}
-
 // A change that adds a message writes its event line and its file from
 // one encoding (tx.event, messageFileData): both must be exactly what
 // the generated encoders write, large content or small, a new thread's

@@ -57,11 +57,7 @@ func TestPlantedRecords(t *testing.T) {
 	for _, rec := range records {
 		for _, plant := range testproc.PlantKinds {
 			t.Run(rec.name+"/"+plant, func(t *testing.T) {
-				db := filepath.Join(t.TempDir(), "db")
-				if _, err := Init(db, false); err != nil {
-					t.Fatal(err)
-				}
-				s := openTest(t, db)
+				s, db := openTemp(t)
 				if _, err := s.CreateTeam(t.Context(), "a", "t1", []string{"a", "b"}); err != nil {
 					t.Fatal(err)
 				}

@@ -21,15 +21,6 @@ func crashMachine(t *testing.T, db string, w int64) {
 	}
 }
 
-func openTest(t *testing.T, db string) *Store {
-	t.Helper()
-	s, err := Open(t.Context(), db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // views is every thread of the store as Show returns it, without the
 // fields that replay does not keep (a lease file's time hint is not in
 // the view).
@@ -55,11 +46,7 @@ func views(t *testing.T, s *Store) map[string]*inbox.ThreadView {
 // covered); the next open replays the log and every thread, message,
 // lease, mailbox entry, idempotency record, task and cursor is back.
 func TestReplayRestoresWhatACrashLost(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, db)
+	s, db := openTemp(t)
 	old, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "before the watermark"})
 	if err != nil {
 		t.Fatal(err)
@@ -134,11 +121,7 @@ func TestReplayRestoresWhatACrashLost(t *testing.T) {
 // reach the disk was never acknowledged; its files, which may have, are
 // rolled back to the thread's last logged state.
 func TestReplayRollsBackWhatTheLogLost(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, db)
+	s, db := openTemp(t)
 	a, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "work"})
 	s.Claim(t.Context(), "w", a.Thread.ThreadID, 600)
 	want := views(t, s)
@@ -176,11 +159,7 @@ func TestReplayRollsBackWhatTheLogLost(t *testing.T) {
 // TestFormat1IsConverted: a format 1 store (every file fsynced) opens as
 // format 2, with its last event as the watermark and its data intact.
 func TestFormat1IsConverted(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, db)
+	s, db := openTemp(t)
 	a, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "old"})
 	want := views(t, s)
 	format := filepath.Join(db, formatFile)
@@ -208,11 +187,7 @@ func TestFormat1IsConverted(t *testing.T) {
 // the log after a crash of the machine; an acknowledgment given stays
 // given; a team file the log never recorded goes.
 func TestReplayRestoresTeamsAndAcks(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, db)
+	s, db := openTemp(t)
 	if _, err := s.CreateTeam(t.Context(), "lead", "old", []string{"a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -266,11 +241,7 @@ func TestReplayRestoresTeamsAndAcks(t *testing.T) {
 // TestFsckTeamsAndAcks: fsck finds a team file behind the log and an
 // acknowledgment entry that is stale or missing, and repairs them.
 func TestFsckTeamsAndAcks(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "store")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, db)
+	s, db := openTemp(t)
 	s.CreateTeam(t.Context(), "lead", "devs", []string{"a", "b"})
 	before, _ := s.Team(t.Context(), "devs")
 	s.AddMembers(t.Context(), "lead", "devs", []string{"c"})
@@ -321,10 +292,7 @@ func TestFsckTeamsAndAcks(t *testing.T) {
 // thread's old directory and fail every command), the archived thread
 // still shows with its cursor, and fsck is clean.
 func TestReplayWithAnArchivedThread(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "db")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
+	db := initTemp(t)
 	// The clock moves on before the last send, so that archive takes the
 	// thread but leaves the log segment (it holds a newer event) live.
 	now := time.Now()
@@ -378,11 +346,7 @@ func TestReplayWithAnArchivedThread(t *testing.T) {
 // Once the link is gone, the next open replays and the lost message is
 // back.
 func TestNoCheckpointPastASkippedReplay(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "db")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, db)
+	s, db := openTemp(t)
 	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "job", Content: inbox.Content{Body: "keep me"}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,11 +13,7 @@ import (
 // writers (unwritten for a minute, unlocked) and keeps a fresh one and an
 // old one whose writer holds its lock.
 func TestSweepTemps(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "db")
-	if _, err := Init(db, false); err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, db)
+	s, db := openTemp(t)
 	old := time.Now().Add(-2 * staleTempAge)
 	mk := func(name string, mtime time.Time) string {
 		p := filepath.Join(db, tmpDirName, name)
