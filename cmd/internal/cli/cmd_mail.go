@@ -216,7 +216,7 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		}
 		ctx, stop, in := c.waitContext()
 		defer stop()
-		opt := inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+		opt := c.waitOptions(timeout)
 		if running(ctx, s, agent) {
 			// A runner dying announces nothing: while the agent's tasks
 			// run, check on their runners every second.

@@ -105,6 +105,27 @@ func interrupted(in *interruption, err error) bool {
 	return in.signal() != 0 && (err == nil || errors.Is(err, context.Canceled))
 }
 
+// waitOptions are the options of a command's wait: no timeout when
+// timeout is 0, polling when INBOX_POLL=1, a notice when the watcher
+// falls back to polling, and an early exit once the call is cancelled.
+func (c *call) waitOptions(timeout time.Duration) inbox.WaitOptions {
+	return inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+}
+
+// waitInterrupted is the answer of a wait-reply or watch that a signal
+// ended before it woke, with the cursor to continue from (the wait's, else
+// after), or nil when the wait was not interrupted.
+func (c *call) waitInterrupted(in *interruption, w *inbox.WaitResult, err error, after int64, what string) *result {
+	if (w != nil && w.Woke) || !interrupted(in, err) {
+		return nil
+	}
+	next := after
+	if w != nil {
+		next = w.NextEventID
+	}
+	return c.interruptedResult(in, next, what)
+}
+
 // interruptedResult is the answer of a wait that a signal ended (SPEC §7):
 // exit 130 (SIGINT) or 143 (SIGTERM), and in JSON "woke":false,
 // "interrupted":true, the cursor to continue from when the wait has one
@@ -240,13 +261,9 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
 		Agent: c.g.agent}
 	f := inbox.ReplyFilter{Kinds: splitAlternatives(r.kinds), Types: splitAlternatives(r.types), RequestID: r.requestID}
-	w, err := s.WaitReply(ctx, r.thread, cur, f, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
-	if (w == nil || !w.Woke) && interrupted(in, err) {
-		next := r.afterEvent
-		if w != nil {
-			next = w.NextEventID
-		}
-		return c.interruptedResult(in, next, "before a reply came in "+r.thread), nil
+	w, err := s.WaitReply(ctx, r.thread, cur, f, c.waitOptions(timeout))
+	if res := c.waitInterrupted(in, w, err, r.afterEvent, "before a reply came in "+r.thread); res != nil {
+		return res, nil
 	}
 	if err != nil {
 		return nil, err
@@ -326,13 +343,9 @@ func (r *watchCmd) run(c *call) (*result, error) {
 	if c.fs.Changed("after-event") {
 		after = &r.afterEvent
 	}
-	w, err := s.Watch(ctx, agent, r.statuses, after, inbox.WaitOptions{Timeout: timeout, ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true})
-	if (w == nil || !w.Woke) && interrupted(in, err) {
-		next := r.afterEvent
-		if w != nil {
-			next = w.NextEventID
-		}
-		return c.interruptedResult(in, next, "before anything new for "+agent), nil
+	w, err := s.Watch(ctx, agent, r.statuses, after, c.waitOptions(timeout))
+	if res := c.waitInterrupted(in, w, err, r.afterEvent, "before anything new for "+agent); res != nil {
+		return res, nil
 	}
 	if err != nil {
 		return nil, err
@@ -434,7 +447,7 @@ func (r *eventsCmd) stream(c *call, s inbox.Bus) (*result, error) {
 	defer stop()
 	n := 0
 	next := r.afterEvent
-	opt := inbox.WaitOptions{ForcePoll: c.forcePoll(), OnFallback: c.fallbackNotice(), ExitSoon: true}
+	opt := c.waitOptions(0)
 	err := s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *inbox.Event) bool {
 		if c.g.json {
 			b, _ := encodeJSON(ev)
