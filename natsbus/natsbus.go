@@ -46,6 +46,9 @@ type Options struct {
 
 // Bus is a store on a JetStream server.
 type Bus struct {
+	// Steps gives Update, Done, Fail and the team changes (holderMessage,
+	// changeTeam).
+	inbox.Steps
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
@@ -158,6 +161,7 @@ func Open(ctx context.Context, db string, opts Options) (*Bus, error) {
 	}
 	b := &Bus{nc: nc, js: js, name: c.name, server: c.server, shown: c.shown, prefix: "inbox." + c.name + ".ev.", replicas: c.replicas,
 		now: opts.Now, source: opts.Source}
+	b.Steps = inbox.Steps{Holder: b.holderMessage, Team: b.changeTeam}
 	if b.now == nil {
 		b.now = time.Now
 	}

@@ -289,21 +289,6 @@ func (b *Bus) Renew(ctx context.Context, agent, tid string, leaseSeconds int, to
 	})
 }
 
-// Update lets the holder post progress or a blocked question.
-func (b *Bus) Update(ctx context.Context, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return b.holderMessage(ctx, "update", agent, tid, status, token, c)
-}
-
-// Done completes the thread with its result; the lease is released.
-func (b *Bus) Done(ctx context.Context, agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return b.holderMessage(ctx, "done", agent, tid, "", token, c)
-}
-
-// Fail marks the thread failed; the lease is released.
-func (b *Bus) Fail(ctx context.Context, agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return b.holderMessage(ctx, "fail", agent, tid, "", token, c)
-}
-
 // holderMessage publishes a holder's step (inbox.HolderStep): its
 // message and the thread's move to the step's status.
 func (b *Bus) holderMessage(ctx context.Context, cmd, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {

@@ -95,21 +95,6 @@ func (b *Bus) teamsOf(ctx context.Context, agent string) ([]string, error) {
 	return inbox.TeamsOf(teams, agent), nil
 }
 
-// CreateTeam creates a team; a team of that name must not exist.
-func (b *Bus) CreateTeam(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(ctx, by, name, members, inbox.EventTeamCreated)
-}
-
-// AddMembers adds members to a team; those already in it stay as they are.
-func (b *Bus) AddMembers(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(ctx, by, name, members, inbox.EventTeamMembersAdded)
-}
-
-// RemoveMembers removes members from a team; each must be a member.
-func (b *Bus) RemoveMembers(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
-	return b.changeTeam(ctx, by, name, members, inbox.EventTeamMembersRemoved)
-}
-
 // changeTeam decides a change of the team (inbox.TeamChange) from its
 // current state and publishes it under the team subject's compare-and-set,
 // deciding again when another change got in first.

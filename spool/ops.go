@@ -366,22 +366,6 @@ func (s *Store) Renew(ctx context.Context, agent, tid string, leaseSeconds int, 
 	return res, err
 }
 
-// Update lets the holder post progress (status in_progress) or a blocked
-// question (status blocked, summary required).
-func (s *Store) Update(ctx context.Context, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return s.holderMessage(ctx, "update", agent, tid, status, token, c)
-}
-
-// Done completes the thread with its result; the lease is released.
-func (s *Store) Done(ctx context.Context, agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return s.holderMessage(ctx, "done", agent, tid, "", token, c)
-}
-
-// Fail marks the thread failed; the lease is released.
-func (s *Store) Fail(ctx context.Context, agent, tid string, token int64, c inbox.Content) (*inbox.Result, error) {
-	return s.holderMessage(ctx, "fail", agent, tid, "", token, c)
-}
-
 // holderMessage commits a holder's step (inbox.HolderStep): its message
 // and the thread's move to the step's status, under the thread's lock.
 func (s *Store) holderMessage(ctx context.Context, cmd, agent, tid, status string, token int64, c inbox.Content) (*inbox.Result, error) {

@@ -119,6 +119,9 @@ const DefaultSegmentBytes = 16 << 20
 // (links.go) sets the Store's refusal of writes without synchronisation,
 // so such a repair should not run beside other calls on the same value.
 type Store struct {
+	// Steps gives Update, Done, Fail and the team changes (holderMessage,
+	// changeTeam).
+	inbox.Steps
 	dir      string
 	fileMode os.FileMode
 	dirMode  os.FileMode
@@ -326,6 +329,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced,
 		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout, maxBlob: info.MaxBlob, markID: new(atomic.Int64)}
+	s.Steps = inbox.Steps{Holder: s.holderMessage, Team: s.changeTeam}
 	if s.maxBlob == 0 {
 		s.maxBlob = inbox.DefaultMaxBlob
 	}

@@ -122,21 +122,6 @@ func (s *Store) teamsOf(ctx context.Context, agent string) ([]string, error) {
 	return inbox.TeamsOf(teams, agent), nil
 }
 
-// CreateTeam creates a team; a team of that name must not exist.
-func (s *Store) CreateTeam(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(ctx, by, name, members, inbox.EventTeamCreated)
-}
-
-// AddMembers adds members to a team; those already in it stay as they are.
-func (s *Store) AddMembers(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(ctx, by, name, members, inbox.EventTeamMembersAdded)
-}
-
-// RemoveMembers removes members from a team; each must be a member.
-func (s *Store) RemoveMembers(ctx context.Context, by, name string, members []string) (*inbox.Team, error) {
-	return s.changeTeam(ctx, by, name, members, inbox.EventTeamMembersRemoved)
-}
-
 // changeTeam decides the change (inbox.TeamChange) under the team's lock
 // and commits it as an event of type evType. A change that changes
 // nothing writes nothing.
