@@ -194,17 +194,7 @@ const mcpBinary = "inbox-mcp"
 // execMCP replaces this process with inbox-mcp (beside this binary, else
 // on PATH), given the same arguments.
 func execMCP(c *call) error {
-	bin := ""
-	if self, err := Executable(); err == nil {
-		if p := filepath.Join(filepath.Dir(self), mcpBinary); isExecutable(p) {
-			bin = p
-		}
-	}
-	if bin == "" {
-		if p, err := exec.LookPath(mcpBinary); err == nil {
-			bin = p
-		}
-	}
+	bin := companion(mcpBinary)
 	if bin == "" {
 		return inbox.Errorf(inbox.ErrNotFound, "mcp_not_installed", "",
 			"inbox mcp runs the %s binary, found neither beside this one nor on PATH: build both with go build -o bin/ ./cmd/... (or go install ./cmd/...)", mcpBinary)
@@ -212,6 +202,20 @@ func execMCP(c *call) error {
 	args := append([]string{mcpBinary}, c.raw...)
 	err := syscall.Exec(bin, args, os.Environ())
 	return inbox.Internal(fmt.Errorf("run %s: %w", bin, err))
+}
+
+// companion returns the path of the companion binary name (inbox-mcp,
+// inbox-nats): beside this binary, else on PATH, else "".
+func companion(name string) string {
+	if self, err := Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(self), name); isExecutable(p) {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return ""
 }
 
 func isExecutable(p string) bool {

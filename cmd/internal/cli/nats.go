@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -37,17 +35,7 @@ var storeless = map[string]bool{"completion": true, "skill": true}
 // else on PATH) given the same arguments, so that stdin, stdout, stderr,
 // signals and the exit code are the companion's own.
 func handOver(c *call) error {
-	bin := ""
-	if self, err := Executable(); err == nil {
-		if p := filepath.Join(filepath.Dir(self), natsBinary); isExecutable(p) {
-			bin = p
-		}
-	}
-	if bin == "" {
-		if p, err := exec.LookPath(natsBinary); err == nil {
-			bin = p
-		}
-	}
+	bin := companion(natsBinary)
 	if bin == "" {
 		return inbox.Errorf(inbox.ErrNotFound, "nats_not_installed", "db",
 			"a nats:// store is served by the %s binary, found neither beside this one nor on PATH: build both with go build -o bin/ ./cmd/... (or go install ./cmd/...)", natsBinary)
