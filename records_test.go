@@ -7,6 +7,7 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec/jsonrectest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // The generated codecs of the domain records agree with encoding/json,
@@ -52,45 +53,17 @@ func sampleThread() *inbox.Thread {
 }
 
 func BenchmarkMessageEncode(b *testing.B) {
-	m := sampleMessage()
-	buf := m.AppendJSON(nil)
-	b.SetBytes(int64(len(buf)))
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = m.AppendJSON(buf[:0])
-	}
+	testproc.BenchEncode(b, sampleMessage(), (*inbox.Message).AppendJSON)
 }
 
 func BenchmarkMessageDecode(b *testing.B) {
-	data := sampleMessage().AppendJSON(nil)
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var m inbox.Message
-		if err := m.DecodeJSON(data); err != nil {
-			b.Fatal(err)
-		}
-	}
+	testproc.BenchDecode(b, sampleMessage().AppendJSON(nil), (*inbox.Message).DecodeJSON)
 }
 
 func BenchmarkThreadEncode(b *testing.B) {
-	t := sampleThread()
-	buf := t.AppendJSON(nil)
-	b.SetBytes(int64(len(buf)))
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = t.AppendJSON(buf[:0])
-	}
+	testproc.BenchEncode(b, sampleThread(), (*inbox.Thread).AppendJSON)
 }
 
 func BenchmarkThreadDecode(b *testing.B) {
-	data := sampleThread().AppendJSON(nil)
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var t inbox.Thread
-		if err := t.DecodeJSON(data); err != nil {
-			b.Fatal(err)
-		}
-	}
+	testproc.BenchDecode(b, sampleThread().AppendJSON(nil), (*inbox.Thread).DecodeJSON)
 }

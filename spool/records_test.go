@@ -8,6 +8,7 @@ import (
 	"github.com/inbox-dev/inbox"
 
 	"github.com/inbox-dev/inbox/internal/jsonrec/jsonrectest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // The generated codecs of the store's own records agree with
@@ -61,57 +62,21 @@ func sampleLogEvent() *logEvent {
 }
 
 func BenchmarkLogEventEncode(b *testing.B) {
-	e := sampleLogEvent()
-	buf := e.appendJSON(nil)
-	b.SetBytes(int64(len(buf)))
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = e.appendJSON(buf[:0])
-	}
+	testproc.BenchEncode(b, sampleLogEvent(), (*logEvent).appendJSON)
 }
 
 func BenchmarkLogEventDecode(b *testing.B) {
-	line := sampleLogEvent().appendJSON(nil)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var e logEvent
-		if err := e.decodeJSON(line); err != nil {
-			b.Fatal(err)
-		}
-	}
+	testproc.BenchDecode(b, sampleLogEvent().appendJSON(nil), (*logEvent).decodeJSON)
 }
 
 func BenchmarkLogHeadDecode(b *testing.B) {
-	line := sampleLogEvent().appendJSON(nil)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var e logHead
-		if err := e.decodeJSON(line); err != nil {
-			b.Fatal(err)
-		}
-	}
+	testproc.BenchDecode(b, sampleLogEvent().appendJSON(nil), (*logHead).decodeJSON)
 }
 
 func BenchmarkHeaderEncode(b *testing.B) {
-	h := sampleLogEvent().State
-	buf := h.appendJSON(nil)
-	b.SetBytes(int64(len(buf)))
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = h.appendJSON(buf[:0])
-	}
+	testproc.BenchEncode(b, sampleLogEvent().State, (*header).appendJSON)
 }
 
 func BenchmarkHeaderDecode(b *testing.B) {
-	line := sampleLogEvent().State.appendJSON(nil)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var h header
-		if err := h.decodeJSON(line); err != nil {
-			b.Fatal(err)
-		}
-	}
+	testproc.BenchDecode(b, sampleLogEvent().State.appendJSON(nil), (*header).decodeJSON)
 }

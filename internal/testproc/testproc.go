@@ -3,7 +3,8 @@
 // starts, children that are killed and waited for when their test ends,
 // polling for a condition no signal announces, finding the binaries
 // testscript.Main installs, and the switch between the default run and
-// the long one (-tags long). Only tests import it.
+// the long one (-tags long), and the loops of codec benchmarks. Only
+// tests import it.
 //
 // # Guarantees
 //
