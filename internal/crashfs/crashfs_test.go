@@ -118,6 +118,21 @@ func want(t *testing.T, path, content string) {
 	}
 }
 
+// writeUnlinked opens path for writing, removes it, writes data at its
+// start through the open file, fsyncs it if sync, and closes it.
+func writeUnlinked(t *testing.T, path, data string, sync bool) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	must(t, err)
+	must(t, os.Remove(path))
+	_, err = f.WriteAt([]byte(data), 0)
+	must(t, err)
+	if sync {
+		must(t, f.Sync())
+	}
+	must(t, f.Close())
+}
+
 // gone checks that path does not exist after a cut.
 func gone(t *testing.T, path string) {
 	t.Helper()
@@ -368,12 +383,7 @@ func TestUnlinkWithDirFsync(t *testing.T) {
 	syncDir(t, mnt)
 	syncDir(t, filepath.Join(mnt, "d"))
 
-	f, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
-	must(t, err)
-	must(t, os.Remove(filepath.Join(mnt, "f"))) // while open
-	_, err = f.WriteAt([]byte("ZZ"), 0)
-	must(t, err)
-	must(t, f.Close())
+	writeUnlinked(t, filepath.Join(mnt, "f"), "ZZ", false) // removed while open
 	must(t, os.Remove(filepath.Join(mnt, "g")))
 	must(t, os.Remove(filepath.Join(mnt, "d", "h")))
 	must(t, os.Remove(filepath.Join(mnt, "d")))
@@ -398,12 +408,7 @@ func TestUnlinkComesBack(t *testing.T) {
 
 	// f is unlinked while open and written to afterwards, even synced;
 	// d is emptied and removed. No directory is synced.
-	f, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
-	must(t, err)
-	must(t, os.Remove(filepath.Join(mnt, "f")))
-	_, err = f.WriteAt([]byte("ZZ"), 0)
-	must(t, err)
-	must(t, f.Close())
+	writeUnlinked(t, filepath.Join(mnt, "f"), "ZZ", false)
 	must(t, os.Remove(filepath.Join(mnt, "d", "g")))
 	must(t, os.Remove(filepath.Join(mnt, "d")))
 	// New files, which may reuse the inode numbers just freed.
@@ -420,13 +425,7 @@ func TestUnlinkedThenSynced(t *testing.T) {
 	fsys, backing, mnt := setup(t, Options{})
 	create(t, filepath.Join(mnt, "f"), "keep", true)
 	syncDir(t, mnt)
-	f, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
-	must(t, err)
-	must(t, os.Remove(filepath.Join(mnt, "f")))
-	_, err = f.WriteAt([]byte("SY"), 0)
-	must(t, err)
-	must(t, f.Sync()) // the unlinked file's content is durable; its name still is too
-	must(t, f.Close())
+	writeUnlinked(t, filepath.Join(mnt, "f"), "SY", true) // the unlinked file's content is durable; its name still is too
 	cut(t, fsys)
 	want(t, filepath.Join(backing, "f"), "SYep")
 }
