@@ -78,6 +78,25 @@ func leftBehind(t *testing.T, dir string) {
 	}
 }
 
+// taskPayload is what the tests read of a task result's payload.
+type taskPayload struct {
+	Success   bool   `json:"success"`
+	Error     string `json:"error"`
+	Partial   string `json:"partial_output"`
+	Truncated bool   `json:"partial_output_truncated"`
+	Blob      string `json:"partial_output_blob"`
+}
+
+// payload decodes m's payload as a task's result.
+func payload(t *testing.T, m *inbox.Message) taskPayload {
+	t.Helper()
+	var p taskPayload
+	if err := json.Unmarshal(m.PayloadJSON, &p); err != nil {
+		t.Fatalf("payload %.300s: %v", m.PayloadJSON, err)
+	}
+	return p
+}
+
 // A task printing for ever on a store whose file system has room for 3
 // MiB of output is stopped there, and fails at once saying so, with the
 // last of its output.
@@ -85,15 +104,7 @@ func TestOutputStopsAtTheStoresRoom(t *testing.T) {
 	s, dir := openStore(t)
 	bus := roomyBus{Bus: s, room: 3 << 20, fields: []string{"output"}}
 	m := runTask(t, bus, dir, "endless", "yes")
-	var p struct {
-		Success   bool   `json:"success"`
-		Error     string `json:"error"`
-		Partial   string `json:"partial_output"`
-		Truncated bool   `json:"partial_output_truncated"`
-	}
-	if err := json.Unmarshal(m.PayloadJSON, &p); err != nil {
-		t.Fatalf("payload %.300s: %v", m.PayloadJSON, err)
-	}
+	p := payload(t, m)
 	if p.Success || !p.Truncated {
 		t.Errorf("got success %v, truncated %v; want false, true", p.Success, p.Truncated)
 	}
@@ -143,14 +154,7 @@ func TestPartialOutputOverPayloadLimitIsABlob(t *testing.T) {
 	s, dir := openStore(t)
 	bus := roomyBus{Bus: s, room: 1 << 20, fields: []string{"payload_json"}}
 	m := runTask(t, bus, dir, "newlines", "head -c 900000 /dev/zero | tr '\\0' '\\n'; exit 3")
-	var p struct {
-		Success bool   `json:"success"`
-		Partial string `json:"partial_output"`
-		Blob    string `json:"partial_output_blob"`
-	}
-	if err := json.Unmarshal(m.PayloadJSON, &p); err != nil {
-		t.Fatalf("payload %.300s: %v", m.PayloadJSON, err)
-	}
+	p := payload(t, m)
 	if p.Success || p.Partial != "" || p.Blob == "" {
 		t.Fatalf("got payload %.300s, want a failure whose partial output is a blob", m.PayloadJSON)
 	}
@@ -171,14 +175,7 @@ func TestPartialOutputOverPayloadLimitIsABlob(t *testing.T) {
 func TestOutputStopsAtTheBusMaximum(t *testing.T) {
 	s, dir := openStore(t)
 	m := runTask(t, maxBus{Bus: s, max: 256 << 10}, dir, "zeros", "cat /dev/zero")
-	var p struct {
-		Success bool   `json:"success"`
-		Error   string `json:"error"`
-		Blob    string `json:"partial_output_blob"`
-	}
-	if err := json.Unmarshal(m.PayloadJSON, &p); err != nil {
-		t.Fatalf("payload %.300s: %v", m.PayloadJSON, err)
-	}
+	p := payload(t, m)
 	if p.Success || !strings.Contains(p.Error, "output over the store's maximum of 256 KiB (max_blob)") || p.Blob == "" {
 		t.Errorf("got payload %.300s, want a failure naming the maximum with its last zeros as a blob", m.PayloadJSON)
 	}
