@@ -105,6 +105,35 @@ func interrupted(in *interruption, err error) bool {
 	return in.signal() != 0 && (err == nil || errors.Is(err, context.Canceled))
 }
 
+// openWait reads --timeout-seconds (given seconds), then opens the store:
+// how wait-reply and watch start their wait.
+func (c *call) openWait(seconds float64) (inbox.Bus, time.Duration, error) {
+	timeout, err := waitDuration(seconds)
+	if err != nil {
+		return nil, 0, err
+	}
+	s, err := c.open()
+	if err != nil {
+		return nil, 0, err
+	}
+	return s, timeout, nil
+}
+
+// wokeResult starts the answer of a wait-reply or watch: "woke" and the
+// cursor; when nothing woke it, exit 10 and, for people, "inbox: nothing
+// within <seconds>s" on stderr with the cursor to continue from.
+func (c *call) wokeResult(w *inbox.WaitResult, nothing string, seconds float64) *result {
+	res := &result{}
+	res.set("woke", w.Woke).set("next_event_id", w.NextEventID)
+	if !w.Woke {
+		res.exit = exitNoWork
+		res.human = func(io.Writer) {
+			fmt.Fprintf(c.env.stderr, "inbox: %s within %gs (continue with --after-event %d)\n", nothing, seconds, w.NextEventID)
+		}
+	}
+	return res
+}
+
 // waitOptions are the options of a command's wait: no timeout when
 // timeout is 0, polling when INBOX_POLL=1, a notice when the watcher
 // falls back to polling, and an early exit once the call is cancelled.
@@ -248,11 +277,7 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	if r.thread == "" {
 		return nil, usagef("thread", "--thread is required")
 	}
-	timeout, err := waitDuration(r.timeout)
-	if err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	s, timeout, err := c.openWait(r.timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -268,13 +293,8 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &result{}
-	res.set("woke", w.Woke).set("next_event_id", w.NextEventID)
+	res := c.wokeResult(w, "no reply in "+r.thread, r.timeout)
 	if !w.Woke {
-		res.exit = exitNoWork
-		res.human = func(io.Writer) {
-			fmt.Fprintf(c.env.stderr, "inbox: no reply in %s within %gs (continue with --after-event %d)\n", r.thread, r.timeout, w.NextEventID)
-		}
 		return res, nil
 	}
 	res.set("message", w.Message)
@@ -329,11 +349,7 @@ func (r *watchCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	timeout, err := waitDuration(r.timeout)
-	if err != nil {
-		return nil, err
-	}
-	s, err := c.open()
+	s, timeout, err := c.openWait(r.timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -350,13 +366,8 @@ func (r *watchCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &result{}
-	res.set("woke", w.Woke).set("next_event_id", w.NextEventID)
+	res := c.wokeResult(w, "nothing new for "+agent, r.timeout)
 	if !w.Woke {
-		res.exit = exitNoWork
-		res.human = func(io.Writer) {
-			fmt.Fprintf(c.env.stderr, "inbox: nothing new for %s within %gs (continue with --after-event %d)\n", agent, r.timeout, w.NextEventID)
-		}
 		return res, nil
 	}
 	res.set("event", w.Event).set("thread", w.Thread)
