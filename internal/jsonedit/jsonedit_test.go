@@ -29,6 +29,16 @@ func check(t *testing.T, d *jsonedit.Doc, want string) {
 	}
 }
 
+// at returns the node of d reached from its root through the keys of
+// path.
+func at(d *jsonedit.Doc, path []string) *jsonedit.Node {
+	c := d.Root
+	for _, k := range path {
+		c = c.Get(k)
+	}
+	return c
+}
+
 func TestParseSpans(t *testing.T) {
 	src := "{\"a\": [1, \"x\\\"y\", {\"b\": null}],\n \"c\\u0064\": true}"
 	d := parse(t, src)
@@ -114,11 +124,7 @@ func TestAppend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := parse(t, tc.src)
-			c := d.Root
-			for _, k := range tc.path {
-				c = c.Get(k)
-			}
-			d.Append(c, tc.items...)
+			d.Append(at(d, tc.path), tc.items...)
 			check(t, d, tc.want)
 		})
 	}
@@ -144,11 +150,7 @@ func TestRemove(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := parse(t, src)
-			c := d.Root
-			for _, k := range tc.path {
-				c = c.Get(k)
-			}
-			d.Remove(c, tc.idxs...)
+			d.Remove(at(d, tc.path), tc.idxs...)
 			check(t, d, tc.want)
 		})
 	}
