@@ -155,10 +155,7 @@ type appendOpts struct {
 }
 
 func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
-	if err := inbox.ValidateID("thread", tid); err != nil {
-		return nil, err
-	}
-	addr, recipients, err := inbox.ResolveTo(ctx, teamDir{b}, from, to)
+	addr, recipients, err := inbox.PrepareAppend(ctx, teamDir{b}, tid, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +164,8 @@ func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string
 	if err != nil {
 		return nil, err
 	}
-	if m0.Summary == "" && len(m0.Artifacts) == 0 && string(m0.PayloadJSON) == "{}" {
-		return nil, inbox.Invalid("summary", "or {body} is required: a message must say something")
+	if err := inbox.CheckSaysSomething(m0); err != nil {
+		return nil, err
 	}
 	r, err := b.mutate(ctx, tid, func(ch *change) error {
 		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey); err != nil {
@@ -179,16 +176,9 @@ func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string
 				return err
 			}
 		}
-		t := &ch.r.Thread
-		if inbox.IsTerminal(t.Status) && !o.allowTerminal {
-			return inbox.InvalidState("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.Status)
-		}
 		m := *m0
-		switch {
-		case m.ToAgent == "":
-			m.ToAgent, m.Recipients = inbox.OtherParty(t, from)
-		case !addr.Single():
-			m.Recipients = recipients
+		if err := inbox.AddTo(&ch.r.Thread, &m, from, addr, recipients, o.allowTerminal); err != nil {
+			return err
 		}
 		ch.r.Event = inbox.Event{EventType: inbox.EventMessageAdded, Agent: from, Summary: m.Summary}
 		ch.addMessage(&m)

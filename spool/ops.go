@@ -228,10 +228,7 @@ type appendOpts struct {
 }
 
 func (s *Store) appendMessageOpts(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
-	if err := inbox.ValidateID("thread", tid); err != nil {
-		return nil, err
-	}
-	addr, recipients, err := inbox.ResolveTo(ctx, teamDir{s}, from, to)
+	addr, recipients, err := inbox.PrepareAppend(ctx, teamDir{s}, tid, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -242,8 +239,8 @@ func (s *Store) appendMessageOpts(ctx context.Context, cmd, tid, from, to, kind 
 		return nil, err
 	}
 	defer m.discardBlobs()
-	if m.Summary == "" && len(m.Artifacts) == 0 && string(m.PayloadJSON) == "{}" {
-		return nil, inbox.Invalid("summary", "or {body} is required: a message must say something")
+	if err := inbox.CheckSaysSomething(&m.Message); err != nil {
+		return nil, err
 	}
 	var res *inbox.Result
 	err = s.mutate(ctx, tid, func(t *tx) error {
@@ -256,14 +253,8 @@ func (s *Store) appendMessageOpts(ctx context.Context, cmd, tid, from, to, kind 
 				return err
 			}
 		}
-		if inbox.IsTerminal(t.h.Status) && !o.allowTerminal {
-			return inbox.InvalidState("thread %s is %s; a terminal thread takes no more messages (start a new thread)", tid, t.h.Status)
-		}
-		switch {
-		case m.ToAgent == "":
-			m.ToAgent, m.Recipients = inbox.OtherParty(&t.h.Thread, from)
-		case !addr.Single():
-			m.Recipients = recipients
+		if err := inbox.AddTo(&t.h.Thread, &m.Message, from, addr, recipients, o.allowTerminal); err != nil {
+			return err
 		}
 		t.ev = inbox.Event{EventType: inbox.EventMessageAdded, Agent: from, Summary: m.Summary}
 		t.addMessage(m)
