@@ -49,12 +49,9 @@ func (r *replyCmd) run(c *call) (*result, error) {
 	if err := c.noArgs(); err != nil {
 		return nil, err
 	}
-	from := r.from
-	if from == "" {
-		from = c.g.agent
-	}
-	if from == "" {
-		return nil, usagef("from", "--from is required (or --agent, or set INBOX_AGENT)")
+	from := c.sender(r.from)
+	if err := requireSender(from); err != nil {
+		return nil, err
 	}
 	if r.thread == "" {
 		return nil, usagef("thread", "--thread is required")
@@ -71,9 +68,7 @@ func (r *replyCmd) run(c *call) (*result, error) {
 		return nil, err
 	}
 	res := messageResult(out)
-	for _, w := range out.Warnings {
-		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
-	}
+	c.printWarnings(out.Warnings)
 	res.human = func(w io.Writer) {
 		m := out.Message
 		fmt.Fprintf(w, "replied %s (%s) %s → %s in %s%s\n", m.MessageID, m.Kind, m.FromAgent, m.ToAgent, m.ThreadID, replayNote(out))

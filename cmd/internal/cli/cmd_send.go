@@ -75,10 +75,7 @@ func (r *sendCmd) flags(fs *pflag.FlagSet, c *call) {
 }
 
 func (r *sendCmd) run(c *call) (*result, error) {
-	from := r.from
-	if from == "" {
-		from = c.g.agent
-	}
+	from := c.sender(r.from)
 	if len(c.args) > 0 {
 		// Seed 003's form: inbox send AGENT MESSAGE, a note to an agent's
 		// mailbox from --from, INBOX_AGENT, else main.
@@ -115,8 +112,8 @@ func (r *sendCmd) run(c *call) (*result, error) {
 		}
 		from, r.to = line.From, []string{line.To}
 	}
-	if from == "" {
-		return nil, usagef("from", "--from is required (or --agent, or set INBOX_AGENT)")
+	if err := requireSender(from); err != nil {
+		return nil, err
 	}
 	s, content, err := c.openContent(&r.content)
 	if err != nil {
@@ -136,9 +133,7 @@ func (r *sendCmd) run(c *call) (*result, error) {
 		return nil, err
 	}
 	res := messageResult(out)
-	for _, w := range out.Warnings {
-		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
-	}
+	c.printWarnings(out.Warnings)
 	res.human = func(w io.Writer) {
 		m := out.Message
 		to := m.ToAgent
@@ -192,6 +187,23 @@ func messageResult(out *inbox.Result) *result {
 		res.set("warnings", out.Warnings)
 	}
 	return res
+}
+
+// sender is who sends a message: from (--from), else --agent or
+// INBOX_AGENT, else "".
+func (c *call) sender(from string) string {
+	if from == "" {
+		return c.g.agent
+	}
+	return from
+}
+
+// requireSender refuses a message without a sender.
+func requireSender(from string) error {
+	if from == "" {
+		return usagef("from", "--from is required (or --agent, or set INBOX_AGENT)")
+	}
+	return nil
 }
 
 func replayNote(out *inbox.Result) string {

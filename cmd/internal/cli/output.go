@@ -175,15 +175,20 @@ func (r *result) set(k string, v any) *result {
 
 func (r *result) get(k string) any { return r.body.vals[k] }
 
+// printWarnings writes each of ws to stderr as "inbox: warning: …".
+func (c *call) printWarnings(ws []string) {
+	for _, w := range ws {
+		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
+	}
+}
+
 // warn reports warnings: on stderr for people, and as "warnings" in the
 // JSON result.
 func (r *result) warn(c *call, ws []string) {
 	if len(ws) == 0 {
 		return
 	}
-	for _, w := range ws {
-		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
-	}
+	c.printWarnings(ws)
 	if prev, ok := r.body.vals["warnings"].([]string); ok {
 		ws = append(prev, ws...)
 	}
