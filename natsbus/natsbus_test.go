@@ -23,24 +23,26 @@ func TestConformance(t *testing.T) {
 	srv := natstest.Start(t)
 	var n atomic.Int64
 	bustest.Run(t, func(t *testing.T) inbox.Bus {
-		b, err := natsbus.Open(t.Context(), natstest.Store(srv, fmt.Sprint("conf", n.Add(1))), natsbus.Options{Create: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		return b
+		return create(t, natstest.Store(srv, fmt.Sprint("conf", n.Add(1))))
 	})
+}
+
+// create makes and opens the store at db, closed when t ends.
+func create(t *testing.T, db string) *natsbus.Bus {
+	t.Helper()
+	b, err := natsbus.Open(t.Context(), db, natsbus.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 // A body over the inline limit goes to the blob store and reads back
 // whole through the artifact the message carries.
 func TestLargeBodyIsABlob(t *testing.T) {
 	srv := natstest.Start(t)
-	b, err := natsbus.Open(t.Context(), natstest.Store(srv, "blobs"), natsbus.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := create(t, natstest.Store(srv, "blobs"))
 	body := strings.Repeat("0123456789abcdef", 200<<10) // 3.2 MB
 	r, err := b.Send(t.Context(), inbox.SendInput{From: "a", To: "b", Subject: "big", Content: inbox.Content{Body: body}})
 	if err != nil {
@@ -135,11 +137,7 @@ func TestCredentialsNeverShown(t *testing.T) {
 // of retrying for the whole fail-over window.
 func TestCancelRetry(t *testing.T) {
 	srv := natstest.Start(t)
-	b, err := natsbus.Open(t.Context(), natstest.Store(srv, "cancel"), natsbus.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := create(t, natstest.Store(srv, "cancel"))
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	ctx, cancel := context.WithCancel(t.Context())
