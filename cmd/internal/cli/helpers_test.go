@@ -8,13 +8,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
+	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -79,6 +82,30 @@ func runConcurrently(t *testing.T, cmds []*exec.Cmd) []procOut {
 		}()
 	}
 	wg.Wait()
+	return outs
+}
+
+// claimRace runs one inbox-test-helper claim process for each agent, all
+// at once, each claiming the threads ids of the store at db in the same
+// order, and fails t unless every process exits 0. Each prints a line
+// "<thread id> <exit code>" for every claim.
+func claimRace(t *testing.T, db string, ids, agents []string) []procOut {
+	t.Helper()
+	list := filepath.Join(t.TempDir(), "threads")
+	if err := os.WriteFile(list, []byte(strings.Join(ids, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	helper := testproc.Installed(t, "inbox-test-helper")
+	cmds := make([]*exec.Cmd, len(agents))
+	for p := range cmds {
+		cmds[p] = exec.Command(helper, "claim", db, agents[p], list)
+	}
+	outs := runConcurrently(t, cmds)
+	for _, o := range outs {
+		if o.err != nil {
+			t.Fatalf("%v: %s", o.err, o.stderr.String())
+		}
+	}
 	return outs
 }
 

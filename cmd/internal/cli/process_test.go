@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -69,21 +68,11 @@ func helperMain() {
 func TestClaimRaceProcesses(t *testing.T) {
 	const procs, threads = 16, 200
 	db, ids := newStore(t, threads)
-	list := filepath.Join(t.TempDir(), "threads")
-	if err := os.WriteFile(list, []byte(strings.Join(ids, "\n")), 0o600); err != nil {
-		t.Fatal(err)
+	agents := make([]string, procs)
+	for p := range agents {
+		agents[p] = fmt.Sprintf("w%d", p)
 	}
-	helper := testproc.Installed(t, "inbox-test-helper")
-	cmds := make([]*exec.Cmd, procs)
-	for p := range cmds {
-		cmds[p] = exec.Command(helper, "claim", db, fmt.Sprintf("w%d", p), list)
-	}
-	outs := runConcurrently(t, cmds)
-	for _, o := range outs {
-		if o.err != nil {
-			t.Fatalf("%v: %s", o.err, o.stderr.String())
-		}
-	}
+	outs := claimRace(t, db, ids, agents)
 	winners := map[string][]string{}
 	codes := map[string]int{}
 	for p := range outs {

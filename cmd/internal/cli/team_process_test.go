@@ -3,9 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -102,20 +100,8 @@ func TestTeamClaimRaceProcesses(t *testing.T) {
 		}
 		ids = append(ids, r.Thread.ThreadID)
 	}
-	list := filepath.Join(t.TempDir(), "threads")
-	if err := os.WriteFile(list, []byte(strings.Join(ids, "\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	helper := testproc.Installed(t, "inbox-test-helper")
-	cmds := make([]*exec.Cmd, members)
-	for p := range cmds {
-		cmds[p] = exec.Command(helper, "claim", db, team[p], list)
-	}
 	winners := map[string][]string{}
-	for p, o := range runConcurrently(t, cmds) {
-		if o.err != nil {
-			t.Fatalf("%v: %s", o.err, o.stderr.String())
-		}
+	for p, o := range claimRace(t, db, ids, team) {
 		for _, line := range strings.Split(strings.TrimSpace(o.stdout.String()), "\n") {
 			var tid string
 			var code int

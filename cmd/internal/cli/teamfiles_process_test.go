@@ -41,11 +41,17 @@ func (d *killableDaemon) start() {
 }
 
 // kill SIGKILLs the daemon and waits for it.
-func (d *killableDaemon) kill() {
+func (d *killableDaemon) kill() { d.end(syscall.SIGKILL) }
+
+// stop ends the daemon cleanly.
+func (d *killableDaemon) stop() { d.end(syscall.SIGINT) }
+
+// end sends the running daemon, if any, sig and waits for it.
+func (d *killableDaemon) end(sig syscall.Signal) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cmd != nil {
-		d.cmd.Process.Signal(syscall.SIGKILL)
+		d.cmd.Process.Signal(sig)
 		d.cmd.Wait()
 		d.cmd = nil
 	}
@@ -94,17 +100,6 @@ func wantEachOnce(t *testing.T, items []*inbox.MailItem, what string, writers, e
 				t.Fatalf("%s w%d-%d is %d times in the store", what, w, i, n)
 			}
 		}
-	}
-}
-
-// stop ends the daemon cleanly.
-func (d *killableDaemon) stop() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cmd != nil {
-		d.cmd.Process.Signal(syscall.SIGINT)
-		d.cmd.Wait()
-		d.cmd = nil
 	}
 }
 
