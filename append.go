@@ -5,14 +5,30 @@ import "context"
 // The rules of a message added to a live thread (send --thread, reply,
 // ack): where it goes, and when it is refused.
 
-// PrepareAppend checks the thread id of a message added to a thread and
-// resolves its address (ResolveTo): the address as given and, for a list
-// or a team, the agents it names.
-func PrepareAppend(ctx context.Context, d Directory, tid, from, to string) (Address, []string, error) {
+// Append is a message being added to a thread, as PrepareAppend checked
+// it: its sender, its address and, for a list or a team, the agents it
+// names. Check (optional) runs on the thread's current state before
+// anything is decided; AllowTerminal lets the message into a thread that
+// has ended (an acknowledgment changes no status).
+type Append struct {
+	From          string
+	Addr          Address
+	Recipients    []string
+	Check         func(t *Thread) error
+	AllowTerminal bool
+}
+
+// PrepareAppend checks the thread id of a message from from added to
+// thread tid and resolves its address to (ResolveTo).
+func PrepareAppend(ctx context.Context, d Directory, tid, from, to string) (*Append, error) {
 	if err := ValidateID("thread", tid); err != nil {
-		return Address{}, nil, err
+		return nil, err
 	}
-	return ResolveTo(ctx, d, from, to)
+	addr, recipients, err := ResolveTo(ctx, d, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return &Append{From: from, Addr: addr, Recipients: recipients}, nil
 }
 
 // CheckSaysSomething refuses a message with no summary, body, artifact or
@@ -24,21 +40,23 @@ func CheckSaysSomething(m *Message) error {
 	return nil
 }
 
-// AddTo decides, on the thread's current state, whether message m (from
-// from, to the address addr naming recipients) may be added to thread t,
-// and fills in its recipients: the thread's other party when it names
-// none (OtherParty), the agents of a list or team. A thread that has
-// ended takes no more messages unless allowTerminal (an acknowledgment
-// changes no status).
-func AddTo(t *Thread, m *Message, from string, addr Address, recipients []string, allowTerminal bool) error {
-	if IsTerminal(t.Status) && !allowTerminal {
+// AddTo decides, on thread t's current state, whether message m may be
+// added, and fills in its recipients: the thread's other party when it
+// names none (OtherParty), the agents of a list or a team.
+func (a *Append) AddTo(t *Thread, m *Message) error {
+	if a.Check != nil {
+		if err := a.Check(t); err != nil {
+			return err
+		}
+	}
+	if IsTerminal(t.Status) && !a.AllowTerminal {
 		return InvalidState("thread %s is %s; a terminal thread takes no more messages (start a new thread)", t.ThreadID, t.Status)
 	}
 	switch {
 	case m.ToAgent == "":
-		m.ToAgent, m.Recipients = OtherParty(t, from)
-	case !addr.Single():
-		m.Recipients = recipients
+		m.ToAgent, m.Recipients = OtherParty(t, a.From)
+	case !a.Addr.Single():
+		m.Recipients = a.Recipients
 	}
 	return nil
 }

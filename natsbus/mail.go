@@ -304,15 +304,12 @@ func (b *Bus) Ack(ctx context.Context, agent, messageID, tid string, c inbox.Con
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.appendMessage(ctx, "ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
-		allowTerminal: true,
-		check: func(r *record) error {
-			if !r.owes(agent, m.MessageID) {
-				return errAcked
-			}
-			return nil
-		},
-	})
+	res, err := b.appendMessage(ctx, "ack", tid, agent, m.FromAgent, inbox.KindEvent, c, func(r *record) error {
+		if !r.owes(agent, m.MessageID) {
+			return errAcked
+		}
+		return nil
+	}, true)
 	if errors.Is(err, errAcked) {
 		recs, err := b.threadRecords(ctx, tid)
 		if err != nil {

@@ -60,9 +60,9 @@ func (b *Bus) Send(ctx context.Context, in inbox.SendInput) (*inbox.Result, erro
 		if strings.TrimSpace(in.Summary) == "" {
 			in.Summary = strings.TrimSpace(in.Subject)
 		}
-		return b.appendMessage(ctx, "send", in.ThreadID, in.From, in.To, in.Kind, in.Content, appendOpts{check: func(r *record) error {
+		return b.appendMessage(ctx, "send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(r *record) error {
 			return inbox.SameAsThread(&r.Thread, in)
-		}})
+		}, false)
 	}
 	r, err := b.sendNew(ctx, in, "", "")
 	if err == nil && !r.Replayed {
@@ -146,20 +146,16 @@ func (b *Bus) createdBefore(ctx context.Context, tid string) (*inbox.Result, err
 	return &inbox.Result{Thread: v.Thread, Message: v.Messages[0], Lease: v.Lease, Replayed: true}, nil
 }
 
-// appendOpts tune appendMessage: check runs on the current state before
-// anything is decided; allowTerminal lets the message into a thread that
-// has ended (an acknowledgment changes no status).
-type appendOpts struct {
-	check         func(r *record) error
-	allowTerminal bool
-}
-
-func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
-	addr, recipients, err := inbox.PrepareAppend(ctx, teamDir{b}, tid, from, to)
+// appendMessage adds a message to thread tid (inbox.Append), with the
+// change's compare-and-set; check (optional) runs first on the thread's
+// record as the change sees it.
+func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, check func(*record) error, allowTerminal bool) (*inbox.Result, error) {
+	a, err := inbox.PrepareAppend(ctx, teamDir{b}, tid, from, to)
 	if err != nil {
 		return nil, err
 	}
-	to = addr.Given
+	a.AllowTerminal = allowTerminal
+	to = a.Addr.Given
 	m0, err := b.message(ctx, b.now(), from, to, kind, c, "")
 	if err != nil {
 		return nil, err
@@ -171,13 +167,13 @@ func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string
 		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey); err != nil {
 			return err
 		}
-		if o.check != nil {
-			if err := o.check(ch.r); err != nil {
+		if check != nil {
+			if err := check(ch.r); err != nil {
 				return err
 			}
 		}
 		m := *m0
-		if err := inbox.AddTo(&ch.r.Thread, &m, from, addr, recipients, o.allowTerminal); err != nil {
+		if err := a.AddTo(&ch.r.Thread, &m); err != nil {
 			return err
 		}
 		ch.r.Event = inbox.Event{EventType: inbox.EventMessageAdded, Agent: from, Summary: m.Summary}
@@ -215,7 +211,7 @@ func (b *Bus) Reply(ctx context.Context, from, to, tid, kind string, c inbox.Con
 	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
 		return nil, err
 	}
-	return b.appendMessage(ctx, "reply", tid, from, to, kind, c, appendOpts{})
+	return b.appendMessage(ctx, "reply", tid, from, to, kind, c, nil, false)
 }
 
 // Claim grants agent the lease on a thread under a compare-and-set on the

@@ -159,15 +159,12 @@ func (s *Store) Ack(ctx context.Context, agent, messageID, tid string, c inbox.C
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.appendMessageOpts(ctx, "ack", tid, agent, m.FromAgent, inbox.KindEvent, c, appendOpts{
-		allowTerminal: true,
-		check: func(t *tx) error {
-			if a := s.ackOf(tid, m, agent); a != nil {
-				return &errAcked{a}
-			}
-			return nil
-		},
-	})
+	res, err := s.appendMessage(ctx, "ack", tid, agent, m.FromAgent, inbox.KindEvent, c, func(*inbox.Thread) error {
+		if a := s.ackOf(tid, m, agent); a != nil {
+			return &errAcked{a}
+		}
+		return nil
+	}, true)
 	var done *errAcked
 	if errors.As(err, &done) {
 		th, _ := s.Thread(ctx, tid)

@@ -49,9 +49,9 @@ func (s *Store) Send(ctx context.Context, in inbox.SendInput) (*inbox.Result, er
 			// its own subject).
 			in.Summary = strings.TrimSpace(in.Subject)
 		}
-		return s.appendMessage(ctx, "send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(h *header) error {
-			return inbox.SameAsThread(&h.Thread, in)
-		})
+		return s.appendMessage(ctx, "send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(t *inbox.Thread) error {
+			return inbox.SameAsThread(t, in)
+		}, false)
 	}
 	r, err := s.sendNew(ctx, in)
 	if err == nil && !r.Replayed {
@@ -211,28 +211,15 @@ func (s *Store) prepareThread(ctx context.Context, in inbox.SendInput) (*tx, *in
 	return t, nil, nil
 }
 
-func (s *Store) appendMessage(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, check func(h *header) error) (*inbox.Result, error) {
-	o := appendOpts{}
-	if check != nil {
-		o.check = func(t *tx) error { return check(t.h) }
-	}
-	return s.appendMessageOpts(ctx, cmd, tid, from, to, kind, c, o)
-}
-
-// appendOpts tune appendMessageOpts: check runs under the thread's lock
-// before anything is written; allowTerminal lets the message into a
-// thread that has ended (an acknowledgment changes no status).
-type appendOpts struct {
-	check         func(t *tx) error
-	allowTerminal bool
-}
-
-func (s *Store) appendMessageOpts(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, o appendOpts) (*inbox.Result, error) {
-	addr, recipients, err := inbox.PrepareAppend(ctx, teamDir{s}, tid, from, to)
+// appendMessage adds a message to thread tid under its lock (inbox.Append:
+// check and allowTerminal as there).
+func (s *Store) appendMessage(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, check func(*inbox.Thread) error, allowTerminal bool) (*inbox.Result, error) {
+	a, err := inbox.PrepareAppend(ctx, teamDir{s}, tid, from, to)
 	if err != nil {
 		return nil, err
 	}
-	to = addr.Given
+	a.Check, a.AllowTerminal = check, allowTerminal
+	to = a.Addr.Given
 	now := s.now()
 	m, err := s.message(ctx, now, from, to, kind, c, "")
 	if err != nil {
@@ -248,12 +235,7 @@ func (s *Store) appendMessageOpts(ctx context.Context, cmd, tid, from, to, kind 
 			res = r
 			return err
 		}
-		if o.check != nil {
-			if err := o.check(t); err != nil {
-				return err
-			}
-		}
-		if err := inbox.AddTo(&t.h.Thread, &m.Message, from, addr, recipients, o.allowTerminal); err != nil {
+		if err := a.AddTo(&t.h.Thread, &m.Message); err != nil {
 			return err
 		}
 		t.ev = inbox.Event{EventType: inbox.EventMessageAdded, Agent: from, Summary: m.Summary}
@@ -288,7 +270,7 @@ func (s *Store) Reply(ctx context.Context, from, to, tid, kind string, c inbox.C
 	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
 		return nil, err
 	}
-	return s.appendMessage(ctx, "reply", tid, from, to, kind, c, nil)
+	return s.appendMessage(ctx, "reply", tid, from, to, kind, c, nil, false)
 }
 
 // Claim grants agent the lease on a thread: status claimed, assigned_to
