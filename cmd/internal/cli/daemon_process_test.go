@@ -251,14 +251,7 @@ func TestNATSDaemonLockDir(t *testing.T) {
 	// Nothing there: the daemon makes the directory, 0700, and serves.
 	tmp := t.TempDir()
 	cmd := command(tmp, "daemon", "--intake", intakeDir)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	stderr := startPiped(t, cmd, cmd.StderrPipe)
 	started := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)

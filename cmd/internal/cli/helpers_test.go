@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +84,21 @@ func runConcurrently(t *testing.T, cmds []*exec.Cmd) []procOut {
 	}
 	wg.Wait()
 	return outs
+}
+
+// startPiped starts cmd with the pipe that pipe (its StdoutPipe or
+// StderrPipe) makes, failing t if it cannot, and kills it when t ends.
+func startPiped(t *testing.T, cmd *exec.Cmd, pipe func() (io.ReadCloser, error)) io.ReadCloser {
+	t.Helper()
+	r, err := pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return r
 }
 
 // claimRace runs one inbox-test-helper claim process for each agent, all

@@ -277,14 +277,7 @@ func TestBlockingInterrupted(t *testing.T) {
 					cmd := exec.Command(bin, args...)
 					var stderr strings.Builder
 					cmd.Stderr = &stderr
-					pipe, err := cmd.StdoutPipe()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := cmd.Start(); err != nil {
-						t.Fatal(err)
-					}
-					defer cmd.Process.Kill()
+					pipe := startPiped(t, cmd, cmd.StdoutPipe)
 					lines := make(chan string, 100)
 					go func() {
 						defer close(lines)
