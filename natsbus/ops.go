@@ -196,19 +196,8 @@ func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string
 
 // Reply appends a message inside a thread; anyone may reply.
 func (b *Bus) Reply(ctx context.Context, from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.ValidateAgent("from", from); err != nil {
-		return nil, err
-	}
-	if kind == "" && c.Type != "" {
-		kind = inbox.KindForType(c.Type)
-		if !contains(inbox.ReplyKinds, kind) {
-			kind = inbox.KindProgress
-		}
-	}
-	if kind == "" {
-		return nil, inbox.Invalid("kind", "is required: one of %s (or give {type})", strings.Join(inbox.ReplyKinds, "|"))
-	}
-	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
+	kind, err := inbox.PrepareReply(from, kind, c)
+	if err != nil {
 		return nil, err
 	}
 	return b.appendMessage(ctx, "reply", tid, from, to, kind, c, nil, false)
@@ -222,27 +211,14 @@ func (b *Bus) Claim(ctx context.Context, agent, tid string, leaseSeconds int) (*
 	}
 	return b.mutateResult(ctx, tid, func(c *change) error {
 		t := &c.r.Thread
-		if inbox.IsTerminal(t.Status) {
-			return inbox.InvalidState("thread %s is %s; terminal threads cannot be claimed", tid, t.Status)
+		l, err := inbox.ClaimLease(t, c.r.Lease, agent, leaseSeconds, c.now)
+		if err != nil {
+			return err
 		}
-		if t.Mail {
-			return inbox.InvalidState("thread %s is mail, not work: there is nothing to claim (collect it with inbox receive, answer it with inbox reply)", tid)
-		}
-		cur := c.r.Lease
-		if cur.Live(c.now) && cur.AgentID != agent {
-			return inbox.Errorf(inbox.ErrLeaseConflict, "lease_conflict", "",
-				"thread %s is already claimed by %s until %s", tid, cur.AgentID, cur.ExpiresAt)
-		}
-		var token int64 = 1
-		if cur != nil {
-			token = cur.LeaseToken + 1
-		}
-		l := &inbox.Lease{ThreadID: tid, AgentID: agent, LeaseToken: token, ClaimedAt: inbox.FormatTime(c.now),
-			ExpiresAt: inbox.FormatTime(c.now.Add(time.Duration(leaseSeconds) * time.Second))}
-		c.r.Lease = l
+		c.r.Lease = &l
 		t.Status, t.AssignedTo = inbox.StatusClaimed, agent
 		c.r.Event = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent,
-			PayloadJSON: leasePayload(l)}
+			PayloadJSON: leasePayload(&l)}
 		return nil
 	})
 }
@@ -261,14 +237,11 @@ func (b *Bus) Renew(ctx context.Context, agent, tid string, leaseSeconds int, to
 		return nil, err
 	}
 	return b.mutateResult(ctx, tid, func(c *change) error {
-		t := &c.r.Thread
-		if inbox.IsTerminal(t.Status) {
-			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.Status)
-		}
-		if err := inbox.CheckHolder(t, c.r.Lease, agent, token, c.now); err != nil {
+		l, err := inbox.RenewLease(&c.r.Thread, c.r.Lease, agent, token, leaseSeconds, c.now)
+		if err != nil {
 			return err
 		}
-		c.r.Lease.ExpiresAt = inbox.FormatTime(c.now.Add(time.Duration(leaseSeconds) * time.Second))
+		c.r.Lease = &l
 		c.r.Event = inbox.Event{EventType: inbox.EventLeaseRenewed, Agent: agent, Summary: "lease renewed by " + agent,
 			PayloadJSON: leasePayload(c.r.Lease)}
 		return nil

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -254,20 +253,8 @@ func (s *Store) appendMessage(ctx context.Context, cmd, tid, from, to, kind stri
 
 // Reply appends a message inside a thread; anyone may reply.
 func (s *Store) Reply(ctx context.Context, from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
-	if err := inbox.ValidateAgent("from", from); err != nil {
-		return nil, err
-	}
-	if kind == "" && c.Type != "" {
-		// A typed reply's kind follows its type where that is a reply's.
-		kind = inbox.KindForType(c.Type)
-		if !slices.Contains(inbox.ReplyKinds, kind) {
-			kind = inbox.KindProgress
-		}
-	}
-	if kind == "" {
-		return nil, inbox.Invalid("kind", "is required: one of %s (or give {type})", strings.Join(inbox.ReplyKinds, "|"))
-	}
-	if err := inbox.ValidateKind("kind", kind, inbox.ReplyKinds); err != nil {
+	kind, err := inbox.PrepareReply(from, kind, c)
+	if err != nil {
 		return nil, err
 	}
 	return s.appendMessage(ctx, "reply", tid, from, to, kind, c, nil, false)
@@ -282,26 +269,13 @@ func (s *Store) Claim(ctx context.Context, agent, tid string, leaseSeconds int) 
 	}
 	var res *inbox.Result
 	err := s.mutate(ctx, tid, func(t *tx) error {
-		if inbox.IsTerminal(t.h.Status) {
-			return inbox.InvalidState("thread %s is %s; terminal threads cannot be claimed", tid, t.h.Status)
+		l, err := inbox.ClaimLease(&t.h.Thread, t.h.Lease, agent, leaseSeconds, t.now)
+		if err != nil {
+			return err
 		}
-		if t.h.Mail {
-			return inbox.InvalidState("thread %s is mail, not work: there is nothing to claim (collect it with inbox receive, answer it with inbox reply)", tid)
-		}
-		cur := t.h.Lease
-		if cur.Live(t.now) && cur.AgentID != agent {
-			return inbox.Errorf(inbox.ErrLeaseConflict, "lease_conflict", "",
-				"thread %s is already claimed by %s until %s", tid, cur.AgentID, cur.ExpiresAt)
-		}
-		var token int64 = 1
-		if cur != nil {
-			token = cur.LeaseToken + 1
-		}
-		l := inbox.Lease{AgentID: agent, LeaseToken: token, ClaimedAt: inbox.FormatTime(t.now),
-			ExpiresAt: inbox.FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))}
 		t.setLease(l)
 		t.h.Status, t.h.AssignedTo = inbox.StatusClaimed, agent
-		payload := jsonrec.Fields{}.Num("lease_token", token).Str("expires_at", l.ExpiresAt).JSON()
+		payload := jsonrec.Fields{}.Num("lease_token", l.LeaseToken).Str("expires_at", l.ExpiresAt).JSON()
 		t.ev = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent, PayloadJSON: payload}
 		res = &inbox.Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
@@ -319,14 +293,10 @@ func (s *Store) Renew(ctx context.Context, agent, tid string, leaseSeconds int, 
 	}
 	var res *inbox.Result
 	err := s.mutate(ctx, tid, func(t *tx) error {
-		if inbox.IsTerminal(t.h.Status) {
-			return inbox.InvalidState("thread %s is %s; there is no lease to renew", tid, t.h.Status)
-		}
-		if err := inbox.CheckHolder(&t.h.Thread, t.h.Lease, agent, token, t.now); err != nil {
+		l, err := inbox.RenewLease(&t.h.Thread, t.h.Lease, agent, token, leaseSeconds, t.now)
+		if err != nil {
 			return err
 		}
-		l := *t.h.Lease
-		l.ExpiresAt = inbox.FormatTime(t.now.Add(time.Duration(leaseSeconds) * time.Second))
 		t.setLease(l)
 		payload := jsonrec.Fields{}.Num("lease_token", l.LeaseToken).Str("expires_at", l.ExpiresAt).JSON()
 		t.ev = inbox.Event{EventType: inbox.EventLeaseRenewed, Agent: agent, Summary: "lease renewed by " + agent, PayloadJSON: payload}

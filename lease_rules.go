@@ -1,0 +1,68 @@
+package inbox
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// PrepareReply checks a reply's sender and says its kind: the kind given,
+// else the one its seed-002 type calls for where that is a reply's kind
+// (other types reply as progress).
+func PrepareReply(from, kind string, c Content) (string, error) {
+	if err := ValidateAgent("from", from); err != nil {
+		return "", err
+	}
+	if kind == "" && c.Type != "" {
+		kind = KindForType(c.Type)
+		if !slices.Contains(ReplyKinds, kind) {
+			kind = KindProgress
+		}
+	}
+	if kind == "" {
+		return "", Invalid("kind", "is required: one of %s (or give {type})", strings.Join(ReplyKinds, "|"))
+	}
+	if err := ValidateKind("kind", kind, ReplyKinds); err != nil {
+		return "", err
+	}
+	return kind, nil
+}
+
+// ClaimLease decides a claim of thread t (whose lease is cur) by agent for
+// secs seconds at now: it refuses an ended thread, mail and a thread
+// another agent holds a live lease on, and returns the new lease, whose
+// token is larger than every earlier one. The engine records it with the
+// thread's move to claimed.
+func ClaimLease(t *Thread, cur *Lease, agent string, secs int, now time.Time) (Lease, error) {
+	if IsTerminal(t.Status) {
+		return Lease{}, InvalidState("thread %s is %s; terminal threads cannot be claimed", t.ThreadID, t.Status)
+	}
+	if t.Mail {
+		return Lease{}, InvalidState("thread %s is mail, not work: there is nothing to claim (collect it with inbox receive, answer it with inbox reply)", t.ThreadID)
+	}
+	if cur.Live(now) && cur.AgentID != agent {
+		return Lease{}, Errorf(ErrLeaseConflict, "lease_conflict", "",
+			"thread %s is already claimed by %s until %s", t.ThreadID, cur.AgentID, cur.ExpiresAt)
+	}
+	var token int64 = 1
+	if cur != nil {
+		token = cur.LeaseToken + 1
+	}
+	return Lease{ThreadID: t.ThreadID, AgentID: agent, LeaseToken: token, ClaimedAt: FormatTime(now),
+		ExpiresAt: FormatTime(now.Add(time.Duration(secs) * time.Second))}, nil
+}
+
+// RenewLease decides a renewal of thread t's lease cur by agent (token:
+// the caller's, 0 for any) for secs seconds from now, and returns the
+// renewed lease.
+func RenewLease(t *Thread, cur *Lease, agent string, token int64, secs int, now time.Time) (Lease, error) {
+	if IsTerminal(t.Status) {
+		return Lease{}, InvalidState("thread %s is %s; there is no lease to renew", t.ThreadID, t.Status)
+	}
+	if err := CheckHolder(t, cur, agent, token, now); err != nil {
+		return Lease{}, err
+	}
+	l := *cur
+	l.ExpiresAt = FormatTime(now.Add(time.Duration(secs) * time.Second))
+	return l, nil
+}
