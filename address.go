@@ -16,6 +16,15 @@ type Directory interface {
 	Teams(ctx context.Context) ([]*Team, error)
 }
 
+// MemberOf returns the names of the teams of d that agent is a member of.
+func MemberOf(ctx context.Context, d Directory, agent string) ([]string, error) {
+	teams, err := d.Teams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return TeamsOf(teams, agent), nil
+}
+
 // TeamsOf returns the names of the teams of teams agent is a member of,
 // in the order given.
 func TeamsOf(teams []*Team, agent string) []string {

@@ -2,16 +2,29 @@ package inbox
 
 import "context"
 
-// Steps implements the six operations of Bus that are one engine
-// operation under several names: a holder's update, done and fail (one
-// HolderStep, PrepareHolderStep's cmd) and a team's create, add and remove
-// (one TeamChange, named by its event type). An engine embeds Steps, set
+// Steps implements the operations of Bus that are one engine operation
+// under several names: a holder's update, done and fail (one HolderStep,
+// PrepareHolderStep's cmd), a team's create, add and remove (one
+// TeamChange, named by its event type) and a reply (a message appended). An engine embeds Steps, set
 // to its own two operations, instead of writing the six methods again.
 type Steps struct {
 	// Holder commits a holder's step cmd ("update", "done" or "fail").
 	Holder func(ctx context.Context, cmd, agent, tid, status string, token int64, c Content) (*Result, error)
 	// Team commits a team change of event type evType.
 	Team func(ctx context.Context, by, name string, members []string, evType string) (*Team, error)
+	// Append adds a message of kind from from to thread tid, as command
+	// cmd (its idempotency scope).
+	Append func(ctx context.Context, cmd, tid, from, to, kind string, c Content) (*Result, error)
+}
+
+// Reply appends a message of kind (ReplyKinds; PrepareReply) to a live
+// thread; anyone may reply.
+func (s Steps) Reply(ctx context.Context, from, to, tid, kind string, c Content) (*Result, error) {
+	kind, err := PrepareReply(from, kind, c)
+	if err != nil {
+		return nil, err
+	}
+	return s.Append(ctx, "reply", tid, from, to, kind, c)
 }
 
 // Update lets the holder post progress (status in_progress) or a blocked

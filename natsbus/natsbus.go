@@ -161,7 +161,7 @@ func Open(ctx context.Context, db string, opts Options) (*Bus, error) {
 	}
 	b := &Bus{nc: nc, js: js, name: c.name, server: c.server, shown: c.shown, prefix: "inbox." + c.name + ".ev.", replicas: c.replicas,
 		now: opts.Now, source: opts.Source}
-	b.Steps = inbox.Steps{Holder: b.holderMessage, Team: b.changeTeam}
+	b.Steps = inbox.Steps{Holder: b.holderMessage, Team: b.changeTeam, Append: b.reply}
 	if b.now == nil {
 		b.now = time.Now
 	}

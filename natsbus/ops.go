@@ -146,6 +146,11 @@ func (b *Bus) createdBefore(ctx context.Context, tid string) (*inbox.Result, err
 	return &inbox.Result{Thread: v.Thread, Message: v.Messages[0], Lease: v.Lease, Replayed: true}, nil
 }
 
+// reply adds a message to thread tid with no check of its own (Steps.Reply).
+func (b *Bus) reply(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content) (*inbox.Result, error) {
+	return b.appendMessage(ctx, cmd, tid, from, to, kind, c, nil, false)
+}
+
 // appendMessage adds a message to thread tid (inbox.Append), with the
 // change's compare-and-set; check (optional) runs first on the thread's
 // record as the change sees it.
@@ -192,15 +197,6 @@ func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string
 		res.Warnings = b.unknownRecipients(ctx, res.Message)
 	}
 	return res, nil
-}
-
-// Reply appends a message inside a thread; anyone may reply.
-func (b *Bus) Reply(ctx context.Context, from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
-	kind, err := inbox.PrepareReply(from, kind, c)
-	if err != nil {
-		return nil, err
-	}
-	return b.appendMessage(ctx, "reply", tid, from, to, kind, c, nil, false)
 }
 
 // Claim grants agent the lease on a thread under a compare-and-set on the

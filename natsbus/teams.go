@@ -88,11 +88,7 @@ func (b *Bus) Teams(ctx context.Context) ([]*inbox.Team, error) {
 }
 
 func (b *Bus) teamsOf(ctx context.Context, agent string) ([]string, error) {
-	teams, err := b.Teams(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return inbox.TeamsOf(teams, agent), nil
+	return inbox.MemberOf(ctx, teamDir{b}, agent)
 }
 
 // changeTeam decides a change of the team (inbox.TeamChange) from its

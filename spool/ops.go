@@ -210,6 +210,11 @@ func (s *Store) prepareThread(ctx context.Context, in inbox.SendInput) (*tx, *in
 	return t, nil, nil
 }
 
+// reply adds a message to thread tid with no check of its own (Steps.Reply).
+func (s *Store) reply(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content) (*inbox.Result, error) {
+	return s.appendMessage(ctx, cmd, tid, from, to, kind, c, nil, false)
+}
+
 // appendMessage adds a message to thread tid under its lock (inbox.Append:
 // check and allowTerminal as there).
 func (s *Store) appendMessage(ctx context.Context, cmd, tid, from, to, kind string, c inbox.Content, check func(*inbox.Thread) error, allowTerminal bool) (*inbox.Result, error) {
@@ -249,15 +254,6 @@ func (s *Store) appendMessage(ctx context.Context, cmd, tid, from, to, kind stri
 		s.acted(from, res.Message)
 	}
 	return res, err
-}
-
-// Reply appends a message inside a thread; anyone may reply.
-func (s *Store) Reply(ctx context.Context, from, to, tid, kind string, c inbox.Content) (*inbox.Result, error) {
-	kind, err := inbox.PrepareReply(from, kind, c)
-	if err != nil {
-		return nil, err
-	}
-	return s.appendMessage(ctx, "reply", tid, from, to, kind, c, nil, false)
 }
 
 // Claim grants agent the lease on a thread: status claimed, assigned_to

@@ -329,7 +329,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced,
 		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout, maxBlob: info.MaxBlob, markID: new(atomic.Int64)}
-	s.Steps = inbox.Steps{Holder: s.holderMessage, Team: s.changeTeam}
+	s.Steps = inbox.Steps{Holder: s.holderMessage, Team: s.changeTeam, Append: s.reply}
 	if s.maxBlob == 0 {
 		s.maxBlob = inbox.DefaultMaxBlob
 	}

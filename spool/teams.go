@@ -115,11 +115,7 @@ func (s *Store) Teams(ctx context.Context) ([]*inbox.Team, error) {
 
 // teamsOf returns the names of the teams agent is a member of.
 func (s *Store) teamsOf(ctx context.Context, agent string) ([]string, error) {
-	teams, err := s.Teams(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return inbox.TeamsOf(teams, agent), nil
+	return inbox.MemberOf(ctx, teamDir{s}, agent)
 }
 
 // changeTeam decides the change (inbox.TeamChange) under the team's lock
