@@ -60,3 +60,16 @@ func (a *Append) AddTo(t *Thread, m *Message) error {
 	}
 	return nil
 }
+
+// AddressNew addresses the first message m of a new thread sent to addr,
+// which names recipients, and returns who the thread is assigned to: the
+// one agent an address for one names; nobody (offered to every recipient
+// until one claims it) for a list, a team or all.
+func AddressNew(m *Message, addr Address, recipients []string) (assignee string) {
+	m.ToAgent = addr.Given
+	if len(recipients) == 1 && addr.Single() {
+		return recipients[0]
+	}
+	m.Recipients = recipients
+	return ""
+}

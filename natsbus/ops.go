@@ -87,13 +87,7 @@ func (b *Bus) sendNew(ctx context.Context, in inbox.SendInput, taskName, owner s
 	if err != nil {
 		return nil, err
 	}
-	m.ToAgent = addr.Given
-	assignee := ""
-	if len(recipients) == 1 && addr.Single() {
-		assignee = recipients[0]
-	} else {
-		m.Recipients = recipients
-	}
+	assignee := inbox.AddressNew(m, addr, recipients)
 	tid := inbox.NewID("thr_", now)
 	if in.IdempotencyKey != "" {
 		if err := inbox.ValidateIdemKey(in.IdempotencyKey); err != nil {

@@ -185,13 +185,7 @@ func (s *Store) prepareThread(ctx context.Context, in inbox.SendInput) (*tx, *in
 			return nil, r, err
 		}
 	}
-	m.ToAgent = addr.Given
-	assignee := ""
-	if len(recipients) == 1 && addr.Single() {
-		assignee = recipients[0]
-	} else {
-		m.Recipients = recipients
-	}
+	assignee := inbox.AddressNew(&m.Message, addr, recipients)
 	tid := inbox.NewID("thr_", now)
 	ts := inbox.FormatTime(now)
 	h := &header{Thread: inbox.Thread{ThreadID: tid, RunID: in.RunID, TaskID: in.TaskID, Subject: in.Subject,
