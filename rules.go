@@ -35,6 +35,12 @@ func PrepareSend(in *SendInput) error {
 		if err := ValidateText("subject", in.Subject, MaxSubjectLen); err != nil {
 			return err
 		}
+		if strings.TrimSpace(in.Summary) == "" {
+			// The subject of a new thread says what a message is about:
+			// in a thread it is the message's summary (the thread keeps
+			// its own subject).
+			in.Summary = strings.TrimSpace(in.Subject)
+		}
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ func (b *Bus) known(ctx context.Context, agent string) bool {
 	if _, err := b.kv.Get(rctx, "seen."+key(agent)); err == nil {
 		return true
 	}
-	if teams, err := b.teamsOf(ctx, agent); err == nil && len(teams) > 0 {
+	if teams, err := inbox.MemberOf(ctx, teamDir{b}, agent); err == nil && len(teams) > 0 {
 		return true
 	}
 	_, err := b.TaskByName(ctx, agent)

@@ -57,9 +57,6 @@ func (b *Bus) Send(ctx context.Context, in inbox.SendInput) (*inbox.Result, erro
 		return nil, err
 	}
 	if in.ThreadID != "" {
-		if strings.TrimSpace(in.Summary) == "" {
-			in.Summary = strings.TrimSpace(in.Subject)
-		}
 		return b.appendMessage(ctx, "send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(r *record) error {
 			return inbox.SameAsThread(&r.Thread, in)
 		}, false)

@@ -87,10 +87,6 @@ func (b *Bus) Teams(ctx context.Context) ([]*inbox.Team, error) {
 	return out, err
 }
 
-func (b *Bus) teamsOf(ctx context.Context, agent string) ([]string, error) {
-	return inbox.MemberOf(ctx, teamDir{b}, agent)
-}
-
 // changeTeam decides a change of the team (inbox.TeamChange) from its
 // current state and publishes it under the team subject's compare-and-set,
 // deciding again when another change got in first.

@@ -205,7 +205,7 @@ func (s *Store) Agents(ctx context.Context) ([]*inbox.AgentInfo, error) {
 		if t := seen[a.Agent]; !t.IsZero() {
 			a.LastSeen = inbox.FormatTime(t)
 		}
-		if a.Teams, err = s.teamsOf(ctx, a.Agent); err != nil {
+		if a.Teams, err = inbox.MemberOf(ctx, teamDir{s}, a.Agent); err != nil {
 			return nil, err
 		}
 		if a.Teams == nil {

@@ -42,12 +42,6 @@ func (s *Store) Send(ctx context.Context, in inbox.SendInput) (*inbox.Result, er
 		return nil, err
 	}
 	if in.ThreadID != "" {
-		if strings.TrimSpace(in.Summary) == "" {
-			// The subject of a new thread says what a message is about:
-			// in a thread it is the message's summary (the thread keeps
-			// its own subject).
-			in.Summary = strings.TrimSpace(in.Subject)
-		}
 		return s.appendMessage(ctx, "send", in.ThreadID, in.From, in.To, in.Kind, in.Content, func(t *inbox.Thread) error {
 			return inbox.SameAsThread(t, in)
 		}, false)

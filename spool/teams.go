@@ -113,11 +113,6 @@ func (s *Store) Teams(ctx context.Context) ([]*inbox.Team, error) {
 	return out, nil
 }
 
-// teamsOf returns the names of the teams agent is a member of.
-func (s *Store) teamsOf(ctx context.Context, agent string) ([]string, error) {
-	return inbox.MemberOf(ctx, teamDir{s}, agent)
-}
-
 // changeTeam decides the change (inbox.TeamChange) under the team's lock
 // and commits it as an event of type evType. A change that changes
 // nothing writes nothing.
