@@ -29,9 +29,6 @@ const acksDir = "acks"
 
 func (s *Store) ackPath(agent string) string { return filepath.Join(s.dir, acksDir, agent) }
 
-// wantsAck and ackedID are package inbox's rules (WantsAck, AckedID).
-var wantsAck, ackedID = inbox.WantsAck, inbox.AckedID
-
 // ackOf returns agent's acknowledgment of m in thread tid, nil if none.
 func (s *Store) ackOf(tid string, m *inbox.Message, agent string) *inbox.Message {
 	h, err := s.readHeader(tid)
@@ -40,7 +37,7 @@ func (s *Store) ackOf(tid string, m *inbox.Message, agent string) *inbox.Message
 	}
 	for seq := m.Seq + 1; seq <= h.MessageCount; seq++ {
 		a, err := s.readMessage(tid, seq)
-		if err == nil && a.FromAgent == agent && ackedID(a) == m.AckID {
+		if err == nil && a.FromAgent == agent && inbox.AckedID(a) == m.AckID {
 			return a
 		}
 	}
@@ -49,13 +46,13 @@ func (s *Store) ackOf(tid string, m *inbox.Message, agent string) *inbox.Message
 
 // dropAckMarker removes the marker an acknowledgment settles.
 func (s *Store) dropAckMarker(tid string, ack *inbox.Message) error {
-	id := ackedID(ack)
+	id := inbox.AckedID(ack)
 	if id == "" {
 		return nil
 	}
 	for seq := ack.Seq - 1; seq >= 1; seq-- {
 		m, err := s.readMessage(tid, seq)
-		if err != nil || !wantsAck(m) || m.AckID != id {
+		if err != nil || !inbox.WantsAck(m) || m.AckID != id {
 			continue
 		}
 		err = os.Remove(filepath.Join(s.ackPath(ack.FromAgent), markerName(m)))

@@ -135,10 +135,10 @@ func (s *Store) fsckAcks(headers map[string]*header, byEvent map[int64]*inbox.Me
 		}
 	})
 	for _, m := range byEvent {
-		if !wantsAck(m) || headers[m.ThreadID] == nil {
+		if !inbox.WantsAck(m) || headers[m.ThreadID] == nil {
 			continue
 		}
-		for _, to := range recipientsOf(m) {
+		for _, to := range inbox.RecipientsOf(m) {
 			p := filepath.Join(s.ackPath(to), markerName(m))
 			if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) || s.ackOf(m.ThreadID, m, to) != nil {
 				continue

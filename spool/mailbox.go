@@ -53,10 +53,6 @@ func markerName(m *inbox.Message) string {
 	return fmt.Sprintf("%016d~%s~%s~%d", m.EventID, m.FromAgent, m.ThreadID, m.Seq)
 }
 
-// recipientsOf lists the agents a message was delivered to
-// (inbox.RecipientsOf).
-var recipientsOf = inbox.RecipientsOf
-
 // deliver links src (the message's file) into each recipient's mailbox
 // and, when the message asks for acknowledgment, into each one's
 // acks/<agent>/ (see acks.go), except where skip (when set) says the
@@ -65,7 +61,7 @@ var recipientsOf = inbox.RecipientsOf
 func (s *Store) deliver(m *inbox.Message, src string, skip func(agent string, ack bool) bool) ([]string, error) {
 	var made []string
 	name := markerName(m)
-	for _, to := range recipientsOf(m) {
+	for _, to := range inbox.RecipientsOf(m) {
 		if skip == nil || !skip(to, false) {
 			p, err := s.linkMarker(s.mailboxPath(to), name, src, true)
 			if err != nil {
@@ -73,7 +69,7 @@ func (s *Store) deliver(m *inbox.Message, src string, skip func(agent string, ac
 			}
 			made = append(made, p)
 		}
-		if wantsAck(m) && (skip == nil || !skip(to, true)) {
+		if inbox.WantsAck(m) && (skip == nil || !skip(to, true)) {
 			p, err := s.linkMarker(s.ackPath(to), name, src, false)
 			if err != nil {
 				return made, inbox.Storage(err, "record the acknowledgment %s owes", to)
