@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -154,4 +155,17 @@ func NATSSecret(getenv func(string) string) (string, error) {
 		return "", Errorf(ErrInvalidInput, "invalid_input", "", "%s %s is empty: write the secret on its first line", EnvNATSPasswordFile, p)
 	}
 	return s, nil
+}
+
+// WithoutEnv returns environ without the variables keys names: what a
+// child process gets when it must not inherit a secret or a store.
+func WithoutEnv(environ []string, keys ...string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(keys, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -137,7 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var cred inbox.NATSCredentials
 	cfg.DB, cred = inbox.SplitNATSURL(cfg.DB, cfg.Secret)
 	cfg.Secret = cred.Secret()
-	env := withoutEnv(os.Environ(), "INBOX_DB", inbox.EnvNATSPassword, inbox.EnvNATSPasswordFile)
+	env := inbox.WithoutEnv(os.Environ(), "INBOX_DB", inbox.EnvNATSPassword, inbox.EnvNATSPasswordFile)
 	if cfg.Secret != "" {
 		p, err := writeSecret(cfg.SecretDir, cfg.Secret)
 		if err != nil {
@@ -424,18 +424,6 @@ func captureFailure(err error, n, limit int64) (why string, truncated bool) {
 // partialLimit is how much of an output stopped for its size its failure
 // keeps: maxPartial, or the store's maximum when smaller.
 func partialLimit(limit int64) int64 { return min(maxPartial, limit) }
-
-// withoutEnv returns environ without the variables keys names.
-func withoutEnv(environ []string, keys ...string) []string {
-	var out []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(keys, name) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
 
 // writeSecret writes secret to a new file in dir (the temp directory when
 // empty) that only its owner can read, and returns its path.

@@ -211,7 +211,7 @@ func startRunner(s inbox.Bus, db string, getenv func(string) string, n, timeout 
 		return 0, err
 	}
 	db, cred := inbox.SplitNATSURL(db, secret)
-	environ := withoutEnv(os.Environ(), inbox.EnvNATSPassword, inbox.EnvNATSPasswordFile)
+	environ := inbox.WithoutEnv(os.Environ(), inbox.EnvNATSPassword, inbox.EnvNATSPasswordFile)
 	if s := cred.Secret(); s != "" {
 		environ = append(environ, inbox.EnvNATSPassword+"="+s)
 	}

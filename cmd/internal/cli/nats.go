@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -125,20 +124,8 @@ func moveSecrets(args, environ []string) (outArgs, outEnv []string, argvChanged 
 
 // setEnv returns environ with k set to v (and no other k).
 func setEnv(environ []string, k, v string) []string {
-	out := withoutEnv(environ, k)
+	out := inbox.WithoutEnv(environ, k)
 	return append(out, k+"="+v)
-}
-
-// withoutEnv returns environ without the variables keys names.
-func withoutEnv(environ []string, keys ...string) []string {
-	var out []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(keys, name) {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // HideSecrets takes the secrets of NATS store URLs out of this process's
