@@ -56,7 +56,8 @@ func NoTeam(ctx context.Context, d Directory, field, name string) error {
 // Resolve expands an address into the agents a message goes to: the
 // agents it names, then the members of the teams it names other than the
 // sender, in order and once each. "all" is the sender's team, when it is
-// in exactly one.
+// in exactly one; from a sender in no team (seed 002's coordinator, who
+// is usually not a member), the store's only team.
 func Resolve(ctx context.Context, d Directory, from string, a Address) ([]string, error) {
 	out := slices.Clone(a.Agents)
 	teams := a.Teams
@@ -66,9 +67,13 @@ func Resolve(ctx context.Context, d Directory, from string, a Address) ([]string
 			return nil, err
 		}
 		mine := TeamsOf(all, from)
+		if len(mine) == 0 {
+			mine, err = onlyTeam(all, from)
+			if err != nil {
+				return nil, err
+			}
+		}
 		switch len(mine) {
-		case 0:
-			return nil, Invalid("to", "%q means every member of the sender's team, but %s is in no team: address a team as @TEAM or agents as a,b", AllAgents, from)
 		case 1:
 			if !slices.Contains(teams, mine[0]) {
 				teams = append(slices.Clip(teams), mine[0])
@@ -100,6 +105,23 @@ func Resolve(ctx context.Context, d Directory, from string, a Address) ([]string
 		}
 	}
 	return out, nil
+}
+
+// onlyTeam is what "all" means from a sender in no team: the one team
+// of all, named in a list of one; with none or several it is refused,
+// naming them.
+func onlyTeam(all []*Team, from string) ([]string, error) {
+	switch len(all) {
+	case 0:
+		return nil, Invalid("to", "%q means the sender's team, but %s is in no team and there is no team: create one with inbox team create, or address agents as a,b", AllAgents, from)
+	case 1:
+		return []string{all[0].Name}, nil
+	}
+	names := make([]string, len(all))
+	for i, t := range all {
+		names[i] = t.Name
+	}
+	return nil, Invalid("to", "%q means the sender's team, but %s is in no team and there are several (%s): address one as @TEAM", AllAgents, from, strings.Join(names, ", "))
 }
 
 // TeamChange is a change of a team's membership: its creation, or members

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/inbox-dev/inbox"
@@ -46,7 +47,7 @@ func TestResolve(t *testing.T) {
 		{"ann", "cy,@red", []string{"cy", "bob"}, ""},
 		{"ann", "all", []string{"bob"}, ""},
 		{"bob", "all", nil, "invalid_input"},   // in two teams
-		{"eve", "all", nil, "invalid_input"},   // in none
+		{"eve", "all", nil, "invalid_input"},   // in none, and the store has three teams
 		{"dee", "@solo", nil, "invalid_input"}, // no one but the sender
 		{"ann", "@green", nil, "team_not_found"},
 	} {
@@ -64,6 +65,27 @@ func TestResolve(t *testing.T) {
 		case !slices.Equal(got, tc.want):
 			t.Errorf("%s to %s: got %v, want %v", tc.from, tc.to, got, tc.want)
 		}
+	}
+}
+
+// TestResolveAllOutsideTeams: "all" from a sender in no team (seed 002's
+// coordinator) is the store's only team; with none or several it is
+// refused, naming them.
+func TestResolveAllOutsideTeams(t *testing.T) {
+	all := inbox.Address{All: true}
+	one := teams{"alpha": {Name: "alpha", Members: []string{"backend-dev", "tester"}}}
+	got, err := inbox.Resolve(t.Context(), one, "coordinator", all)
+	if err != nil || !slices.Equal(got, []string{"backend-dev", "tester"}) {
+		t.Errorf("the only team: got %v %v, want backend-dev and tester", got, err)
+	}
+	two := teams{"alpha": one["alpha"], "beta": {Name: "beta", Members: []string{"cy"}}}
+	_, err = inbox.Resolve(t.Context(), two, "coordinator", all)
+	var e *inbox.Error
+	if !errors.As(err, &e) || e.Code != "invalid_input" || !strings.Contains(err.Error(), "alpha, beta") {
+		t.Errorf("two teams: got %v, want invalid_input naming alpha, beta", err)
+	}
+	if _, err := inbox.Resolve(t.Context(), teams{}, "coordinator", all); !errors.As(err, &e) || e.Code != "invalid_input" || !strings.Contains(err.Error(), "no team") {
+		t.Errorf("no team: got %v, want invalid_input saying there is no team", err)
 	}
 }
 
