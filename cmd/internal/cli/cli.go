@@ -132,7 +132,7 @@ func run(args []string, e *env) int {
 			commandHelp(e.stdout, c)
 			return exitOK
 		}
-		return fail(e, cl.g, c.name, flagError(err, c.name))
+		return fail(e, cl.g, c.name, flagError(err, c.name, cl.fs))
 	}
 	if h, _ := cl.fs.GetBool("help"); h {
 		commandHelp(e.stdout, c)
@@ -162,8 +162,10 @@ func run(args []string, e *env) int {
 }
 
 // flagError turns a pflag parse error into a usage error that names the
-// flag and the rule, without strconv's wording.
-func flagError(err error, cmd string) error {
+// flag and the rule, without strconv's wording; an unknown flag gets the
+// closest flag of fs (the command's), as an unknown command gets the
+// closest command.
+func flagError(err error, cmd string, fs *pflag.FlagSet) error {
 	var (
 		unknown *pflag.NotExistError
 		needs   *pflag.ValueRequiredError
@@ -177,6 +179,8 @@ func flagError(err error, cmd string) error {
 		msg := fmt.Sprintf("unknown flag --%s", name)
 		if short := unknown.GetSpecifiedShortnames(); short != "" {
 			msg = fmt.Sprintf("unknown flag -%s", name)
+		} else if s := suggestFlag(name, fs); s != "" {
+			msg += fmt.Sprintf("; did you mean --%s?", s)
 		}
 		return usagef(name, "%s %s", msg, see)
 	case errors.As(err, &needs):
@@ -438,6 +442,27 @@ func suggest(s string) string {
 			best, bestD = c.name, d
 		}
 	}
+	return best
+}
+
+// suggestFlag returns the flag of fs closest to name, if any is close:
+// within an edit distance of 2, or (for 3 characters or more) a prefix of
+// it, such as --timeout for --timeout-seconds. Hidden flags are not
+// offered.
+func suggestFlag(name string, fs *pflag.FlagSet) string {
+	best, bestD := "", 3
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || len(f.Name) < 2 {
+			return
+		}
+		d := inbox.EditDistance(name, f.Name)
+		if d >= 3 && len(name) >= 3 && strings.HasPrefix(f.Name, name) {
+			d = 2
+		}
+		if d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
 	return best
 }
 

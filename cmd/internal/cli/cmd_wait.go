@@ -242,16 +242,32 @@ func signalName(sig syscall.Signal) string {
 
 // splitAlternatives accepts the seed's notation for a set of kinds or
 // types, "answer|control|result", beside pflag's commas: each value is
-// split at "|" and trimmed of spaces.
-func splitAlternatives(vals []string) []string {
+// split at "|" and trimmed of spaces. Each one must pass check (the rule
+// of package inbox for field); a refused one's error adds how to separate
+// them, since "answer;control" or "answer control" is most often a set
+// written with the wrong separator.
+func splitAlternatives(field string, vals []string, check func(field, v string) error) ([]string, error) {
 	var out []string
 	for _, v := range vals {
 		for _, p := range strings.Split(v, "|") {
-			out = append(out, strings.TrimSpace(p))
+			p = strings.TrimSpace(p)
+			if err := check(field, p); err != nil {
+				var ie *inbox.Error
+				if errors.As(err, &ie) {
+					e := *ie
+					e.Rule += fmt.Sprintf("; separate %s with commas or | (e.g. %s)", field, separatorExample[field])
+					return nil, &e
+				}
+				return nil, err
+			}
+			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
 }
+
+// separatorExample is a valid set for each field splitAlternatives reads.
+var separatorExample = map[string]string{"kinds": "answer|control", "types": "task_status_response|message"}
 
 func waitDuration(secs float64) (time.Duration, error) {
 	if secs < 0 || math.IsNaN(secs) || secs > 365*24*3600 {
@@ -335,6 +351,14 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	if r.thread == "" {
 		return nil, usagef("thread", "--thread is required")
 	}
+	kinds, err := splitAlternatives("kinds", r.kinds, func(f, k string) error { return inbox.ValidateKind(f, k, inbox.Kinds) })
+	if err != nil {
+		return nil, err
+	}
+	types, err := splitAlternatives("types", r.types, inbox.ValidateType)
+	if err != nil {
+		return nil, err
+	}
 	s, timeout, err := c.openWait(r.timeout)
 	if err != nil {
 		return nil, err
@@ -343,7 +367,7 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	defer stop()
 	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
 		Agent: c.g.agent}
-	f := inbox.ReplyFilter{Kinds: splitAlternatives(r.kinds), Types: splitAlternatives(r.types), RequestID: r.requestID}
+	f := inbox.ReplyFilter{Kinds: kinds, Types: types, RequestID: r.requestID}
 	w, err := s.WaitReply(ctx, r.thread, cur, f, c.waitOptions(timeout))
 	if res := c.waitInterrupted(in, w, err, r.afterEvent, "before a reply came in "+r.thread); res != nil {
 		return res, nil
