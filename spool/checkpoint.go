@@ -221,9 +221,10 @@ func (s *Store) replay(ctx context.Context, after int64) error {
 			}
 			msgs[ev.ThreadID][ev.Message.Seq] = &loggedMessage{ev: *ev, end: end}
 		}
-		if ev.EventType == inbox.EventThreadRead {
-			if c, ok := cursorOf(&ev.Event); ok {
-				cursors[cursorKey{ev.ThreadID, ev.Agent}] = c
+		if c, ok := readOf(ev); ok {
+			k := cursorKey{ev.ThreadID, ev.Agent}
+			if old := cursors[k]; old == nil || c.LastReadSeq > old.LastReadSeq {
+				cursors[k] = c
 			}
 		}
 		return true
@@ -273,6 +274,13 @@ func (s *Store) replay(ctx context.Context, after int64) error {
 				return err
 			}
 		}
+		if dir == s.threadDir(k.tid) {
+			// The read's collects were not flushed: redo them.
+			s.collectRead(k.tid, k.agent, c.LastReadSeq)
+		}
+	}
+	if err := s.replayCollectedCursors(); err != nil {
+		return err
 	}
 	if err := s.restoreTeams(teams, after, last); err != nil {
 		return err

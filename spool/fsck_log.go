@@ -74,10 +74,11 @@ func (li *logIndex) hasOwnEvent(h *header) bool {
 	return li.ids[h.LastEventID] == h.ThreadID
 }
 
-// noteRead records a thread.read event as the newest cursor of its agent.
-func (li *logIndex) noteRead(ev *inbox.Event) {
-	c, ok := cursorOf(ev)
-	if ev.Agent == "" || !ok {
+// noteRead records the read an event records (readOf) as the newest
+// cursor of its agent.
+func (li *logIndex) noteRead(ev *logEvent) {
+	c, ok := readOf(ev)
+	if !ok {
 		return
 	}
 	byAgent := li.reads[ev.ThreadID]
@@ -233,9 +234,7 @@ func (li *logIndex) note(ev *logEvent, end Pos) {
 	if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
 		li.msgs[ev.MessageID] = ev.EventID
 	}
-	if ev.EventType == inbox.EventThreadRead {
-		li.noteRead(&ev.Event)
-	}
+	li.noteRead(ev)
 	if ev.State != nil {
 		li.newest[ev.ThreadID] = ev
 		if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {

@@ -328,6 +328,11 @@ func (s *Store) Collect(ctx context.Context, agent, from string, lifo bool, max 
 			return out, err
 		}
 	}
+	for _, m := range out {
+		// Collected is read (SPEC §7). The collect stands whatever
+		// happens here: replay rebuilds the cursor from .collected/.
+		s.moveCursor(ctx, agent, m)
+	}
 	return out, nil
 }
 

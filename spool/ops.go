@@ -261,6 +261,7 @@ func (s *Store) Claim(ctx context.Context, agent, tid string, leaseSeconds int) 
 		t.h.Status, t.h.AssignedTo = inbox.StatusClaimed, agent
 		payload := jsonrec.Fields{}.Num("lease_token", l.LeaseToken).Str("expires_at", l.ExpiresAt).JSON()
 		t.ev = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent, PayloadJSON: payload}
+		t.readBy = agent
 		res = &inbox.Result{Thread: &t.h.Thread, Lease: t.h.Lease}
 		return nil
 	})
@@ -339,6 +340,9 @@ func (t *tx) transition(agent, status, evType string, m *draft, extra jsonrec.Fi
 	}
 	payload := append(jsonrec.Fields{}.Str("from", from).Str("to", status), extra...).JSON()
 	t.ev = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
+	if inbox.IsTerminal(status) {
+		t.readBy = agent
+	}
 	t.addMessage(m)
 	return &inbox.Result{Thread: &t.h.Thread, Message: &m.Message, Lease: t.h.Lease}
 }
@@ -405,6 +409,8 @@ func (s *Store) MarkRead(ctx context.Context, agent, tid string, seq int) (*inbo
 		seq = h.MessageCount
 	}
 	if cur != nil && cur.LastReadSeq >= seq {
+		// (What a crash left in the mailbox after the move goes now.)
+		s.collectRead(tid, agent, cur.LastReadSeq)
 		return cur, nil
 	}
 	mid := h.LatestMessageID
@@ -437,6 +443,7 @@ func (s *Store) MarkRead(ctx context.Context, agent, tid string, seq int) (*inbo
 	if _, _, err := s.appendLine(filepath.Join(s.threadDir(tid), cursorName(agent)), encodeLine(c.AppendJSON(nil)), maxCursorLog, false); err != nil {
 		return nil, err
 	}
+	s.collectRead(tid, agent, seq)
 	s.seen(agent)
 	return c, nil
 }

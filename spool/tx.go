@@ -70,6 +70,10 @@ type tx struct {
 	newKey string
 	// taskName registers a new thread as a queued task of that name.
 	taskName string
+	// readBy is the agent the change reads the thread for (a claim, or a
+	// done, fail or cancel: see readOf): once committed, its cursor moves
+	// to the newest message and its mailbox entries of the thread go.
+	readBy string
 }
 
 // mutate runs fn on thread tid under its lock and commits what fn staged
@@ -500,6 +504,9 @@ func (s *Store) commitAll(ctx context.Context, txs []*tx) (err error) {
 			if exp, err := inbox.ParseTime(t.lease.ExpiresAt); err == nil {
 				os.Chtimes(filepath.Join(t.dir, leaseFile), time.Time{}, exp)
 			}
+		}
+		if t.readBy != "" {
+			t.s.readThrough(t.tid, t.h, t.readBy)
 		}
 		if t.old != nil && indexChanged(t.old, t.h) {
 			// The old markers are stale now; readers skip stale markers
