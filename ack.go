@@ -28,13 +28,17 @@ func AckedID(m *Message) string {
 	return c.AckID
 }
 
-// PrepareAck checks an acknowledgment by agent of message messageID, in
-// thread tid when given.
+// PrepareAck checks an acknowledgment by agent of message messageID (a
+// message id, or the ack_id the message was sent with), in thread tid
+// when given.
 func PrepareAck(agent, messageID, tid string) error {
 	if err := ValidateAgent("agent", agent); err != nil {
 		return err
 	}
-	if err := ValidateID("message", messageID); err != nil {
+	if messageID == "" {
+		return Invalid("message", "is required")
+	}
+	if err := ValidateLabel("message", messageID); err != nil {
 		return err
 	}
 	if tid != "" {
@@ -43,20 +47,30 @@ func PrepareAck(agent, messageID, tid string) error {
 	return nil
 }
 
+// AckNames reports whether id names m for an acknowledgment: it is m's
+// message id, or the ack_id m asks acknowledgments to name (seed 002's
+// "ackId", which the sender may have chosen).
+func AckNames(m *Message, id string) bool {
+	return m.MessageID == id || WantsAck(m) && m.AckID == id
+}
+
 // FindOwed returns, among the messages agent owes an acknowledgment
-// (owed), message messageID; an acknowledgment given without its thread
-// finds its message this way.
-func FindOwed(owed []*Message, agent, messageID string) (*Message, error) {
-	var m *Message
+// (owed), the one id names (AckNames: its message id, else its ack_id);
+// an acknowledgment given without its thread finds its message this way.
+func FindOwed(owed []*Message, agent, id string) (*Message, error) {
+	var byAck *Message
 	for _, o := range owed {
-		if o.MessageID == messageID {
-			m = o
+		if o.MessageID == id {
+			return o, nil
+		}
+		if byAck == nil && AckNames(o, id) {
+			byAck = o
 		}
 	}
-	if m == nil {
-		return nil, NotFound("%s owes no acknowledgment of message %s (acknowledged already, or never asked of %s: give {thread} to look in one thread)", agent, messageID, agent)
+	if byAck == nil {
+		return nil, NotFound("%s owes no acknowledgment of message %s (acknowledged already, or never asked of %s: give {thread} to look in one thread)", agent, id, agent)
 	}
-	return m, nil
+	return byAck, nil
 }
 
 // AckContent checks that agent may acknowledge m (m asks it for an

@@ -148,7 +148,10 @@ func (s *Store) Ack(ctx context.Context, agent, messageID, tid string, c inbox.C
 		if err != nil {
 			return nil, err
 		}
-		if m, err = s.findMessage(tid, h.MessageCount, messageID); err != nil {
+		if m, err = s.findMessage(tid, h.MessageCount, messageID); errors.Is(err, inbox.ErrNotFound) {
+			m, err = s.findAcked(tid, h.MessageCount, messageID, err)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -177,4 +180,16 @@ func (s *Store) Ack(ctx context.Context, agent, messageID, tid string, c inbox.C
 		}
 	}
 	return res, nil
+}
+
+// findAcked finds, in thread tid of count messages, the message that asks
+// for acknowledgments naming ackID (its ack_id, which its sender may
+// have chosen); notFound when none does.
+func (s *Store) findAcked(tid string, count int, ackID string, notFound error) (*inbox.Message, error) {
+	for seq := count; seq >= 1; seq-- {
+		if m, err := s.readMessage(tid, seq); err == nil && inbox.AckNames(m, ackID) {
+			return m, nil
+		}
+	}
+	return nil, notFound
 }
