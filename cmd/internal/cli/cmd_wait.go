@@ -465,7 +465,9 @@ var eventsCommand = &command{
 	name: "events", short: "print or follow the event log",
 	long: `Print the store's event log: every state change, in order, with its
 monotonic event_id. --thread keeps one thread's events, --after-event starts
-after a cursor. --follow keeps streaming new events as they are appended
+after a cursor. --limit N prints the newest N events (oldest first), or,
+with --after-event, the first N after it: page on with the output's
+next_event_id. --follow keeps streaming new events as they are appended
 until interrupted; with --json each event is then one JSON object per line,
 for leaders and orchestrators that tail the bus. SIGINT or SIGTERM ends the
 stream with 130 or 143; with --json its last line is then
@@ -488,7 +490,7 @@ func (r *eventsCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.thread, "thread", "", "only events of this thread")
 	fs.Int64Var(&r.afterEvent, "after-event", 0, "only events with a greater id")
 	fs.BoolVar(&r.follow, "follow", false, "keep printing new events as they are appended (stop with Ctrl-C)")
-	fs.IntVar(&r.limit, "limit", 0, "print at most this many events (0: no limit)")
+	fs.IntVar(&r.limit, "limit", 0, "print the newest N events; with --after-event the first N after it; with --follow stop after N (0: no limit)")
 }
 
 func (r *eventsCmd) run(c *call) (*result, error) {
@@ -512,13 +514,23 @@ func (r *eventsCmd) run(c *call) (*result, error) {
 	}
 	evs := []*inbox.Event{}
 	next := r.afterEvent
+	// Without a cursor, --limit keeps the newest events: the log is read
+	// to its end, and the kept events are cut back to the newest limit
+	// whenever they reach twice as many.
+	newest := r.limit > 0 && !c.fs.Changed("after-event")
 	err = s.Events(c.ctx, r.afterEvent, func(ev *inbox.Event) bool {
 		next = ev.EventID
 		if r.thread == "" || ev.ThreadID == r.thread {
+			if newest && len(evs) == 2*r.limit {
+				evs = append(evs[:0], evs[r.limit:]...)
+			}
 			evs = append(evs, ev)
 		}
-		return r.limit == 0 || len(evs) < r.limit
+		return newest || r.limit == 0 || len(evs) < r.limit
 	})
+	if newest && len(evs) > r.limit {
+		evs = evs[len(evs)-r.limit:]
+	}
 	if err != nil {
 		return nil, err
 	}
