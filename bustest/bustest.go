@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"Transitions", testTransitions},
 		{"IdempotentRetries", testIdempotency},
 		{"ReadCursors", testReadCursors},
+		{"OneModelOfReading", testOneModelOfReading},
 		{"MailIsNotWork", testMailIsNotWork},
 		{"MailPeekAndSessionMarks", testMailPeek},
 		{"CollectOnce", testCollectOnce},
@@ -317,6 +318,97 @@ func testReadCursors(t *testing.T, b inbox.Bus) {
 	}
 	if got := ok(b.Fetch(t.Context(), "w", []string{inbox.StatusBlocked}, 10, true))(t); len(got) != 0 {
 		t.Errorf("still unread after reading the answer: %v", ids(got))
+	}
+}
+
+// testOneModelOfReading checks that the read cursor and the mailbox are
+// one fact (SPEC §7): claim, wait-reply, mark-read, done and cancel read
+// what is addressed to the agent in the thread, and collecting moves the
+// cursor.
+func testOneModelOfReading(t *testing.T, b inbox.Bus) {
+	ctx := t.Context()
+	depth := func(agent string) int {
+		t.Helper()
+		return len(ok(b.Mailbox(ctx, agent, ""))(t))
+	}
+	// The seed-000 loop leaves nothing of its thread in the worker's mailbox.
+	tid := newThread(t, b, "w", "task").Thread.ThreadID
+	if n := depth("w"); n != 1 {
+		t.Fatalf("the task message in the mailbox: %d, want 1", n)
+	}
+	ok(b.Claim(ctx, "w", tid, 60))(t)
+	if n := depth("w"); n != 0 {
+		t.Errorf("after claim, the task message is still in the mailbox (%d)", n)
+	}
+	if got := ok(b.Fetch(ctx, "w", []string{inbox.StatusClaimed}, 10, true))(t); len(got) != 0 {
+		t.Errorf("after claim, the thread is unread: %v", ids(got))
+	}
+	ok(b.Update(ctx, "w", tid, inbox.StatusBlocked, 0, inbox.Content{Summary: "which?"}))(t)
+	ok(b.Reply(ctx, "leader", "", tid, inbox.KindAnswer, inbox.Content{Summary: "that"}))(t)
+	if n := depth("w"); n != 1 {
+		t.Fatalf("the answer in the mailbox: %d, want 1", n)
+	}
+	w := ok(b.WaitReply(ctx, tid, inbox.ReplyCursor{Agent: "w"}, inbox.ReplyFilter{}, inbox.WaitOptions{Timeout: time.Second}))(t)
+	if !w.Woke {
+		t.Fatal("wait-reply did not return the answer")
+	}
+	if n := depth("w"); n != 0 {
+		t.Errorf("the answer wait-reply returned is still in the mailbox (%d)", n)
+	}
+	ok(b.Reply(ctx, "leader", "", tid, inbox.KindProgress, inbox.Content{Summary: "fyi"}))(t)
+	ok(b.Done(ctx, "w", tid, 0, inbox.Content{Summary: "finished"}))(t)
+	if n := depth("w"); n != 0 {
+		t.Errorf("after done, %d message(s) of the thread are still in the mailbox", n)
+	}
+	// The leader did not read the thread: the question and the result
+	// wait in its mailbox.
+	if n := depth("leader"); n != 2 {
+		t.Errorf("the leader's mailbox: %d, want the question and the result", n)
+	}
+
+	// Collecting moves the read cursor: the collected answer is not
+	// returned again by wait-reply, nor unread in fetch.
+	tid2 := newThread(t, b, "w2", "second").Thread.ThreadID
+	ok(b.Claim(ctx, "w2", tid2, 60))(t)
+	ok(b.Update(ctx, "w2", tid2, inbox.StatusBlocked, 0, inbox.Content{Summary: "how?"}))(t)
+	a := ok(b.Reply(ctx, "leader", "", tid2, inbox.KindAnswer, inbox.Content{Summary: "so"}))(t)
+	got := ok(b.Collect(ctx, "w2", "", false, 0))(t)
+	if len(got) != 1 || got[0].MessageID != a.Message.MessageID {
+		t.Fatalf("collect: %+v, want the answer", got)
+	}
+	w = ok(b.WaitReply(ctx, tid2, inbox.ReplyCursor{Agent: "w2"}, inbox.ReplyFilter{}, inbox.WaitOptions{Timeout: 100 * time.Millisecond}))(t)
+	if w.Woke {
+		t.Errorf("wait-reply returned the answer already collected: %+v", w.Message)
+	}
+	if got := ok(b.Fetch(ctx, "w2", []string{inbox.StatusBlocked}, 10, true))(t); len(got) != 0 {
+		t.Errorf("collected, yet unread: %v", ids(got))
+	}
+
+	// Marking a thread read collects what it marks.
+	tid3 := ok(b.Send(ctx, inbox.SendInput{From: "leader", To: "w3", Content: inbox.Content{Body: "a note"}}))(t).Thread.ThreadID
+	ok(b.Reply(ctx, "other", "w3", tid3, inbox.KindProgress, inbox.Content{Summary: "more"}))(t)
+	if n := depth("w3"); n != 2 {
+		t.Fatalf("w3's mailbox: %d, want 2", n)
+	}
+	ok(b.MarkRead(ctx, "w3", tid3, 1))(t)
+	if n := depth("w3"); n != 1 {
+		t.Errorf("after marking #1 read, w3's mailbox: %d, want 1", n)
+	}
+	ok(b.MarkRead(ctx, "w3", tid3, 0))(t)
+	if n := depth("w3"); n != 0 {
+		t.Errorf("after marking all read, w3's mailbox: %d, want 0", n)
+	}
+
+	// Cancel by a leader reads what the thread addressed to it.
+	tid4 := ok(b.Send(ctx, inbox.SendInput{From: "lead2", To: "w4", Subject: "work"}))(t).Thread.ThreadID
+	ok(b.Claim(ctx, "w4", tid4, 60))(t)
+	ok(b.Update(ctx, "w4", tid4, inbox.StatusBlocked, 0, inbox.Content{Summary: "stuck"}))(t)
+	if n := depth("lead2"); n != 1 {
+		t.Fatalf("lead2's mailbox: %d, want the blocked question", n)
+	}
+	ok(b.Cancel(ctx, "lead2", tid4, inbox.Content{Summary: "never mind"}))(t)
+	if n := depth("lead2"); n != 0 {
+		t.Errorf("after cancel, lead2's mailbox: %d, want 0", n)
 	}
 }
 

@@ -151,6 +151,11 @@ func (b *Bus) Collect(ctx context.Context, agent, from string, lifo bool, max in
 			break
 		}
 	}
+	for _, m := range out {
+		// Collected is read (SPEC §7); the collect stands whatever
+		// happens to the cursor.
+		b.moveCursor(ctx, agent, m.ThreadID, m.Seq)
+	}
 	return out, nil
 }
 

@@ -196,7 +196,7 @@ func (b *Bus) Claim(ctx context.Context, agent, tid string, leaseSeconds int) (*
 	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
-	return b.mutateResult(ctx, tid, func(c *change) error {
+	return b.readResult(ctx, agent)(b.mutateResult(ctx, tid, func(c *change) error {
 		t := &c.r.Thread
 		l, err := inbox.ClaimLease(t, c.r.Lease, agent, leaseSeconds, c.now)
 		if err != nil {
@@ -206,8 +206,9 @@ func (b *Bus) Claim(ctx context.Context, agent, tid string, leaseSeconds int) (*
 		t.Status, t.AssignedTo = inbox.StatusClaimed, agent
 		c.r.Event = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent,
 			PayloadJSON: leasePayload(&l)}
+		c.readAll(agent)
 		return nil
-	})
+	}))
 }
 
 func leasePayload(l *inbox.Lease) json.RawMessage {
@@ -247,7 +248,11 @@ func (b *Bus) holderMessage(ctx context.Context, cmd, agent, tid, status string,
 		return nil, err
 	}
 	m0.Status = st.Status
-	return b.mutateResult(ctx, tid, func(ch *change) error {
+	read := b.readResult(ctx, agent)
+	if !inbox.IsTerminal(st.Status) {
+		read = keep
+	}
+	return read(b.mutateResult(ctx, tid, func(ch *change) error {
 		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey); err != nil {
 			return err
 		}
@@ -259,7 +264,7 @@ func (b *Bus) holderMessage(ctx context.Context, cmd, agent, tid, status string,
 		m.ToAgent = t.CreatedBy
 		ch.transition(agent, st.Status, st.EventType, &m)
 		return nil
-	})
+	}))
 }
 
 // transition moves the thread to status with message m, releasing a held
@@ -277,6 +282,9 @@ func (c *change) transition(agent, status, evType string, m *inbox.Message) {
 	}{from, status})
 	c.r.Event = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: data}
 	c.addMessage(m)
+	if inbox.IsTerminal(status) {
+		c.readAll(agent)
+	}
 }
 
 // Cancel moves a live thread to cancelled; any agent may cancel.
@@ -289,7 +297,7 @@ func (b *Bus) Cancel(ctx context.Context, agent, tid string, c inbox.Content) (*
 		return nil, err
 	}
 	m0.Status = inbox.StatusCancelled
-	return b.mutateResult(ctx, tid, func(ch *change) error {
+	return b.readResult(ctx, agent)(b.mutateResult(ctx, tid, func(ch *change) error {
 		if err := ch.idempotent(ctx, "cancel", c.IdempotencyKey); err != nil {
 			return err
 		}
@@ -304,7 +312,7 @@ func (b *Bus) Cancel(ctx context.Context, agent, tid string, c inbox.Content) (*
 		}
 		ch.transition(agent, inbox.StatusCancelled, inbox.EventThreadCancelled, &m)
 		return nil
-	})
+	}))
 }
 
 // MarkRead advances agent's read cursor in a thread to message seq (0:
@@ -314,6 +322,15 @@ func (b *Bus) MarkRead(ctx context.Context, agent, tid string, seq int) (*inbox.
 	if err := inbox.CheckAgentThread(agent, tid); err != nil {
 		return nil, err
 	}
+	c, err := b.moveCursor(ctx, agent, tid, seq)
+	if err == nil {
+		b.collectRead(ctx, agent, tid, c.LastReadSeq)
+	}
+	return c, err
+}
+
+// moveCursor is MarkRead without the collects: the cursor alone.
+func (b *Bus) moveCursor(ctx context.Context, agent, tid string, seq int) (*inbox.Cursor, error) {
 	var kept *inbox.Cursor
 	r, err := b.mutate(ctx, tid, func(c *change) error {
 		t := &c.r.Thread
