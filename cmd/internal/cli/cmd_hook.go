@@ -48,8 +48,11 @@ told about its work on the bus without polling:
   Gemini AfterAgent): the stop is blocked, with a reason naming the exact
   commands to run, while the agent holds an unfinished claimed thread, has
   mail it has not collected, or owes an acknowledgment. Never twice for the
-  same state (a per-session mark in the store, and stop_hook_active), so an
-  agent is never stuck in a loop or nagged about mail it has read.
+  same state: a session's stop is blocked again only for something new
+  since its last block (new mail, a new claim, a new acknowledgment owed),
+  stop_hook_active or not (a per-session mark in the store), so an agent
+  is never stuck in a loop, nagged about what it was told, or let go past
+  new work.
   Prompt and session-start events (UserPromptSubmit, SessionStart; Gemini
   BeforeAgent, SessionStart): the unread mail, the threads it holds, the
   blocked threads waiting on it and the acknowledgments it owes are added
@@ -155,22 +158,81 @@ type hookState struct {
 
 func (st *hookState) empty() bool { return len(st.held)+st.mailN+len(st.owed) == 0 }
 
-// fingerprint identifies the state a stop was blocked for.
-func (st *hookState) fingerprint() string {
-	var parts []string
+// stopMark is what a session's last blocked stop told the agent about,
+// recorded in the store as the session's mark: the newest mail and owed
+// acknowledgment (event ids) and how many of each there were, and the
+// threads it held. A later stop blocks again only for something since:
+// mail or an acknowledgment newer than those, more of them than there
+// were (one that committed late, under an older event id), or a thread
+// held that was not.
+type stopMark struct {
+	mail, ack   int64    // the newest mail and acknowledgment told about
+	mailN, ackN int      // how many there were
+	held        []string // the threads held, by heldKey
+}
+
+// stopMarkVersion starts every mark this code writes; a mark without it
+// (an older inbox's fingerprint) reads as none: one more reminder.
+const stopMarkVersion = "stop2"
+
+// heldKey names a held thread in a mark, short enough for the 50 threads
+// a stop reads to fit the store's limit whatever their ids.
+func heldKey(tid string) string {
+	sum := sha256.Sum256([]byte(tid))
+	return hex.EncodeToString(sum[:6])
+}
+
+func (m stopMark) String() string {
+	return fmt.Sprintf("%s m=%d n=%d a=%d k=%d t=%s", stopMarkVersion, m.mail, m.mailN, m.ack, m.ackN, strings.Join(m.held, ","))
+}
+
+// parseStopMark reads a mark String wrote; anything else is no mark.
+func parseStopMark(s string) stopMark {
+	var m stopMark
+	var held string
+	n, _ := fmt.Sscanf(s, stopMarkVersion+" m=%d n=%d a=%d k=%d t=%s", &m.mail, &m.mailN, &m.ack, &m.ackN, &held)
+	if n < 4 {
+		return stopMark{}
+	}
+	if held != "" {
+		m.held = strings.Split(held, ",")
+	}
+	return m
+}
+
+// newest is the highest event id among ms (0 when none).
+func newest(ms []*inbox.Message) int64 {
+	var id int64
+	for _, m := range ms {
+		id = max(id, m.EventID)
+	}
+	return id
+}
+
+// mark is what a stop blocked now tells the agent about.
+func (st *hookState) mark(prev stopMark) stopMark {
+	m := stopMark{mail: max(prev.mail, newest(st.mail)), mailN: st.mailN, ack: max(prev.ack, newest(st.owed)), ackN: len(st.owed)}
 	for _, t := range st.held {
-		parts = append(parts, fmt.Sprintf("t:%s:%s:%d", t.ThreadID, t.Status, t.LastEventID))
+		m.held = append(m.held, heldKey(t.ThreadID))
 	}
-	parts = append(parts, fmt.Sprintf("n:%d", st.mailN))
-	for _, m := range st.mail {
-		parts = append(parts, "m:"+m.MessageID)
+	return m
+}
+
+// news reports whether the state holds something the agent was not told
+// about at the mark: new mail, a new acknowledgment owed, a new claim.
+func (st *hookState) news(m stopMark) bool {
+	if st.mailN > 0 && (st.mailN > m.mailN || newest(st.mail) > m.mail) {
+		return true
 	}
-	for _, m := range st.owed {
-		parts = append(parts, "a:"+m.MessageID)
+	if len(st.owed) > m.ackN || newest(st.owed) > m.ack {
+		return true
 	}
-	slices.Sort(parts)
-	sum := sha256.Sum256([]byte(strings.Join(parts, "\n")))
-	return hex.EncodeToString(sum[:])
+	for _, t := range st.held {
+		if !slices.Contains(m.held, heldKey(t.ThreadID)) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *hookCmd) gather(ctx context.Context, s inbox.Bus, agent string, withContext bool) (*hookState, error) {
@@ -237,9 +299,6 @@ func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
-	if kind == "stop" && in.StopHookActive {
-		return nil, nil // already continuing because of a stop hook: never loop
-	}
 	s, err := c.open()
 	if err != nil {
 		return nil, err
@@ -252,11 +311,18 @@ func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 		if st.empty() {
 			return nil, nil
 		}
-		fp := st.fingerprint()
-		if mark, err := s.SessionMark(c.ctx, agent, in.SessionID); err == nil && mark == fp {
-			return nil, nil // told about exactly this already in this session
+		// Blocked only for what this session was not told about at its
+		// last block, stop_hook_active or not: an agent that goes on
+		// because of a block and stops again unchanged is let go (no
+		// loop), one that got new work meanwhile is not.
+		var prev stopMark
+		if mark, err := s.SessionMark(c.ctx, agent, in.SessionID); err == nil {
+			prev = parseStopMark(mark)
 		}
-		if err := s.SetSessionMark(c.ctx, agent, in.SessionID, fp); err != nil {
+		if !st.news(prev) {
+			return nil, nil
+		}
+		if err := s.SetSessionMark(c.ctx, agent, in.SessionID, st.mark(prev).String()); err != nil {
 			return nil, err
 		}
 		decision := "block"

@@ -65,3 +65,42 @@ func TestMergeHooksRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestStopMarkNews: a stop blocks again only for what the session's last
+// block did not tell about, and a mark reads back as it was written.
+func TestStopMarkNews(t *testing.T) {
+	msg := func(ev int64) *inbox.Message { return &inbox.Message{MessageID: fmt.Sprint("msg_", ev), EventID: ev} }
+	thr := func(id string) *inbox.Thread { return &inbox.Thread{ThreadID: id, Status: "claimed"} }
+	told := &hookState{held: []*inbox.Thread{thr("thr_a")}, mail: []*inbox.Message{msg(9)}, mailN: 3, owed: []*inbox.Message{msg(7)}}
+	m := parseStopMark(told.mark(stopMark{}).String())
+	if got, want := m.String(), told.mark(stopMark{}).String(); got != want {
+		t.Fatalf("mark read back as %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		now  *hookState
+		news bool
+	}{
+		{"the same", told, false},
+		{"some mail collected", &hookState{held: told.held, mail: []*inbox.Message{msg(8)}, mailN: 2, owed: told.owed}, false},
+		{"thread finished, acknowledged", &hookState{mail: told.mail, mailN: 3}, false},
+		{"newer mail", &hookState{held: told.held, mail: []*inbox.Message{msg(12)}, mailN: 3, owed: told.owed}, true},
+		{"more mail, committed late", &hookState{held: told.held, mail: []*inbox.Message{msg(9)}, mailN: 4, owed: told.owed}, true},
+		{"a new claim", &hookState{held: []*inbox.Thread{thr("thr_a"), thr("thr_b")}, mail: told.mail, mailN: 3, owed: told.owed}, true},
+		{"a new acknowledgment", &hookState{held: told.held, mail: told.mail, mailN: 3, owed: []*inbox.Message{msg(7), msg(11)}}, true},
+	} {
+		if got := tc.now.news(m); got != tc.news {
+			t.Errorf("%s: news %v, want %v", tc.name, got, tc.news)
+		}
+	}
+	// A mark an older inbox wrote (a fingerprint), or none: everything is news.
+	for _, old := range []string{"", "3f2a9c0d1e", "stop2 garbage"} {
+		if !told.news(parseStopMark(old)) {
+			t.Errorf("mark %q: the state is not news", old)
+		}
+	}
+	// After collecting the newest, the mark keeps the newest told about.
+	if m2 := (&hookState{mail: []*inbox.Message{msg(4)}, mailN: 1}).mark(m); m2.mail != 9 {
+		t.Errorf("mark after the newest was collected: mail %d, want 9", m2.mail)
+	}
+}
