@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,19 +42,24 @@ inboxes (DIR/{team}/members/{member}/inbox) in step with the store, both
 ways: every message delivered to a team member is appended there once, and
 lines others append (echo "$MESSAGE" >> inbox) are taken in once, also
 across restarts; bad lines go to errors.log beside the inbox. --claude-teams
-[DIR] (default ~/.claude/teams) does the same for Claude Code's agent
-teams: their members become inbox teams, bus messages to a member are added
-to inboxes/{member}.json with Claude Code's own locking, and what teammates
+DIR does the same for Claude Code's agent teams: their members become inbox
+teams, every message delivered to a member is added to its
+inboxes/{member}.json with Claude Code's own locking, and what teammates
 write to the bridge's inbox (inboxes/{--agent, default inbox}.json) is taken
-in once and marked read.
+in once and marked read. Give the directory as --claude-teams DIR or
+--claude-teams=DIR; alone, --claude-teams means ~/.claude/teams. The word
+after --claude-teams is its directory when it names an existing directory
+or a path (it holds a /); any other word is refused, as a slip more likely
+than a directory to make.
 
 Only one daemon may serve a store; a second one exits 20.`,
 	examples: []string{
 		"inbox daemon",
 		"inbox daemon --intake ~/.inbox-intake --intake-to coordinator --json",
 		`echo '{"version":1,"kind":"prompt","prompt":"Summarise today"}' > .agents/inbox/intake/daily.tmp && mv .agents/inbox/intake/daily.tmp .agents/inbox/intake/daily.task.json`,
-		"inbox daemon --team-dir ~/.claude/teams",
-		"inbox daemon --claude-teams --agent inbox   # ~/.claude/teams; or --claude-teams=DIR",
+		"inbox daemon --team-dir ~/team-inboxes   # seed 002's DIR/{team}/members/{member}/inbox",
+		"inbox daemon --claude-teams ~/.claude/teams --agent inbox",
+		"inbox daemon --claude-teams   # alone: ~/.claude/teams",
 	},
 	new: func() runner { return &daemonCmd{} },
 }
@@ -69,16 +75,16 @@ func (r *daemonCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.intake, "intake", "", "directory watched for NAME.task.json descriptors (default <db>/intake)")
 	fs.StringVar(&r.intakeTo, "intake-to", "coordinator", "agent that prompt and spawn_worker threads are assigned to")
 	fs.BoolVar(&r.trustAll, "trust-all", false, "accept spawn_worker descriptors (env INBOX_TRUST_ALL=1)")
-	fs.StringVar(&r.teamDir, "team-dir", "", "keep seed 002's JSONL member inboxes under this directory in step with the store")
-	fs.StringVar(&r.claudeTeams, "claude-teams", "", "keep Claude Code's team inboxes under --claude-teams=DIR in step with the store (alone: ~/.claude/teams)")
+	fs.StringVar(&r.teamDir, "team-dir", "", "keep seed 002's JSONL member inboxes under `DIR` ({team}/members/{member}/inbox) in step with the store")
+	fs.StringVar(&r.claudeTeams, "claude-teams", "", "keep Claude Code's team inboxes under `DIR` in step with the store (--claude-teams DIR or =DIR; alone: ~/.claude/teams)")
 	fs.Lookup("claude-teams").NoOptDefVal = "~/.claude/teams"
 	fs.Int64Var(&r.teamMaxSize, "team-max-size", 10<<20, "rotate a JSONL member inbox past this many bytes")
 	c.agentFlag("the bridge's member name in Claude Code teams (default inbox)")
 }
 
 func (r *daemonCmd) run(c *call) (*result, error) {
-	if len(c.args) > 0 && c.fs.Changed("claude-teams") && r.claudeTeams == c.fs.Lookup("claude-teams").NoOptDefVal {
-		return nil, usagef("claude-teams", "give the directory as --claude-teams=%s (alone, --claude-teams means ~/.claude/teams)", c.args[0])
+	if err := optionalDir(c, "claude-teams", &r.claudeTeams); err != nil {
+		return nil, err
 	}
 	if err := c.noArgs(); err != nil {
 		return nil, err
@@ -145,6 +151,36 @@ func (r *daemonCmd) run(c *call) (*result, error) {
 		}
 	}
 	return nil, err
+}
+
+// optionalDir gives a flag whose directory may be left out (pflag's
+// NoOptDefVal: --claude-teams alone means ~/.claude/teams) the directory
+// written after it with a space, which pflag leaves among the arguments.
+// The word after the flag is its directory when it names an existing
+// directory or a path (it holds a /); another word is refused, as a slip
+// more likely than a directory to make. dir is set, and the word taken out
+// of the arguments, only when the flag was given alone.
+func optionalDir(c *call, flag string, dir *string) error {
+	f := c.fs.Lookup(flag)
+	if f == nil || !f.Changed || *dir != f.NoOptDefVal {
+		return nil
+	}
+	for i, a := range c.raw {
+		if a == "--" || i+1 == len(c.raw) {
+			break
+		}
+		next := c.raw[i+1]
+		j := slices.Index(c.args, next)
+		if a != "--"+flag || strings.HasPrefix(next, "-") || j < 0 {
+			continue
+		}
+		if fi, err := os.Stat(next); !strings.Contains(next, "/") && (err != nil || !fi.IsDir()) {
+			return usagef(flag, "give the directory as --%s=%s (it is no directory here; alone, --%s means %s)", flag, next, flag, f.NoOptDefVal)
+		}
+		*dir = next
+		c.args = slices.Delete(c.args, j, j+1)
+	}
+	return nil
 }
 
 // expandHome resolves a leading ~/ of a directory flag.
