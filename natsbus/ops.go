@@ -282,7 +282,7 @@ func (c *change) transition(agent, status, evType string, m *inbox.Message) {
 	}{from, status})
 	c.r.Event = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: data}
 	c.addMessage(m)
-	if inbox.IsTerminal(status) {
+	if inbox.IsTerminal(status) && m.FromAgent == agent {
 		c.readAll(agent)
 	}
 }

@@ -28,7 +28,9 @@ func (c *change) readAll(agent string) {
 // what the change read for agent (its thread up to its newest message).
 func (b *Bus) readResult(ctx context.Context, agent string) func(*inbox.Result, error) (*inbox.Result, error) {
 	return func(res *inbox.Result, err error) (*inbox.Result, error) {
-		if err == nil && res != nil && res.Thread != nil {
+		// (A change whose message speaks for someone else reads nothing:
+		// see transition.)
+		if err == nil && res != nil && res.Thread != nil && (res.Message == nil || res.Message.FromAgent == agent) {
 			b.collectRead(ctx, agent, res.Thread.ThreadID, res.Thread.MessageCount)
 		}
 		return res, err

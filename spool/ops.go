@@ -340,7 +340,7 @@ func (t *tx) transition(agent, status, evType string, m *draft, extra jsonrec.Fi
 	}
 	payload := append(jsonrec.Fields{}.Str("from", from).Str("to", status), extra...).JSON()
 	t.ev = inbox.Event{EventType: evType, Agent: agent, Summary: m.Summary, PayloadJSON: payload}
-	if inbox.IsTerminal(status) {
+	if inbox.IsTerminal(status) && m.FromAgent == agent {
 		t.readBy = agent
 	}
 	t.addMessage(m)

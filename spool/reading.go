@@ -39,7 +39,7 @@ func readOf(ev *logEvent) (*inbox.Cursor, bool) {
 	case inbox.EventThreadRead:
 		return cursorOf(&ev.Event)
 	case inbox.EventThreadClaimed, inbox.EventThreadDone, inbox.EventThreadFailed, inbox.EventThreadCancelled:
-		if ev.State == nil || ev.State.MessageCount == 0 {
+		if ev.State == nil || ev.State.MessageCount == 0 || !ownFinish(ev.Agent, ev.Message) {
 			return nil, false
 		}
 		return &inbox.Cursor{ThreadID: ev.ThreadID, AgentID: ev.Agent, LastReadMessageID: ev.State.LatestMessageID,
@@ -47,6 +47,12 @@ func readOf(ev *logEvent) (*inbox.Cursor, bool) {
 	}
 	return nil, false
 }
+
+// ownFinish reports whether a change by agent that added m (nil: none)
+// reads the thread for agent: not when its message speaks for someone
+// else (a task's failure, from the task, when its parent cancels it:
+// the parent must still receive it).
+func ownFinish(agent string, m *msgFile) bool { return m == nil || m.FromAgent == agent }
 
 // readThrough records, after a change committed, that agent has read the
 // thread up to its newest message (h, the header the change left): the
