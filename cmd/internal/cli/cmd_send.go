@@ -141,20 +141,29 @@ func (r *sendCmd) run(c *call) (*result, error) {
 			to = strings.Join(m.Recipients, ", ")
 		}
 		switch {
-		case r.thread == "" && out.Thread.Mail && len(m.Recipients) > 0:
-			fmt.Fprintf(w, "mailed %s (a note, not work: it waits in each one's mailbox)\n", to)
 		case r.thread == "" && out.Thread.Mail:
-			fmt.Fprintf(w, "mailed %s (a note, not work: it waits in %s's mailbox)\n", to, to)
+			// Mail is one line: what it is and where it waits, not a
+			// thread created and a message of kind progress.
+			what, where := "a note", to+"'s mailbox"
+			if m.Type != "" {
+				what = "a " + m.Type
+			}
+			if len(m.Recipients) > 0 {
+				where = "each one's mailbox"
+			}
+			fmt.Fprintf(w, "mailed %s %s (%s in %s): it waits in %s, not in anyone's fetch%s\n", to, what, m.MessageID, m.ThreadID, where, replayNote(out))
 		case r.thread == "" && len(m.Recipients) > 0:
 			fmt.Fprintf(w, "created thread %s offered to %s (the first to claim it takes it): %s\n", out.Thread.ThreadID, to, out.Thread.Subject)
 		case r.thread == "":
 			fmt.Fprintf(w, "created thread %s for %s: %s\n", out.Thread.ThreadID, out.Thread.AssignedTo, out.Thread.Subject)
 		}
-		kind := m.Kind
-		if m.Type != "" {
-			kind += ", " + m.Type
+		if r.thread != "" || !out.Thread.Mail {
+			kind := m.Kind
+			if m.Type != "" {
+				kind += ", " + m.Type
+			}
+			fmt.Fprintf(w, "sent %s (%s) %s → %s in %s%s\n", m.MessageID, kind, m.FromAgent, m.ToAgent, m.ThreadID, replayNote(out))
 		}
-		fmt.Fprintf(w, "sent %s (%s) %s → %s in %s%s\n", m.MessageID, kind, m.FromAgent, m.ToAgent, m.ThreadID, replayNote(out))
 		if m.RequestID != "" {
 			fmt.Fprintf(w, "request %s: wait for its response with inbox wait-reply --thread %s --request-id %s\n", m.RequestID, m.ThreadID, m.RequestID)
 		}
