@@ -15,6 +15,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonedit"
 )
 
 // The bridge for Claude Code's team files (claude_format.go has the
@@ -182,7 +183,20 @@ func (b *claudeBridge) discover(ctx context.Context) {
 	}
 }
 
+// claudeMember is the member the bridge adds to a team's config.json, its
+// keys in the order Claude Code writes them.
+type claudeMember struct {
+	AgentID     string `json:"agentId"`
+	Name        string `json:"name"`
+	AgentType   string `json:"agentType"`
+	JoinedAt    int64  `json:"joinedAt"`
+	BackendType string `json:"backendType"`
+}
+
 // join adds the bridge to a team's config.json members, under its lock.
+// Only the new member is written: the rest of the file (key order,
+// spacing, numbers, members and fields the bridge does not know) and its
+// mode stay as they were.
 func (b *claudeBridge) join(team string) error {
 	p := filepath.Join(b.cfg.Dir, team, "config.json")
 	unlock, err := lockFile(p)
@@ -190,25 +204,46 @@ func (b *claudeBridge) join(team string) error {
 		return err
 	}
 	defer unlock()
-	var cfg map[string]any
-	if err := readJSON(p, &cfg); err != nil {
-		return err
-	}
-	members, _ := cfg["members"].([]any)
-	for _, m := range members {
-		if mm, ok := m.(map[string]any); ok && mm["name"] == b.cfg.Agent {
-			return nil
-		}
-	}
-	cfg["members"] = append(members, map[string]any{
-		"agentId": b.cfg.Agent + "@" + team, "name": b.cfg.Agent, "agentType": "inbox-bridge",
-		"joinedAt": time.Now().UnixMilli(), "backendType": "external",
-	})
-	data, err := json.MarshalIndent(cfg, "", "  ")
+	src, err := readFile(p)
 	if err != nil {
 		return err
 	}
-	return renameio.WriteFile(p, data, 0o600)
+	doc, err := jsonedit.Parse(src)
+	if err != nil || doc.Root.Kind != jsonedit.Object {
+		return fmt.Errorf("%s: not a JSON object", p)
+	}
+	members := doc.Root.Get("members")
+	if members != nil && members.Kind != jsonedit.Array {
+		return fmt.Errorf("%s: members is not an array", p)
+	}
+	if members != nil {
+		for _, m := range members.Elems {
+			var mm struct {
+				Name string `json:"name"`
+			}
+			if json.Unmarshal(doc.Raw(m), &mm) == nil && mm.Name == b.cfg.Agent {
+				return nil
+			}
+		}
+	}
+	me, err := json.MarshalIndent(claudeMember{AgentID: b.cfg.Agent + "@" + team, Name: b.cfg.Agent,
+		AgentType: "inbox-bridge", JoinedAt: time.Now().UnixMilli(), BackendType: "external"}, "", doc.Unit)
+	if err != nil {
+		return err
+	}
+	if members != nil {
+		doc.Append(members, string(me))
+	} else {
+		doc.Append(doc.Root, `"members": [`+"\n"+doc.Unit+strings.ReplaceAll(string(me), "\n", "\n"+doc.Unit)+"\n]")
+	}
+	mode := os.FileMode(0o600)
+	if fi, err := os.Lstat(p); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	if err := regularOrMissing(p); err != nil {
+		return err
+	}
+	return renameio.WriteFile(p, doc.Bytes(), mode)
 }
 
 func (b *claudeBridge) ingestAll(ctx context.Context) {

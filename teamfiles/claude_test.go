@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +197,70 @@ func TestClaudeStaleLock(t *testing.T) {
 	unlock()
 	if _, err := os.Stat(p + ".lock"); err == nil {
 		t.Error("unlock left the lock")
+	}
+}
+
+// TestClaudeJoinKeepsConfig: the bridge adds itself to config.json's
+// members and changes nothing else of the file: key order, spacing,
+// number spellings and members it does not know stay byte for byte.
+func TestClaudeJoinKeepsConfig(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "alpha", "inboxes"), 0o700)
+	head := `{
+    "name": "alpha",
+    "leadAgentId": "team-lead@alpha",
+    "createdAt": 1770836587799,
+    "members": [
+        {"agentId": "team-lead@alpha", "name": "team-lead", "joinedAt": 1.7708365877990e12, "tmuxPaneId": "%1"},
+        {
+            "name": "researcher",
+            "agentId": "researcher@alpha",
+            "color": "blue"
+        }`
+	tail := `
+    ],
+    "zeta": {"b": 1, "a": "\u00e9"}
+}
+`
+	p := filepath.Join(dir, "alpha", "config.json")
+	if err := os.WriteFile(p, []byte(head+tail), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := newClaude(Config{Dir: dir}).join("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(p)
+	got := string(data)
+	if !strings.HasPrefix(got, head) || !strings.HasSuffix(got, tail) {
+		t.Fatalf("config.json changed outside the members it adds:\n%s", got)
+	}
+	var added map[string]any
+	mid := strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(got, head), tail), ",")
+	if err := json.Unmarshal([]byte(mid), &added); err != nil || added["name"] != "inbox" || added["agentId"] != "inbox@alpha" {
+		t.Fatalf("added %q (%v), want the bridge's member", mid, err)
+	}
+	if !strings.HasPrefix(mid, "\n        {\n            \"agentId\"") {
+		t.Errorf("the added member is not indented as the others: %q", mid)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want the file's own 0644", fi.Mode().Perm())
+	}
+	// Joined already: nothing is written.
+	if err := newClaude(Config{Dir: dir}).join("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(p); string(again) != got {
+		t.Errorf("a second join changed the file:\n%s", again)
+	}
+	// A config.json without members gets them, after what it had.
+	os.WriteFile(p, []byte(`{"name": "alpha"}`), 0o600)
+	if err := newClaude(Config{Dir: dir}).join("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if members, err := newClaude(Config{Dir: dir}).configMembers("alpha"); err != nil || !reflect.DeepEqual(members, []string{"inbox"}) {
+		t.Errorf("members %v %v, want the bridge", members, err)
+	}
+	if data, _ := os.ReadFile(p); !strings.HasPrefix(string(data), `{"name": "alpha",`) {
+		t.Errorf("config.json without members became %s", data)
 	}
 }
