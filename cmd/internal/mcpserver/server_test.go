@@ -35,6 +35,7 @@ type mcpTest struct {
 	cs       *mcp.ClientSession
 	progress chan *mcp.ProgressNotificationParams
 	channel  chan *jsonrpc.Request
+	outputs  outputChecks
 }
 
 func newMCPTest(t *testing.T, agent string, channel bool) *mcpTest {
@@ -135,6 +136,7 @@ func (mt *mcpTest) callCtx(ctx context.Context, name string, args map[string]any
 	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || json.Unmarshal([]byte(tc.Text), &fromText) != nil {
 		mt.t.Fatalf("%s: the text content is not the JSON result: %+v", name, res.Content[0])
 	}
+	mt.checkOutput(name, out)
 	return out, res.IsError
 }
 

@@ -331,23 +331,25 @@ func toArgs(in any) []string {
 }
 
 // toolSpec is one tool: the command it runs (with leading arguments, such
-// as a team verb; by default the tool's name with - for _), whether it
-// blocks, whether it starts a runner, and its input struct.
+// as a team verb; by default the tool's name with - for _), what it does
+// to the store, whether it blocks, whether it starts a runner, its input
+// struct and the type that describes its result (outputs.go).
 type toolSpec struct {
 	name, desc string
 	cmd        []string
+	effect     effect
 	blocking   bool
 	runner     bool
-	in         reflect.Type
+	in, out    reflect.Type
 	add        func(m *mcpServer, s *mcp.Server, spec toolSpec)
 }
 
-// tool is spec with input struct In.
-func tool[In any](spec toolSpec) toolSpec {
+// tool is spec with input struct In and a result described by Out.
+func tool[In, Out any](spec toolSpec) toolSpec {
 	if spec.cmd == nil {
 		spec.cmd = []string{strings.ReplaceAll(spec.name, "_", "-")}
 	}
-	spec.in = reflect.TypeFor[In]()
+	spec.in, spec.out = reflect.TypeFor[In](), reflect.TypeFor[Out]()
 	spec.add = addTool[In]
 	return spec
 }
@@ -412,9 +414,17 @@ func reapRunner(out []byte) {
 	go p.Wait()
 }
 
-// addTool registers a tool whose input is In.
+// addTool registers a tool whose input is In. Its output schema is given
+// rather than inferred from the handler's result type (any), so the SDK
+// lists it but neither re-encodes nor re-validates a result: the CLI's
+// JSON goes out as it is.
 func addTool[In any](m *mcpServer, s *mcp.Server, spec toolSpec) {
-	mcp.AddTool(s, &mcp.Tool{Name: spec.name, Description: spec.desc},
+	out, err := outputSchema(spec.out)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: output schema: %v", spec.name, err))
+	}
+	t := &mcp.Tool{Name: spec.name, Description: spec.desc, OutputSchema: out, Annotations: spec.effect.annotations()}
+	mcp.AddTool(s, t,
 		func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 			args := append(append([]string{}, spec.cmd[1:]...), toArgs(in)...)
 			if spec.blocking {
@@ -473,59 +483,59 @@ func (m *mcpServer) progress(ctx context.Context, req *mcp.CallToolRequest, name
 
 // toolTable is every tool, in the order tools/list gives them.
 var toolTable = []toolSpec{
-	tool[fetchIn](toolSpec{name: "fetch",
+	tool[fetchIn, threadsOut](toolSpec{name: "fetch", effect: reads,
 		desc: "List threads waiting for you (pending or blocked, assigned to you or offered to your team) without claiming any. Step 1 of the worker loop: fetch, then claim one thread before working on it. Empty threads list means no work."}),
-	tool[claimIn](toolSpec{name: "claim",
+	tool[claimIn, leaseOut](toolSpec{name: "claim", effect: adds,
 		desc: "Take the lease on a thread before working on it: exactly one claimer wins (others get lease_conflict). Returns lease.lease_token, a fencing token to pass to update/done/fail. Renew long work before the lease expires (default 900 s)."}),
-	tool[renewIn](toolSpec{name: "renew",
+	tool[renewIn, leaseOut](toolSpec{name: "renew", effect: adds,
 		desc: "Extend your lease on a thread you hold, counted from now. Call it before lease_seconds run out during long work."}),
-	tool[updateIn](toolSpec{name: "update",
+	tool[updateIn, messageOut](toolSpec{name: "update", effect: adds,
 		desc: "As the lease holder, post progress (status in_progress) or a blocked question (status blocked, summary says exactly what is missing). After a blocked update, call wait_reply for the answer."}),
-	tool[replyIn](toolSpec{name: "reply",
+	tool[replyIn, messageOut](toolSpec{name: "reply", effect: adds,
 		desc: "Append a message inside a thread; anyone may reply. A leader answers a blocked worker (kind answer) or steers it (kind control). With type and request_id it answers a seed-002 request. Never changes the thread's status."}),
-	tool[finishIn](toolSpec{name: "done",
+	tool[finishIn, messageOut](toolSpec{name: "done", effect: adds,
 		desc: "As the lease holder, finish the thread with its result: summary (required) says what was achieved, body holds details. Releases the lease."}),
-	tool[finishIn](toolSpec{name: "fail",
+	tool[finishIn, messageOut](toolSpec{name: "fail", effect: adds,
 		desc: "As the lease holder, mark the thread failed: summary (required) says why. Releases the lease."}),
-	tool[cancelIn](toolSpec{name: "cancel",
+	tool[cancelIn, messageOut](toolSpec{name: "cancel", effect: destroys,
 		desc: "Stop a thread (a leader's call), or a queued or running task by name (its process is killed and its parent gets the failure)."}),
-	tool[sendIn](toolSpec{name: "send",
+	tool[sendIn, messageOut](toolSpec{name: "send", effect: adds,
 		desc: "Send a message. With to and message (seed 003): a note in the recipient's mailbox, not work. With subject: a new work thread the recipient fetches and claims. to may be several agents (a,b) or a team (@team). With thread: add to that thread. Typed messages (seed 002): type, content_json, ack_required, request/request_id."}),
-	tool[listIn](toolSpec{name: "list",
+	tool[listIn, threadsOut](toolSpec{name: "list", effect: reads,
 		desc: "List threads with filters, newest first (a leader's view of everything). Unlike fetch it is not limited to work waiting for one agent."}),
-	tool[showIn](toolSpec{name: "show",
+	tool[showIn, showOut](toolSpec{name: "show", effect: addsOnce,
 		desc: "Read one thread's full history: header, lease and every message. mark_read moves your read cursor to the newest message."}),
-	tool[waitReplyIn](toolSpec{name: "wait_reply", blocking: true,
+	tool[waitReplyIn, waitReplyOut](toolSpec{name: "wait_reply", effect: adds, blocking: true,
 		desc: "Block until an answer (or control, or result) lands in a thread, then return it; at once if one is there already. Waits at most max_wait_seconds (default 45): on woke:false call again with after_event set to next_event_id. request_id waits for the response to that request."}),
-	tool[watchIn](toolSpec{name: "watch", blocking: true,
+	tool[watchIn, watchOut](toolSpec{name: "watch", effect: reads, blocking: true,
 		desc: "Block until one of your threads is created or changes status. Waits at most max_wait_seconds (default 45); on woke:false call again with after_event set to next_event_id."}),
-	tool[eventsIn](toolSpec{name: "events", cmd: []string{"events", "--limit=100"},
+	tool[eventsIn, eventsOut](toolSpec{name: "events", effect: reads, cmd: []string{"events", "--limit=100"},
 		desc: "Read the store's event log (every change, in order) after an event id; next_event_id is where to continue."}),
-	tool[pushIn](toolSpec{name: "push",
+	tool[pushIn, pushOut](toolSpec{name: "push", effect: adds,
 		desc: "Queue a task (seed 003): a prompt for a sub-agent, run later by the run tool. Its result arrives in your mailbox (receive/check) as a message from the task's name."}),
-	tool[runIn](toolSpec{name: "run", runner: true,
+	tool[runIn, runOut](toolSpec{name: "run", effect: adds, runner: true,
 		desc: "Start up to count queued tasks of your queue in the background (seed 003) and return at once; each runs the command the server was started with (its --exec or INBOX_EXEC) with its prompt on stdin. A tool call cannot choose the command."}),
-	tool[receiveIn](toolSpec{name: "receive", blocking: true,
+	tool[receiveIn, receiveOut](toolSpec{name: "receive", effect: adds, blocking: true,
 		desc: "Wait for the next message in your mailbox (a task's result, a note, a broadcast) and collect it. Waits at most max_wait_seconds (default 45): woke:false means nothing came; call again."}),
-	tool[checkIn](toolSpec{name: "check",
+	tool[checkIn, checkOut](toolSpec{name: "check", effect: adds,
 		desc: "Collect every message ready in your mailbox now, without waiting (seed 003's check). An empty messages list means none."}),
-	tool[mailboxIn](toolSpec{name: "mailbox",
+	tool[mailboxIn, mailboxOut](toolSpec{name: "mailbox", effect: reads,
 		desc: "Look at your mailbox without collecting anything, and at the messages you still have to acknowledge."}),
-	tool[queueIn](toolSpec{name: "queue",
+	tool[queueIn, queueOut](toolSpec{name: "queue", effect: addsOnce,
 		desc: "Show your task queue: queued, running (with age) and finished tasks."}),
-	tool[noIn](toolSpec{name: "agents",
+	tool[noIn, agentsOut](toolSpec{name: "agents", effect: reads,
 		desc: "Every agent the store has seen: state (working, waiting, idle, gone), last activity, live leases, mailbox depth, teams and unacknowledged messages. A leader's check on who is alive."}),
-	tool[teamIn](toolSpec{name: "team_create", cmd: []string{"team", "create"},
+	tool[teamIn, teamOut](toolSpec{name: "team_create", effect: adds, cmd: []string{"team", "create"},
 		desc: "Create a team (a named set of agents). Send to every member but yourself with to: \"@team\"."}),
-	tool[teamIn](toolSpec{name: "team_add", cmd: []string{"team", "add"},
+	tool[teamIn, teamOut](toolSpec{name: "team_add", effect: addsOnce, cmd: []string{"team", "add"},
 		desc: "Add members (agent names) to an existing team; members already in it stay as they are."}),
-	tool[teamIn](toolSpec{name: "team_remove", cmd: []string{"team", "remove"},
+	tool[teamIn, teamOut](toolSpec{name: "team_remove", effect: destroys, cmd: []string{"team", "remove"},
 		desc: "Remove members from a team; each must be a member (else not_a_member)."}),
-	tool[teamNameIn](toolSpec{name: "team_show", cmd: []string{"team", "show"},
+	tool[teamNameIn, teamShowOut](toolSpec{name: "team_show", effect: reads, cmd: []string{"team", "show"},
 		desc: "A team's members and what each has not acknowledged."}),
-	tool[noIn](toolSpec{name: "team_list", cmd: []string{"team", "list"},
+	tool[noIn, teamListOut](toolSpec{name: "team_list", effect: reads, cmd: []string{"team", "list"},
 		desc: "List every team of the store with its members, to find whom @team reaches."}),
-	tool[ackIn](toolSpec{name: "ack",
+	tool[ackIn, messageOut](toolSpec{name: "ack", effect: adds,
 		desc: "Acknowledge a message that asked for it (ack_required): an acknowledgment to its sender in the same thread."}),
 }
 

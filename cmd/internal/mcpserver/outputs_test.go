@@ -1,0 +1,173 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The tools that never write, that may destroy what others rely on, and
+// the writers a repeat of which changes nothing more.
+var (
+	readOnlyTools    = []string{"fetch", "list", "watch", "events", "mailbox", "agents", "team_show", "team_list"}
+	destructiveTools = []string{"cancel", "team_remove"}
+	idempotentTools  = []string{"show", "queue", "team_add"}
+)
+
+// TestMCPOutputSchemasAndHints: tools/list gives every tool an output
+// schema (an object with ok and command, each of the command's top-level
+// keys described with its type) and annotations that tell a reader from
+// a writer and a writer from a destroyer; no tool reaches beyond the
+// store.
+func TestMCPOutputSchemasAndHints(t *testing.T) {
+	mt := newMCPTest(t, "", false)
+	res, err := mt.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readOnly, destructive, idempotent []string
+	for _, tool := range res.Tools {
+		s := schemaOf(t, tool)
+		if s == nil {
+			continue
+		}
+		if s.Type != "object" || !slices.Contains(s.Required, "ok") || !slices.Contains(s.Required, "command") {
+			t.Errorf("%s: output schema type %q, required %v: want an object that requires ok and command", tool.Name, s.Type, s.Required)
+		}
+		for key, want := range map[string]string{"ok": "boolean", "command": "string", "error": "object"} {
+			if p := s.Properties[key]; p == nil || p.Type != want && !slices.Contains(p.Types, want) {
+				t.Errorf("%s: output property %s is %+v, want type %s", tool.Name, key, p, want)
+			}
+		}
+		if len(s.Properties) < 4 {
+			t.Errorf("%s: output schema describes only %v", tool.Name, slices.Sorted(maps.Keys(s.Properties)))
+		}
+		for k, p := range s.Properties {
+			if p.Description == "" {
+				t.Errorf("%s: output property %s has no description", tool.Name, k)
+			}
+		}
+		a := tool.Annotations
+		if a == nil {
+			t.Errorf("%s has no annotations", tool.Name)
+			continue
+		}
+		if a.OpenWorldHint == nil || *a.OpenWorldHint {
+			t.Errorf("%s: openWorldHint %v, want false (it works on the store alone)", tool.Name, a.OpenWorldHint)
+		}
+		if a.ReadOnlyHint {
+			readOnly = append(readOnly, tool.Name)
+			continue
+		}
+		if a.DestructiveHint == nil || *a.DestructiveHint {
+			destructive = append(destructive, tool.Name)
+		}
+		if a.IdempotentHint {
+			idempotent = append(idempotent, tool.Name)
+		}
+	}
+	for _, c := range []struct {
+		hint      string
+		got, want []string
+	}{{"readOnlyHint", readOnly, readOnlyTools}, {"destructiveHint", destructive, destructiveTools},
+		{"idempotentHint", idempotent, idempotentTools}} {
+		slices.Sort(c.got)
+		want := slices.Sorted(slices.Values(c.want))
+		if !slices.Equal(c.got, want) {
+			t.Errorf("%s on %v, want %v", c.hint, c.got, want)
+		}
+	}
+	// The wait tools tell an agent how to go on after max_wait_seconds.
+	for _, tool := range res.Tools {
+		if tool.Name != "wait_reply" && tool.Name != "watch" {
+			continue
+		}
+		if s := schemaOf(t, tool); s == nil {
+			continue
+		} else if p := s.Properties["next_event_id"]; p == nil || p.Type != "integer" {
+			t.Errorf("%s: next_event_id is %+v, want an integer", tool.Name, p)
+		}
+	}
+}
+
+// schemaOf is tool's output schema as a client reads it.
+func schemaOf(t *testing.T, tool *mcp.Tool) *jsonschema.Schema {
+	t.Helper()
+	if tool.OutputSchema == nil {
+		t.Errorf("%s has no output schema", tool.Name)
+		return nil
+	}
+	b, err := json.Marshal(tool.OutputSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("%s: output schema %s: %v", tool.Name, b, err)
+	}
+	return &s
+}
+
+// outputChecks are the output schemas of a server's tools, read from
+// tools/list once, for checking every result the tests get.
+type outputChecks struct {
+	once    sync.Once
+	schemas map[string]*jsonschema.Schema
+	err     error
+}
+
+// checkOutput fails the test unless out, name's structured result,
+// validates against the output schema tools/list gives, and the schema
+// describes each of its top-level keys (the schema lets unknown keys
+// through, so that a client of an older schema keeps working; here a key
+// it does not name is an error).
+func (mt *mcpTest) checkOutput(name string, out map[string]any) {
+	mt.t.Helper()
+	c := &mt.outputs
+	c.once.Do(func() {
+		res, err := mt.cs.ListTools(context.Background(), nil)
+		if err != nil {
+			c.err = err
+			return
+		}
+		c.schemas = map[string]*jsonschema.Schema{}
+		for _, tool := range res.Tools {
+			if tool.OutputSchema == nil {
+				continue
+			}
+			b, _ := json.Marshal(tool.OutputSchema)
+			var s jsonschema.Schema
+			if c.err = json.Unmarshal(b, &s); c.err != nil {
+				return
+			}
+			c.schemas[tool.Name] = &s
+		}
+	})
+	if c.err != nil {
+		mt.t.Fatalf("tools/list: %v", c.err)
+	}
+	s := c.schemas[name]
+	if s == nil {
+		mt.t.Errorf("%s has no output schema", name)
+		return
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		mt.t.Fatalf("%s: output schema: %v", name, err)
+	}
+	if err := rs.Validate(out); err != nil {
+		b, _ := json.Marshal(out)
+		mt.t.Errorf("%s: result %.600s does not validate against its output schema: %v", name, b, err)
+	}
+	for k := range out {
+		if s.Properties[k] == nil {
+			mt.t.Errorf("%s: result key %q is not in the output schema (%v)", name, k, slices.Sorted(maps.Keys(s.Properties)))
+		}
+	}
+}
