@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,9 +47,10 @@ func settingsPath(tool string, project bool) (string, error) {
 	return filepath.Join(base, ".gemini", "settings.json"), nil
 }
 
-// hookCommandLine is the command an installed hook runs.
-func hookCommandLine(tool, event, flags string) string {
-	return "inbox hook " + tool + " " + event + flags
+// hookCommandLine is the command an installed hook runs: bin, the inbox
+// binary as a shell word, and the flags.
+func hookCommandLine(bin, tool, event, flags string) string {
+	return bin + " hook " + tool + " " + event + flags
 }
 
 // hookFlags are the flags an installed hook passes: the agent and the
@@ -64,6 +66,43 @@ func hookFlags(agent, db string) string {
 	return f
 }
 
+// inboxBinary is the absolute path of the inbox binary this process is,
+// for a hook's settings entry and the commands a hook's reason names: the
+// inbox beside this binary when this is a companion (inbox-nats, which
+// inbox hands a NATS store's commands to); under the name PATH finds it
+// by when that is the same file (a package manager's link outlives an
+// upgrade, the versioned file it points at does not); else with its
+// symlinks resolved.
+func inboxBinary() (string, error) {
+	self, err := Executable()
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(self); err == nil {
+		self = real
+	}
+	if filepath.Base(self) != "inbox" {
+		if p := filepath.Join(filepath.Dir(self), "inbox"); isExecutable(p) {
+			self = p
+		}
+	}
+	if p, err := exec.LookPath("inbox"); err == nil {
+		if abs, err := filepath.Abs(p); err == nil && sameFile(abs, self) {
+			return abs, nil
+		}
+	}
+	return self, nil
+}
+
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
 // shellQuote quotes s for a POSIX shell, unless it needs none.
 func shellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@=,") == "" {
@@ -72,8 +111,62 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// ours reports whether a hook entry's command is one inbox installed for tool.
-func ours(cmd, tool string) bool { return strings.HasPrefix(cmd, "inbox hook "+tool+" ") }
+// ours reports whether a hook entry's command is one inbox installed for
+// tool, under whatever path: "inbox hook TOOL …", "/usr/local/bin/inbox
+// hook TOOL …", "'/my bin/inbox' hook TOOL …".
+func ours(cmd, tool string) bool {
+	bin, rest, ok := shellWord(cmd)
+	if !ok || !strings.HasPrefix(rest, " hook "+tool+" ") {
+		return false
+	}
+	name := bin[strings.LastIndexByte(bin, '/')+1:]
+	return name == "inbox" || name == "inbox-nats"
+}
+
+// shellWord splits a command line after its first word as a POSIX shell
+// reads it (unquoted, '…' and "…" parts, backslash escapes): the word,
+// unquoted, and the rest of the line from the blank that ends it. ok is
+// false when a quote is left open.
+func shellWord(line string) (word, rest string, ok bool) {
+	var b strings.Builder
+	i := 0
+	for i < len(line) {
+		switch c := line[i]; c {
+		case ' ', '\t':
+			return b.String(), line[i:], true
+		case '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return "", "", false
+			}
+			b.WriteString(line[i+1 : i+1+j])
+			i += j + 2
+		case '"':
+			i++
+			for i < len(line) && line[i] != '"' {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("$`\"\\", line[i+1]) >= 0 {
+					i++
+				}
+				b.WriteByte(line[i])
+				i++
+			}
+			if i == len(line) {
+				return "", "", false
+			}
+			i++
+		case '\\':
+			if i+1 < len(line) {
+				i++
+			}
+			b.WriteByte(line[i])
+			i++
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String(), "", true
+}
 
 // hookEntry and hookGroupJSON are the matcher group inbox adds for an
 // event (Gemini CLI entries also carry a name).
@@ -87,8 +180,8 @@ type hookGroupJSON struct {
 	Hooks []hookEntry `json:"hooks"`
 }
 
-func hookGroup(tool, event, flags string) any {
-	h := hookEntry{Type: "command", Command: hookCommandLine(tool, event, flags)}
+func hookGroup(bin, tool, event, flags string) any {
+	h := hookEntry{Type: "command", Command: hookCommandLine(bin, tool, event, flags)}
 	if tool == "gemini" {
 		h.Name = "inbox"
 	}
@@ -114,8 +207,7 @@ func groupHasOurs(d *jsonedit.Doc, g *jsonedit.Node, tool string) (*jsonedit.Nod
 			continue
 		}
 		if c := h.Get("command"); c != nil {
-			var cmd string
-			if json.Unmarshal(d.Raw(c), &cmd) == nil && ours(cmd, tool) {
+			if cmd, ok := jsonString(d.Raw(c)); ok && ours(cmd, tool) {
 				return hooks, i
 			}
 		}
@@ -124,8 +216,10 @@ func groupHasOurs(d *jsonedit.Doc, g *jsonedit.Node, tool string) (*jsonedit.Nod
 }
 
 // mergeHooks returns the settings text with inbox's entries added (or,
-// with remove, taken out), everything else as it was.
-func mergeHooks(s []byte, tool, flags string, remove bool) ([]byte, error) {
+// with remove, taken out), everything else as it was. An entry inbox
+// installed before (under another path, or with other flags) is brought
+// up to date where it stands; a second one for the same event goes.
+func mergeHooks(s []byte, tool, bin, flags string, remove bool) ([]byte, error) {
 	if len(bytes.TrimSpace(s)) == 0 {
 		s = []byte("{}\n")
 	}
@@ -155,7 +249,7 @@ func mergeHooks(s []byte, tool, flags string, remove bool) ([]byte, error) {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, "\n%s%q: %s", d.Unit, e, marshalIndent([]any{hookGroup(tool, e, flags)}, d.Unit, d.Unit))
+			fmt.Fprintf(&b, "\n%s%q: %s", d.Unit, e, marshalIndent([]any{hookGroup(bin, tool, e, flags)}, d.Unit, d.Unit))
 		}
 		b.WriteString("\n}")
 		d.Append(root, `"hooks": `+b.String())
@@ -165,20 +259,34 @@ func mergeHooks(s []byte, tool, flags string, remove bool) ([]byte, error) {
 	for _, e := range events {
 		arr := hooks.Get(e)
 		if arr == nil {
-			newMembers = append(newMembers, fmt.Sprintf("%q: %s", e, marshalIndent([]any{hookGroup(tool, e, flags)}, "", d.Unit)))
+			newMembers = append(newMembers, fmt.Sprintf("%q: %s", e, marshalIndent([]any{hookGroup(bin, tool, e, flags)}, "", d.Unit)))
 			continue
 		}
 		if arr.Kind != jsonedit.Array {
 			return nil, fmt.Errorf(`its "hooks"."%s" is not an array`, e)
 		}
+		want := hookCommandLine(bin, tool, e, flags)
 		has := false
-		for _, g := range arr.Elems {
-			if _, hi := groupHasOurs(d, g, tool); hi >= 0 {
+		var drop []int // groups of a second entry of inbox's, alone in them
+		for gi, g := range arr.Elems {
+			entries, hi := groupHasOurs(d, g, tool)
+			switch {
+			case hi < 0:
+			case !has:
 				has = true
+				c := entries.Elems[hi].Get("command")
+				if cmd, _ := jsonString(d.Raw(c)); cmd != want {
+					d.Replace(c, marshalIndent(want, "", ""))
+				}
+			case entries.Len() == 1:
+				drop = append(drop, gi)
+			default:
+				d.Remove(entries, hi)
 			}
 		}
+		d.Remove(arr, drop...)
 		if !has {
-			d.Append(arr, marshalIndent(hookGroup(tool, e, flags), "", d.Unit))
+			d.Append(arr, marshalIndent(hookGroup(bin, tool, e, flags), "", d.Unit))
 		}
 	}
 	d.Append(hooks, newMembers...)
@@ -225,6 +333,12 @@ func removeHooks(d *jsonedit.Doc, hooks *jsonedit.Node, tool string, events []st
 	}
 }
 
+// jsonString decodes raw, a JSON string.
+func jsonString(raw []byte) (string, bool) {
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
 func eventNamesList(tool string) []string {
 	order := map[string][]string{
 		"claude": {"SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "TeammateIdle"},
@@ -247,7 +361,9 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 		}
 	}
 	db, secret := "", ""
-	if c.g.dbSet && add {
+	if add && (c.g.dbSet || c.env.getenv("INBOX_DB") != "") {
+		// The store install was given (--db, else INBOX_DB) is the one
+		// the hooks use and name in the commands they suggest.
 		// A user-level hook runs wherever the tool was started, so the
 		// store is named absolutely; a project's runs at the project's
 		// root, where a relative path keeps the settings file portable.
@@ -279,7 +395,13 @@ func (r *hookCmd) install(c *call, add bool, tool string) (*result, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, inbox.Storage(err, "read %s", target)
 	}
-	updated, err := mergeHooks(old, tool, hookFlags(agent, db), !add)
+	// The hooks run inbox by its absolute path: the tool's PATH may not
+	// hold it, and a hook that is not found does nothing, silently.
+	bin, err := inboxBinary()
+	if err != nil {
+		return nil, inbox.Internal(fmt.Errorf("find the path of the inbox binary for the hooks: %w", err))
+	}
+	updated, err := mergeHooks(old, tool, shellQuote(bin), hookFlags(agent, db), !add)
 	if err != nil {
 		return nil, inbox.Invalid("settings", "%s: %v: fix it by hand, then try again", p, err)
 	}

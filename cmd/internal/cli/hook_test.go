@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonedit"
 )
 
 // TestHookContextCap: the context is at most 8 KB however much is open, and
@@ -43,15 +44,15 @@ func TestMergeHooksRoundTrip(t *testing.T) {
 	}
 	for _, tool := range hookTools {
 		for _, f := range files {
-			in, err := mergeHooks([]byte(f), tool, " --agent dev", false)
+			in, err := mergeHooks([]byte(f), tool, "/opt/bin/inbox", " --agent dev", false)
 			if err != nil {
 				t.Fatalf("%s install into %q: %v", tool, f, err)
 			}
-			again, _ := mergeHooks(in, tool, " --agent dev", false)
+			again, _ := mergeHooks(in, tool, "/opt/bin/inbox", " --agent dev", false)
 			if string(again) != string(in) {
 				t.Errorf("%s: a second install changed the file:\n%s\n%s", tool, in, again)
 			}
-			out, err := mergeHooks(in, tool, "", true)
+			out, err := mergeHooks(in, tool, "", "", true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,5 +103,60 @@ func TestStopMarkNews(t *testing.T) {
 	// After collecting the newest, the mark keeps the newest told about.
 	if m2 := (&hookState{mail: []*inbox.Message{msg(4)}, mailN: 1}).mark(m); m2.mail != 9 {
 		t.Errorf("mark after the newest was collected: mail %d, want 9", m2.mail)
+	}
+}
+
+// TestMergeHooksReplaces: install brings inbox's entry of an older install
+// (a bare inbox, another path, other flags) up to date where it stands,
+// drops a second one, and keeps every other hook.
+func TestMergeHooksReplaces(t *testing.T) {
+	old := `{"hooks": {
+  "Stop": [
+    {"hooks": [{"type": "command", "command": "say done"}, {"type": "command", "command": "inbox hook claude Stop --agent old"}]},
+    {"hooks": [{"type": "command", "command": "'/old bin/inbox' hook claude Stop"}]}
+  ],
+  "SessionStart": [{"hooks": [{"type": "command", "command": "/usr/bin/inbox hook claude SessionStart"}]}]
+}}`
+	got, err := mergeHooks([]byte(old), "claude", "'/new bin/inbox'", " --agent dev", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range eventNamesList("claude") {
+		want := `"command": "'/new bin/inbox' hook claude ` + e + ` --agent dev"`
+		if n := strings.Count(string(got), want); n != 1 {
+			t.Errorf("%d entries %s, want 1:\n%s", n, want, got)
+		}
+	}
+	if n := strings.Count(string(got), "hook claude"); n != len(eventNamesList("claude")) {
+		t.Errorf("%d inbox entries, want one an event:\n%s", n, got)
+	}
+	if !strings.Contains(string(got), `{"hooks": [{"type": "command", "command": "say done"}, {"type": "command", "command": "'/new bin/inbox' hook claude Stop --agent dev"}]}`) {
+		t.Errorf("the entry beside another hook is not updated where it stands:\n%s", got)
+	}
+	if _, err := jsonedit.Parse(got); err != nil {
+		t.Errorf("not JSON: %v\n%s", err, got)
+	}
+}
+
+// TestOurs: an entry inbox installed is recognised under any path and
+// quoting, and only for its tool.
+func TestOurs(t *testing.T) {
+	for cmd, want := range map[string]bool{
+		"inbox hook claude Stop":                          true,
+		"/usr/local/bin/inbox hook claude Stop --agent a": true,
+		"'/my bin/inbox' hook claude Stop":                true,
+		`"/my bin/inbox" hook claude Stop`:                true,
+		`/my\ bin/inbox hook claude Stop`:                 true,
+		"/opt/inbox-nats hook claude Stop":                true,
+		"inbox hook codex Stop":                           false,
+		"inbox hook other Stop":                           false,
+		"say done":                                        false,
+		"/bin/notinbox hook claude Stop":                  false,
+		"'/my bin/inbox hook claude Stop":                 false,
+		"inbox hook claude":                               false,
+	} {
+		if got := ours(cmd, "claude"); got != want {
+			t.Errorf("ours(%q) = %v, want %v", cmd, got, want)
+		}
 	}
 }
