@@ -1,7 +1,8 @@
 // Command natsd runs a NATS server with JetStream for the tests and
 // benchmarks of the NATS backend, as its own process, so that a test can
 // kill it: on loopback, syncing every write (sync_interval: always), as a
-// single server or as one node of a cluster. It is not installed; a real
+// single server or as one node of a cluster, with the options of
+// inbox-nats server (package natsserve). It is not installed; a real
 // deployment runs nats-server with the settings docs/JETSTREAM.md gives.
 //
 //	natsd -port 4222 -dir /tmp/n1 [-name n1 -cluster-port 6222 -routes nats://127.0.0.1:6223,…]
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/inbox-dev/inbox/internal/natsserve"
 )
 
 func main() {
@@ -32,8 +35,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "natsd: -dir is required")
 		os.Exit(2)
 	}
-	opts := &server.Options{Host: "127.0.0.1", Port: *port, JetStream: true, StoreDir: *dir, SyncAlways: true,
-		ServerName: *name, NoSigs: true}
+	if *port < 0 {
+		*port = 0
+	}
+	opts, err := natsserve.Options(natsserve.Config{Listen: fmt.Sprintf("127.0.0.1:%d", *port), StoreDir: *dir})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "natsd:", err)
+		os.Exit(2)
+	}
+	opts.ServerName = *name
 	if *clusterPort != 0 {
 		opts.Cluster = server.ClusterOpts{Name: "inbox", Host: "127.0.0.1", Port: *clusterPort}
 		for _, r := range strings.Split(*routes, ",") {
