@@ -79,6 +79,10 @@ func (r *holderCmd) run(c *call) (*result, error) {
 	if r.thread == "" {
 		return nil, usagef("thread", "--thread is required")
 	}
+	if end, ok := endingCommand[r.status]; r.verb == "update" && ok {
+		return nil, usagef("status", "--status %s is not an update: use inbox %s --agent %s --thread %s --%s ... to end the thread (update takes in_progress|blocked)",
+			r.status, end[0], agent, r.thread, end[1])
+	}
 	s, content, err := c.openContent(&r.content)
 	if err != nil {
 		return nil, err
@@ -97,6 +101,11 @@ func (r *holderCmd) run(c *call) (*result, error) {
 	}
 	return statusResult(out), nil
 }
+
+// endingCommand is the command that moves a thread to each terminal
+// status update refuses, and the flag that says why.
+var endingCommand = map[string][2]string{inbox.StatusDone: {"done", "summary"}, inbox.StatusFailed: {"fail", "summary"},
+	inbox.StatusCancelled: {"cancel", "reason"}}
 
 // statusResult is the result of a call that moved a thread's status.
 func statusResult(out *inbox.Result) *result {
