@@ -99,6 +99,9 @@ type ListFilter struct {
 	AssignedTo string
 	Statuses   []string
 	Limit      int
+	// Mail includes mail threads, which are not work (SPEC §7): left
+	// out unless asked.
+	Mail bool
 }
 
 // ThreadView is one thread with its full history.

@@ -131,7 +131,8 @@ func (f ListFilter) Selects(t *Thread, statuses []string) bool {
 	case !slices.Contains(statuses, t.Status),
 		f.AssignedTo != "" && t.AssignedTo != f.AssignedTo,
 		f.CreatedBy != "" && t.CreatedBy != f.CreatedBy,
-		f.Agent != "" && t.AssignedTo != f.Agent && t.CreatedBy != f.Agent:
+		f.Agent != "" && t.AssignedTo != f.Agent && t.CreatedBy != f.Agent,
+		t.Mail && !f.Mail:
 		return false
 	}
 	return true

@@ -110,6 +110,28 @@ type Stats struct {
 	EventSegments   int                       `json:"event_log_segments"`
 	LastEventID     int64                     `json:"last_event_id"`
 	OldestPending   *Thread                   `json:"oldest_pending"`
+	// MailThreads counts the live threads that are mail, not work (SPEC
+	// §7): they are in no other count.
+	MailThreads int `json:"mail_threads"`
+}
+
+// Count adds a live thread to the counts: a mail thread to MailThreads
+// only, work to Threads, ByStatus and ByAgent, and the oldest pending
+// work thread is OldestPending.
+func (st *Stats) Count(t *Thread) {
+	if t.Mail {
+		st.MailThreads++
+		return
+	}
+	st.Threads++
+	st.ByStatus[t.Status]++
+	if st.ByAgent[t.AssignedTo] == nil {
+		st.ByAgent[t.AssignedTo] = map[string]int{}
+	}
+	st.ByAgent[t.AssignedTo][t.Status]++
+	if t.Status == StatusPending && (st.OldestPending == nil || t.ThreadID < st.OldestPending.ThreadID) {
+		st.OldestPending = t
+	}
 }
 
 // LeaseExpiry is a thread whose lease is held (not released), and when the

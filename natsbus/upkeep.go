@@ -26,15 +26,7 @@ func (b *Bus) Stats(ctx context.Context) (*inbox.Stats, error) {
 	st := &inbox.Stats{ByStatus: map[string]int{}, ByAgent: map[string]map[string]int{}}
 	err := b.threads(ctx, func(r *record) bool {
 		t := r.Thread
-		st.Threads++
-		st.ByStatus[t.Status]++
-		if st.ByAgent[t.AssignedTo] == nil {
-			st.ByAgent[t.AssignedTo] = map[string]int{}
-		}
-		st.ByAgent[t.AssignedTo][t.Status]++
-		if t.Status == inbox.StatusPending && (st.OldestPending == nil || t.ThreadID < st.OldestPending.ThreadID) {
-			st.OldestPending = &t
-		}
+		st.Count(&t)
 		return true
 	})
 	if err != nil {

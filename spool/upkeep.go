@@ -261,7 +261,6 @@ func (s *Store) Stats(ctx context.Context) (*inbox.Stats, error) {
 	if err != nil {
 		return nil, s.indexErr(err)
 	}
-	index.SortNewestFirst(entries)
 	seen := map[string]bool{}
 	for _, e := range entries {
 		if seen[e.ThreadID] {
@@ -272,16 +271,8 @@ func (s *Store) Stats(ctx context.Context) (*inbox.Stats, error) {
 			continue // gone, or a stale marker: the right one counts
 		}
 		seen[e.ThreadID] = true
-		st.ByStatus[h.Status]++
-		if st.ByAgent[h.AssignedTo] == nil {
-			st.ByAgent[h.AssignedTo] = map[string]int{}
-		}
-		st.ByAgent[h.AssignedTo][h.Status]++
-		if h.Status == inbox.StatusPending {
-			st.OldestPending = &h.Thread // newest first: the last one wins
-		}
+		st.Count(&h.Thread)
 	}
-	st.Threads = len(seen)
 	if entries, err := os.ReadDir(filepath.Join(s.dir, archiveDir, threadsDir)); err == nil {
 		st.ArchivedThreads = len(entries)
 	}

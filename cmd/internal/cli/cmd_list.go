@@ -82,11 +82,13 @@ var listCommand = &command{
 --created-by, --assigned-to and --agent (created by or assigned to). Unlike
 fetch, which shows a worker the work it could claim next (and hides threads
 leased by others), list shows every thread that matches, whatever its lease,
-and exits 0 even when nothing matches.`,
+and exits 0 even when nothing matches. Mail threads (a note to an agent, not
+work: see inbox help send) are left out unless --mail asks for them.`,
 	examples: []string{
 		"inbox list --status blocked",
 		"inbox list --assigned-to backend-worker --status done,failed --limit 10 --json",
 		"inbox list --created-by leader",
+		"inbox list --mail --agent main   # notes to and from main too",
 	},
 	new: func() runner { return &listCmd{} },
 }
@@ -95,6 +97,7 @@ type listCmd struct {
 	statuses              []string
 	createdBy, assignedTo string
 	limit                 int
+	mail                  bool
 }
 
 func (r *listCmd) flags(fs *pflag.FlagSet, c *call) {
@@ -103,6 +106,7 @@ func (r *listCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.createdBy, "created-by", "", "only threads created by this agent")
 	fs.StringVar(&r.assignedTo, "assigned-to", "", "only threads assigned to this agent")
 	fs.IntVar(&r.limit, "limit", inbox.DefaultListLimit, "at most this many threads")
+	fs.BoolVar(&r.mail, "mail", false, "include mail threads (notes, not work), which list leaves out by default")
 }
 
 func (r *listCmd) run(c *call) (*result, error) {
@@ -110,7 +114,7 @@ func (r *listCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := inbox.ListFilter{CreatedBy: r.createdBy, AssignedTo: r.assignedTo, Statuses: r.statuses, Limit: r.limit}
+	f := inbox.ListFilter{CreatedBy: r.createdBy, AssignedTo: r.assignedTo, Statuses: r.statuses, Limit: r.limit, Mail: r.mail}
 	if c.g.agentSet {
 		f.Agent = c.g.agent
 	}

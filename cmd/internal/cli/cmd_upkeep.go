@@ -241,10 +241,10 @@ func (r *statsCmd) run(c *call) (*result, error) {
 	res.set("threads", st.Threads).set("by_status", st.ByStatus).set("by_agent", st.ByAgent).
 		set("archived_threads", st.ArchivedThreads).set("store_bytes", st.StoreBytes).
 		set("event_log_bytes", st.EventLogBytes).set("event_log_segments", st.EventSegments).
-		set("last_event_id", st.LastEventID).set("oldest_pending", st.OldestPending)
+		set("last_event_id", st.LastEventID).set("oldest_pending", st.OldestPending).set("mail_threads", st.MailThreads)
 	res.human = func(w io.Writer) {
-		fmt.Fprintf(w, "threads: %d live, %d archived; store %s on disk; event log %s in %d segments, last event %d\n",
-			st.Threads, st.ArchivedThreads, bytesHuman(st.StoreBytes), bytesHuman(st.EventLogBytes), st.EventSegments, st.LastEventID)
+		fmt.Fprintf(w, "threads: %d live, %d archived, and %d of mail; store %s on disk; event log %s in %d segments, last event %d\n",
+			st.Threads, st.ArchivedThreads, st.MailThreads, bytesHuman(st.StoreBytes), bytesHuman(st.EventLogBytes), st.EventSegments, st.LastEventID)
 		if st.OldestPending != nil {
 			fmt.Fprintf(w, "oldest pending: %s for %s since %s: %s\n", st.OldestPending.ThreadID, st.OldestPending.AssignedTo,
 				shortTime(st.OldestPending.CreatedAt), oneLine(st.OldestPending.Subject, 50))

@@ -217,6 +217,8 @@ var natsScripts = []string{
 	"watch_status.txtar",
 	"watch_timeout.txtar",
 	"worker_loop.txtar",
+	"reading_one_model.txtar",
+	"mail_threads_list.txtar",
 }
 
 func TestScriptsNATS(t *testing.T) {
