@@ -1,6 +1,8 @@
 // Drives `inbox mcp` over stdio with the official TypeScript SDK client:
-// tools/list, a worker's whole loop with a chunked wait (the first chunk
-// times out with progress, the second is woken), and an error.
+// tools/list (output schemas and hints; the client then validates every
+// result against its tool's output schema), a worker's whole loop with a
+// chunked wait (the first chunk times out with progress, the second is
+// woken), and an error.
 //
 //   node client.mjs INBOX_BINARY STORE
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -38,6 +40,23 @@ const { tools } = await client.listTools();
 const names = tools.map((t) => t.name);
 for (const want of ["fetch", "claim", "update", "wait_reply", "done", "send", "receive", "push", "run", "team_create", "ack"]) {
   if (!names.includes(want)) fail(`tools/list has no ${want}: ${names}`);
+}
+// Every tool says what it returns (the client validates each result
+// against it) and what it does: show from cancel, nothing beyond the store.
+const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+for (const t of tools) {
+  const out = t.outputSchema;
+  if (out?.type !== "object" || !out.properties?.ok || !out.required?.includes("command")) {
+    fail(`${t.name}: output schema ${JSON.stringify(out)}`);
+  }
+  if (t.annotations?.openWorldHint !== false) fail(`${t.name}: annotations ${JSON.stringify(t.annotations)}`);
+}
+if (byName.fetch.annotations.readOnlyHint !== true || byName.cancel.annotations.readOnlyHint !== false ||
+    byName.cancel.annotations.destructiveHint !== true || byName.done.annotations.destructiveHint !== false) {
+  fail(`hints: fetch ${JSON.stringify(byName.fetch.annotations)}, cancel ${JSON.stringify(byName.cancel.annotations)}`);
+}
+if (byName.wait_reply.outputSchema.properties.next_event_id?.type !== "integer") {
+  fail(`wait_reply's output schema: ${JSON.stringify(byName.wait_reply.outputSchema.properties)}`);
 }
 
 const sent = await ok("send", { from: "leader", to: "worker", subject: "Add post CRUD routes", body: "under /posts" });

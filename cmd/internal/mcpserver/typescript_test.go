@@ -16,10 +16,12 @@ import (
 // TestMCPTypeScriptClient drives the inbox binary's MCP server with a
 // client nobody here wrote: the official TypeScript SDK, installed from npm
 // at the version testdata/mcp-client/package-lock.json pins. Over stdio,
-// the script lists the tools, runs a worker's loop with a chunked wait (a
-// first chunk that times out with progress, a second woken by a reply),
-// and checks an error; over HTTP, it is refused without the token and
-// runs a task with it.
+// the script lists the tools (each with an output schema and hints),
+// runs a worker's loop with a chunked wait (a first chunk that times out
+// with progress, a second woken by a reply), and checks an error; over
+// HTTP, it is refused without the token and runs a task with it. The
+// client validates every result, errors too, against its tool's output
+// schema, and fails the call when one does not match.
 func TestMCPTypeScriptClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
