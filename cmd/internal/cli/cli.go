@@ -333,11 +333,11 @@ func fail(e *env, g globals, name string, err error) int {
 		if errors.Is(err, context.Canceled) {
 			o.set("interrupted", true)
 		}
-		o.set("error", errorShape(err))
+		o.set("error", errorShapeIn(err, name))
 		b, _ := o.appendJSON(nil)
 		e.stdout.Write(append(b, '\n'))
 	} else {
-		fmt.Fprintf(e.stderr, "inbox: error: %s\n", message(err))
+		fmt.Fprintf(e.stderr, "inbox: error: %s\n", messageIn(err, name))
 		if h := hintFor(err); h != "" {
 			fmt.Fprintf(e.stderr, "inbox: hint: %s\n", h)
 		}

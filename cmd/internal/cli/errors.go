@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -86,8 +87,11 @@ func exitCode(err error) int {
 }
 
 // errorShape is the "error" member of a failed JSON response.
-func errorShape(err error) map[string]string {
-	shape := map[string]string{"code": "internal_error", "message": message(err)}
+func errorShape(err error) map[string]string { return errorShapeIn(err, "") }
+
+// errorShapeIn is errorShape in the terms of command cmd (messageIn).
+func errorShapeIn(err error, cmd string) map[string]string {
+	shape := map[string]string{"code": "internal_error", "message": messageIn(err, cmd)}
 	if h := hintFor(err); h != "" {
 		shape["hint"] = h
 	}
@@ -116,13 +120,42 @@ func flagName(field string) string { return strings.ReplaceAll(field, "_", "-") 
 
 // message is err in the CLI's terms: the fields an *inbox.Error names
 // rendered as --flags.
-func message(err error) string {
+func message(err error) string { return messageIn(err, "") }
+
+// messageIn is err in the terms of command cmd: a field that is one of
+// its positional arguments is named as its usage line names it (push's
+// prompt is PROMPT), every other field as its --flag.
+func messageIn(err error, cmd string) string {
 	var se *inbox.Error
 	if errors.As(err, &se) {
-		return se.Render(func(f string) string { return "--" + flagName(f) })
+		return se.Render(func(f string) string {
+			if arg := positionalArg(cmd, f); arg != "" {
+				return arg
+			}
+			return "--" + flagName(f)
+		})
 	}
 	return err.Error()
 }
+
+// positionalArg is the positional argument of command cmd that gives
+// field f ("PROMPT" for push's "prompt"), or "" when f is a flag of cmd,
+// a global flag, or no argument of it.
+func positionalArg(cmd, f string) string {
+	c := lookup(cmd)
+	if c == nil || c.args == "" {
+		return ""
+	}
+	arg := strings.ToUpper(f)
+	words := strings.FieldsFunc(c.args, func(r rune) bool { return (r < 'A' || r > 'Z') && r != '_' })
+	if !slices.Contains(words, arg) || slices.Contains(globalFlags, flagName(f)) || CommandFlags(cmd).Lookup(flagName(f)) != nil {
+		return ""
+	}
+	return arg
+}
+
+// globalFlags are the flags every command takes.
+var globalFlags = []string{"db", "json", "agent", "lock-timeout", "help"}
 
 // hintFor is a line of advice for a failed command, if there is one.
 func hintFor(err error) string {
