@@ -25,17 +25,39 @@ import (
 
 // claudeState is DIR/.inbox-bridge/claude.json.
 type claudeState struct {
+	// OutEvent is the last event whose messages are in the files.
 	OutEvent int64 `json:"out_event"`
+	// Written is, per "team/member", the last event whose message the
+	// bridge wrote to that member's inbox. A message up to it that is not
+	// in the file was removed by someone (an archive or clean-up recipe):
+	// theirs to remove, never written back.
+	Written map[string]int64 `json:"written,omitempty"`
+	// Unwritten lists, per "team/member", the messages (by id) the bridge
+	// could not write because the file was unsafe: fsck --repair writes
+	// them once it is sound.
+	Unwritten map[string][]string `json:"unwritten,omitempty"`
+}
+
+// wrote reports whether the bridge wrote the message id of event ev to
+// the inbox file k ("team/member").
+func (st *claudeState) wrote(k string, ev int64, id string) bool {
+	return ev <= st.Written[k] && !slices.Contains(st.Unwritten[k], id)
+}
+
+// delivery is a message to write to an inbox file, and its event.
+type delivery struct {
+	m     *inbox.Message
+	event int64
 }
 
 // claudeBridge is the bridge's state, owned by its loop (bridge.go).
 type claudeBridge struct {
 	base
 	state claudeState
-	// pending holds the entries outbound has not written yet, per
+	// pending holds the messages outbound has not written yet, per
 	// "team/member", up to event pendingLast: written together, one lock
 	// and one rewrite per file, by flush.
-	pending     map[string][]*claudeEntry
+	pending     map[string][]delivery
 	pendingN    int
 	pendingLast int64
 }
@@ -65,9 +87,6 @@ func RunClaude(ctx context.Context, cfg Config) error {
 func (b *claudeBridge) start(ctx context.Context) error {
 	b.notify.watch(b.cfg.Dir)
 	b.discover(ctx)
-	if err := b.teams.load(ctx, b.state.OutEvent); err != nil {
-		return err
-	}
 	b.ingestAll(ctx)
 	return nil
 }
@@ -136,6 +155,47 @@ func (b *claudeBridge) configMembers(team string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// memberTeams maps each member of the Claude Code teams under Dir, but
+// the bridge, to the teams whose config.json lists it, in name order.
+func (b *claudeBridge) memberTeams() map[string][]string {
+	out := map[string][]string{}
+	for _, team := range b.claudeTeams() {
+		members, err := b.configMembers(team)
+		if err != nil {
+			continue
+		}
+		for _, m := range members {
+			if m != b.cfg.Agent && !slices.Contains(out[m], team) {
+				out[m] = append(out[m], team)
+			}
+		}
+	}
+	return out
+}
+
+// claudeFiles returns the teams, of a member's Claude Code teams, in
+// whose inbox file for member m belongs: none unless m was delivered to
+// member by someone else; else those m was addressed to (@team) when it
+// names some of them, or else all of them, whoever sent it and however
+// it was addressed (SPEC §11).
+func claudeFiles(m *inbox.Message, member string, teams []string) []string {
+	if len(teams) == 0 || m.FromAgent == member || !slices.Contains(inbox.RecipientsOf(m), member) {
+		return nil
+	}
+	if a, err := inbox.ParseAddress("to", m.ToAgent); err == nil {
+		var named []string
+		for _, t := range teams {
+			if slices.Contains(a.Teams, t) {
+				named = append(named, t)
+			}
+		}
+		if len(named) > 0 {
+			return named
+		}
+	}
+	return teams
 }
 
 // discover makes each Claude Code team an inbox team with its members,
@@ -271,6 +331,26 @@ func (b *claudeBridge) ingestTeam(ctx context.Context, team string) {
 	}
 	var done, batch []*claudeEntry
 	var ins []inbox.SendInput
+	// sendBatch takes in the plain entries gathered so far in one batch;
+	// false when the store could not be written (retried at the next look).
+	sendBatch := func() bool {
+		if len(ins) == 0 {
+			return true
+		}
+		_, errs, err := b.cfg.Bus.SendBatch(ctx, ins)
+		if err != nil {
+			b.cfg.Log.Warn("claude teams: take in", "team", team, "error", err)
+			return false
+		}
+		for i, e := range batch {
+			if errs[i] != nil {
+				b.logError(team, e, errs[i])
+			}
+			done = append(done, e)
+		}
+		ins, batch = nil, nil
+		return true
+	}
 	for _, e := range es {
 		if e.Read {
 			continue
@@ -281,21 +361,26 @@ func (b *claudeBridge) ingestTeam(ctx context.Context, team string) {
 			done = append(done, e)
 			continue
 		}
-		ins, batch = append(ins, in), append(batch, e)
-	}
-	if len(ins) > 0 {
-		_, errs, err := b.cfg.Bus.SendBatch(ctx, ins)
-		if err != nil {
-			b.cfg.Log.Warn("claude teams: take in", "team", team, "error", err)
-			ins, batch = nil, nil // retried at the next look
+		if in.Content.Type == "" {
+			ins, batch = append(ins, in), append(batch, e)
+			continue
 		}
-		for i, e := range batch {
-			if errs[i] != nil {
-				b.logError(team, e, errs[i])
+		// A protocol message goes alone, in its place: it may answer a
+		// request or acknowledge a message, and an idle notification
+		// sets its sender's presence.
+		if !sendBatch() {
+			break
+		}
+		if err := b.takeIn(ctx, in); err != nil {
+			if !isInputError(err) {
+				b.cfg.Log.Warn("claude teams: take in", "team", team, "error", err)
+				break
 			}
-			done = append(done, e)
+			b.logError(team, e, err)
 		}
+		done = append(done, e)
 	}
+	sendBatch()
 	if len(done) == 0 {
 		return
 	}
@@ -355,8 +440,20 @@ func (b *claudeBridge) ingestEntry(ctx context.Context, team string, e *claudeEn
 	if err != nil {
 		return err
 	}
-	_, err = b.cfg.Bus.Send(ctx, in)
+	return b.takeIn(ctx, in)
+}
+
+// takeIn sends one message taken in from a file into the store.
+func (b *claudeBridge) takeIn(ctx context.Context, in inbox.SendInput) error {
+	_, err := b.cfg.Bus.Send(ctx, in)
 	return err
+}
+
+// isInputError reports whether err refuses the input itself (logged and
+// skipped), rather than the store failing (retried).
+func isInputError(err error) bool {
+	var e *inbox.Error
+	return errors.As(err, &e) && !errors.Is(err, inbox.ErrStorage) && !errors.Is(err, inbox.ErrInternal)
 }
 
 func (b *claudeBridge) logError(team string, e *claudeEntry, err error) {
@@ -377,41 +474,40 @@ func (b *claudeBridge) outbound(ctx context.Context, ev *inbox.Event) {
 		}
 	}()
 	if isTeamEvent(ev) {
-		b.teams.apply(ev)
 		return
 	}
 	m, origin := messageOf(ctx, b.cfg.Bus, ev)
 	if m == nil {
 		return
 	}
-	claude := b.claudeTeams()
-	for _, t := range b.teams.get() {
-		if !slices.Contains(claude, t.Name) {
-			continue
-		}
-		members, err := b.configMembers(t.Name)
-		if err != nil {
-			continue
-		}
-		for _, member := range members {
-			if member == b.cfg.Agent || !routes(m, t, member) || origin != nil && origin.Descriptor == claudeOrigin(t.Name, member) {
+	where := b.memberTeams()
+	for _, member := range inbox.RecipientsOf(m) {
+		for _, team := range claudeFiles(m, member, where[member]) {
+			if origin != nil && origin.Descriptor == claudeOrigin(team, member) {
 				continue
 			}
 			if b.pending == nil {
-				b.pending = map[string][]*claudeEntry{}
+				b.pending = map[string][]delivery{}
 			}
-			k := t.Name + "/" + member
-			b.pending[k] = append(b.pending[k], entryOf(m))
+			k := team + "/" + member
+			b.pending[k] = append(b.pending[k], delivery{m, ev.EventID})
 			b.pendingN++
 		}
 	}
 }
 
-// flush writes the queued entries; once none is left, the state records
+// flush writes the queued entries, and records in the state what it
+// wrote where (saved at once: what the state says was written and is not
+// in a file was removed by someone); once none is left, the state records
 // that everything up to pendingLast is written.
 func (b *claudeBridge) flush() {
-	for k, es := range b.pending {
+	wrote := false
+	for k, ds := range b.pending {
 		team, member, _ := strings.Cut(k, "/")
+		es := make([]*claudeEntry, len(ds))
+		for i, d := range ds {
+			es[i] = entryOf(d.m)
+		}
 		if err := b.deliver(team, member, es...); err != nil {
 			b.refused.report(b.cfg.Log, "claude teams: deliver", err, "team", team, "member", member, "entries", len(es))
 			if !errors.Is(err, errUnsafe) {
@@ -419,12 +515,27 @@ func (b *claudeBridge) flush() {
 			}
 			// A planted file is skipped, not retried for ever: fsck
 			// --repair writes what it missed once it is sound again.
+			if b.state.Unwritten == nil {
+				b.state.Unwritten = map[string][]string{}
+			}
+			for _, d := range ds {
+				b.state.Unwritten[k] = append(b.state.Unwritten[k], d.m.MessageID)
+			}
+		} else {
+			if b.state.Written == nil {
+				b.state.Written = map[string]int64{}
+			}
+			b.state.Written[k] = ds[len(ds)-1].event
 		}
+		wrote, b.dirty = true, true
 		delete(b.pending, k)
-		b.pendingN -= len(es)
+		b.pendingN -= len(ds)
 	}
 	if b.pendingN == 0 {
 		b.state.OutEvent, b.dirty = b.pendingLast, true
+	}
+	if wrote {
+		b.save()
 	}
 }
 

@@ -264,3 +264,194 @@ func TestClaudeJoinKeepsConfig(t *testing.T) {
 		t.Errorf("config.json without members became %s", data)
 	}
 }
+
+// texts lists the texts of the entries of an inbox file.
+func texts(t *testing.T, p string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range entries(t, p) {
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+// TestClaudeEveryDelivery: every message delivered to a member of a Claude
+// Code team is added to its inbox, whoever sent it (also a sender in no
+// team) and however it was addressed (by name, in a list, to a team of
+// the bus's). A member of two Claude teams gets a message to one of them
+// in that team's file only, and any other in both.
+func TestClaudeEveryDelivery(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	dir := t.TempDir()
+	writeConfig(t, dir, "alpha", "team-lead", "researcher")
+	writeConfig(t, dir, "beta", "team-lead", "tester")
+	br := startClaude(t, s, dir)
+	ctx := t.Context()
+	if _, err := s.CreateTeam(ctx, "ops-lead", "ops", []string{"ops-lead", "researcher"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []inbox.SendInput{
+		{From: "outsider", To: "researcher", Content: inbox.Content{Body: "direct"}},
+		{From: "outsider", To: "researcher,tester", Content: inbox.Content{Body: "list"}},
+		{From: "ops-lead", To: "@ops", Content: inbox.Content{Body: "ops team"}},
+		{From: "outsider", To: "team-lead", Content: inbox.Content{Body: "both files"}},
+		{From: "outsider", To: "@beta", Content: inbox.Content{Body: "beta only"}},
+	} {
+		if _, err := s.Send(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br.handled(ctx, s)
+	for _, c := range []struct {
+		file string
+		want []string
+	}{
+		{"alpha/inboxes/researcher.json", []string{"direct", "list", "ops team"}},
+		{"beta/inboxes/tester.json", []string{"list", "beta only"}},
+		{"alpha/inboxes/team-lead.json", []string{"both files"}},
+		{"beta/inboxes/team-lead.json", []string{"both files", "beta only"}},
+	} {
+		if got := texts(t, filepath.Join(dir, c.file)); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %q, want %q", c.file, got, c.want)
+		}
+	}
+	br.stop()
+	if fs, err := CheckClaude(ctx, Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+		t.Errorf("fsck: %+v %v, want clean", fs, err)
+	}
+}
+
+// TestClaudeIdlePresence: an idle_notification a teammate writes to the
+// bridge's inbox sets its idle_since, as one sent on the bus does.
+func TestClaudeIdlePresence(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	dir := t.TempDir()
+	writeConfig(t, dir, "alpha", "team-lead", "researcher")
+	br := startClaude(t, s, dir)
+	own := filepath.Join(dir, "alpha", "inboxes", "inbox.json")
+	err := updateEntries(own, func(es []*claudeEntry) ([]*claudeEntry, bool) {
+		return append(es, &claudeEntry{From: "researcher", Timestamp: "2026-02-12T10:20:02.441Z",
+			Text: `{"type":"idle_notification","from":"researcher","timestamp":"2026-02-12T10:20:02.441Z","idleReason":"available"}`}), true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.eventually("the entry read", func() bool { es := entries(t, own); return len(es) == 1 && es[0].Read })
+	as, err := s.Agents(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range as {
+		if a.Agent == "researcher" {
+			if a.IdleSince == "" {
+				t.Errorf("researcher: %+v, want idle_since set", a)
+			}
+			return
+		}
+	}
+	t.Errorf("researcher is not among the agents: %+v", as)
+}
+
+// rewriteEntries replaces an inbox file as a person's recipe does (jq to a temp
+// file, then mv), without Claude Code's lock, keeping the entries keep
+// says to.
+func rewriteEntries(t *testing.T, p string, keep func(e *claudeEntry) bool) {
+	t.Helper()
+	var kept []*claudeEntry
+	for _, e := range entries(t, p) {
+		if keep(e) {
+			kept = append(kept, e)
+		}
+	}
+	data, _ := json.Marshal(kept)
+	if err := os.WriteFile(p+".tmp", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClaudeEditsAreTheirs: an entry the bridge wrote and a person removed
+// is never written back, by the bridge after a restart or by fsck
+// --repair; entries of the bridge's own inbox rewritten unread are never
+// taken in twice.
+func TestClaudeEditsAreTheirs(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	dir := t.TempDir()
+	writeConfig(t, dir, "alpha", "team-lead", "researcher")
+	br := startClaude(t, s, dir)
+	ctx := t.Context()
+	for _, b := range []string{"one", "two", "three"} {
+		if _, err := s.Send(ctx, inbox.SendInput{From: "outsider", To: "researcher", Content: inbox.Content{Body: b}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(dir, "alpha", "inboxes", "researcher.json")
+	br.handled(ctx, s)
+	// In: an entry taken in, then rewritten unread by a recipe.
+	own := filepath.Join(dir, "alpha", "inboxes", "inbox.json")
+	updateEntries(own, func(es []*claudeEntry) ([]*claudeEntry, bool) {
+		return append(es, &claudeEntry{From: "team-lead", Text: "to the bus", Timestamp: "2026-02-12T10:15:31.120Z"}), true
+	})
+	br.eventually("the entry read", func() bool { es := entries(t, own); return len(es) == 1 && es[0].Read })
+	rewriteEntries(t, own, func(e *claudeEntry) bool { e.Read = false; return true })
+	br.eventually("the entry read again", func() bool { es := entries(t, own); return len(es) == 1 && es[0].Read })
+	br.stop()
+	if mail, _ := s.Mailbox(ctx, "inbox", ""); len(mail) != 1 {
+		t.Errorf("%d messages in the bridge's mailbox, want the entry once", len(mail))
+	}
+
+	// Out: "one" archived away by a person.
+	rewriteEntries(t, p, func(e *claudeEntry) bool { return e.Text != "one" })
+	if fs, err := CheckClaude(ctx, Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+		t.Errorf("fsck after a removal: %+v %v, want clean", fs, err)
+	}
+	if _, err := CheckClaude(ctx, Config{Bus: s, Dir: dir}, true); err != nil {
+		t.Fatal(err)
+	}
+	br = startClaude(t, s, dir)
+	s.Send(ctx, inbox.SendInput{From: "outsider", To: "researcher", Content: inbox.Content{Body: "four"}})
+	br.handled(ctx, s)
+	if got, want := texts(t, p), []string{"two", "three", "four"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("researcher's inbox %q, want %q", got, want)
+	}
+}
+
+// TestClaudeCheckFindings: fsck finds what the bridge never wrote, what
+// is in a file twice and what teammates wrote that is not taken in, and
+// --repair makes the files agree.
+func TestClaudeCheckFindings(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	dir := t.TempDir()
+	writeConfig(t, dir, "alpha", "team-lead", "researcher")
+	ctx := t.Context()
+	// No bridge ran: both messages are missing.
+	s.Send(ctx, inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "one"}})
+	s.Send(ctx, inbox.SendInput{From: "coordinator", To: "researcher", Content: inbox.Content{Body: "two"}})
+	own := filepath.Join(dir, "alpha", "inboxes", "inbox.json")
+	writeEntries(own, []*claudeEntry{{From: "team-lead", Text: "to the bus", Timestamp: "2026-02-12T10:15:31.120Z"}})
+	fs, err := CheckClaude(ctx, Config{Bus: s, Dir: dir}, false)
+	if got := checks(fs); err != nil || !reflect.DeepEqual(got, []string{"team_file_missing_message", "team_file_not_taken_in"}) || len(fs) != 3 {
+		t.Fatalf("findings %v %v (%+v)", got, err, fs)
+	}
+	if _, err := CheckClaude(ctx, Config{Bus: s, Dir: dir}, true); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "alpha", "inboxes", "researcher.json")
+	if got := texts(t, p); !reflect.DeepEqual(got, []string{"one", "two"}) {
+		t.Fatalf("researcher's inbox after repair: %q", got)
+	}
+	es := entries(t, p)
+	writeEntries(p, []*claudeEntry{es[0], es[1], es[1]})
+	fs, err = CheckClaude(ctx, Config{Bus: s, Dir: dir}, true)
+	if got := checks(fs); err != nil || !reflect.DeepEqual(got, []string{"team_file_duplicate_message"}) {
+		t.Fatalf("findings %v %v (%+v)", got, err, fs)
+	}
+	if fs, err := CheckClaude(ctx, Config{Bus: s, Dir: dir}, false); err != nil || len(fs) != 0 {
+		t.Fatalf("after repair: %+v %v", fs, err)
+	}
+	if got := texts(t, p); !reflect.DeepEqual(got, []string{"one", "two"}) {
+		t.Errorf("researcher's inbox after repair: %q", got)
+	}
+}
