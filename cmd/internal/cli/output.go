@@ -208,7 +208,11 @@ func table(w io.Writer, header []string, rows [][]string) {
 func threadRows(ts []*inbox.Thread) [][]string {
 	rows := make([][]string, 0, len(ts))
 	for _, t := range ts {
-		rows = append(rows, []string{t.ThreadID, t.Status, t.Priority, t.AssignedTo, t.CreatedBy,
+		status := t.Status
+		if t.LeaseExpired {
+			status += " (lease expired)" // claimable again (SPEC §4)
+		}
+		rows = append(rows, []string{t.ThreadID, status, t.Priority, t.AssignedTo, t.CreatedBy,
 			shortTime(t.UpdatedAt), oneLine(t.Subject, 60)})
 	}
 	return rows
@@ -238,12 +242,21 @@ func leaseLine(l *inbox.Lease, now time.Time) string {
 		return "none"
 	}
 	switch {
-	case l.Released():
+	case l.Released() && !expiredRelease(l):
 		return fmt.Sprintf("released by %s at %s (token %d)", l.AgentID, shortTime(*l.ReleasedAt), l.LeaseToken)
 	case l.Live(now):
 		return fmt.Sprintf("held by %s until %s (token %d)", l.AgentID, shortTime(l.ExpiresAt), l.LeaseToken)
 	}
-	return fmt.Sprintf("expired: %s held it until %s (token %d)", l.AgentID, shortTime(l.ExpiresAt), l.LeaseToken)
+	return fmt.Sprintf("expired at %s (held by %s, token %d)", shortTime(l.ExpiresAt), l.AgentID, l.LeaseToken)
+}
+
+// expiredRelease reports whether released lease l ran out rather than
+// being let go: the daemon releases an expired lease at its expiry, while
+// its holder (done, fail) can release it only while it is live.
+func expiredRelease(l *inbox.Lease) bool {
+	rel, err1 := inbox.ParseTime(*l.ReleasedAt)
+	exp, err2 := inbox.ParseTime(l.ExpiresAt)
+	return err1 == nil && err2 == nil && !rel.Before(exp)
 }
 
 // recipientsOf is who a message went to.
