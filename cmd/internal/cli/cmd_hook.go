@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"slices"
 	"strings"
 
@@ -70,10 +71,14 @@ merge inbox's entries into the tool's settings (~/.claude/settings.json,
 ~/.codex/hooks.json, ~/.gemini/settings.json; with --project, the ones in
 the current directory), keeping everything else byte for byte, writing
 atomically with a .bak backup; --dry-run prints the change instead.
---agent and --db given to install are written into the hook's command
-line (--db made absolute for a user-level install; kept as given with
---project, whose hooks run at the project's root); otherwise the hooks
-read INBOX_AGENT and INBOX_DB from the tool's environment.`,
+Each hook runs inbox by its absolute path, so it works whatever the
+tool's PATH holds. --agent, and the store (--db, else INBOX_DB as install
+sees it), are written into the hook's command line (the store made
+absolute for a user-level install; kept as given with --project, whose
+hooks run at the project's root); otherwise the hooks read INBOX_AGENT
+and INBOX_DB from the tool's environment. The commands a hook names carry
+the same --agent and --db (absolute), so they work pasted into the
+agent's shell from any directory.`,
 	examples: []string{
 		"inbox hook install claude --agent backend-dev",
 		"inbox hook install gemini --project --dry-run",
@@ -329,9 +334,9 @@ func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 		if tool == "gemini" {
 			decision = "deny"
 		}
-		return json.Marshal(map[string]string{"decision": decision, "reason": stopReason(agent, st)})
+		return json.Marshal(map[string]string{"decision": decision, "reason": stopReason(newShellCmds(c, agent), st)})
 	}
-	text := contextText(agent, st)
+	text := contextText(newShellCmds(c, agent), st)
 	if text == "" {
 		return nil, nil
 	}
@@ -340,42 +345,83 @@ func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 
 func quote(s string) string { return "\"" + inbox.Shorten(inbox.FirstLine(s), 80) + "\"" }
 
+// shellCmds words the commands a hook names so that each works pasted
+// into the agent's shell as it is, from wherever it is: inbox as that
+// shell finds it, the agent, and the store when the hook was given one
+// (--db, which hook install writes from its --db or INBOX_DB), made
+// absolute.
+type shellCmds struct {
+	bin, agent string
+	db         string // " --db STORE", or nothing
+}
+
+func newShellCmds(c *call, agent string) shellCmds {
+	sc := shellCmds{bin: "inbox", agent: agent}
+	if _, err := exec.LookPath("inbox"); err != nil {
+		if p, err := inboxBinary(); err == nil {
+			sc.bin = shellQuote(p)
+		}
+	}
+	if c.g.dbSet {
+		db, err := absDB(c.g.db)
+		if err != nil {
+			db = c.g.db
+		}
+		sc.db = " --db " + shellQuote(db)
+	}
+	return sc
+}
+
+// as is `inbox SUB --agent A [--db D] ARGS`: SUB run as the agent.
+func (sc shellCmds) as(sub, args string) string {
+	return "`" + strings.TrimSpace(sc.bin+" "+sub+" --agent "+shellQuote(sc.agent)+sc.db+" "+args) + "`"
+}
+
+// run is `inbox SUB [--db D] ARGS`.
+func (sc shellCmds) run(sub, args string) string {
+	return "`" + strings.TrimSpace(sc.bin+" "+sub+sc.db+" "+args) + "`"
+}
+
 // stopReason names the exact commands that finish what is open.
-func stopReason(agent string, st *hookState) string {
+func stopReason(sc shellCmds, st *hookState) string {
 	var b strings.Builder
+	agent := sc.agent
 	fmt.Fprintf(&b, "Before you stop, you (%s) have open work on the inbox bus:\n", agent)
 	for i, t := range st.held {
 		if i == 5 {
-			fmt.Fprintf(&b, "- and %d more threads: inbox list --assigned-to %s\n", len(st.held)-5, agent)
+			fmt.Fprintf(&b, "- and %d more threads: %s\n", len(st.held)-5, sc.run("list", "--assigned-to "+shellQuote(agent)))
 			break
 		}
-		fmt.Fprintf(&b, "- you hold thread %s (%s) %s: finish it with `inbox done --agent %s --thread %s --summary \"...\"` (or `inbox fail`, or `inbox update --status blocked`); read it with `inbox show --thread %s`\n",
-			t.ThreadID, t.Status, quote(t.Subject), agent, t.ThreadID, t.ThreadID)
+		thread := "--thread " + t.ThreadID
+		fmt.Fprintf(&b, "- you hold thread %s (%s) %s: finish it with %s (or %s, or %s); read it with %s\n",
+			t.ThreadID, t.Status, quote(t.Subject), sc.as("done", thread+` --summary "..."`), sc.as("fail", thread+` --summary "..."`),
+			sc.as("update", thread+` --status blocked --summary "..."`), sc.run("show", thread))
 	}
 	if n := st.mailN; n > 0 {
 		last := st.mail[0]
-		fmt.Fprintf(&b, "- %d message(s) wait in your mailbox (latest from %s: %s): read them with `inbox receive --agent %s` (or `inbox check --agent %s`)\n",
-			n, last.FromAgent, quote(last.Summary), agent, agent)
+		fmt.Fprintf(&b, "- %d message(s) wait in your mailbox (latest from %s: %s): read them with %s (or %s)\n",
+			n, last.FromAgent, quote(last.Summary), sc.as("receive", ""), sc.as("check", ""))
 	}
 	for i, m := range st.owed {
 		if i == 3 {
-			fmt.Fprintf(&b, "- and %d more acknowledgments: inbox mailbox --agent %s\n", len(st.owed)-3, agent)
+			fmt.Fprintf(&b, "- and %d more acknowledgments: %s\n", len(st.owed)-3, sc.as("mailbox", ""))
 			break
 		}
-		fmt.Fprintf(&b, "- %s asked you to acknowledge %s %s: `inbox ack --agent %s --message %s`\n", m.FromAgent, m.MessageID, quote(m.Summary), agent, m.MessageID)
+		fmt.Fprintf(&b, "- %s asked you to acknowledge %s %s: %s\n", m.FromAgent, m.MessageID, quote(m.Summary), sc.as("ack", "--message "+m.MessageID))
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
 
 // contextText is what a prompt or session start learns, at most 8 KB.
-func contextText(agent string, st *hookState) string {
+func contextText(sc shellCmds, st *hookState) string {
 	if st.empty() && len(st.blocked) == 0 {
 		return ""
 	}
+	agent := sc.agent
 	var lines []string
 	lines = append(lines, fmt.Sprintf("inbox (you are %s):", agent))
 	if st.mailN > 0 {
-		lines = append(lines, fmt.Sprintf("Unread mail (%d, newest first; collect with `inbox receive --agent %s`):", st.mailN, agent))
+		lines = append(lines, fmt.Sprintf("Unread mail (%d, newest first; collect with %s):", st.mailN, sc.as("receive", "")))
 		for _, m := range st.mail {
 			kind := m.Kind
 			if m.Type != "" {
@@ -384,7 +430,7 @@ func contextText(agent string, st *hookState) string {
 			lines = append(lines, fmt.Sprintf("- from %s [%s] in %s: %s", m.FromAgent, kind, m.ThreadID, inbox.Shorten(inbox.FirstLine(m.Summary), 200)))
 		}
 		if older := st.mailN - len(st.mail); older > 0 {
-			lines = append(lines, fmt.Sprintf("- and %d older: `inbox mailbox --agent %s`", older, agent))
+			lines = append(lines, fmt.Sprintf("- and %d older: %s", older, sc.as("mailbox", "")))
 		}
 	}
 	if len(st.held) > 0 {
@@ -394,7 +440,7 @@ func contextText(agent string, st *hookState) string {
 		}
 	}
 	if len(st.blocked) > 0 {
-		lines = append(lines, fmt.Sprintf("Blocked threads waiting on you (answer with `inbox reply --from %s --thread ID --kind answer --summary ...`):", agent))
+		lines = append(lines, fmt.Sprintf("Blocked threads waiting on you (answer with %s):", sc.run("reply", "--from "+shellQuote(agent)+" --thread ID --kind answer --summary ...")))
 		for _, t := range st.blocked {
 			q := ""
 			if m := st.question[t.ThreadID]; m != nil {
@@ -404,14 +450,14 @@ func contextText(agent string, st *hookState) string {
 		}
 	}
 	if len(st.owed) > 0 {
-		lines = append(lines, "Acknowledgments you owe (`inbox ack --agent "+agent+" --message ID`):")
+		lines = append(lines, "Acknowledgments you owe ("+sc.as("ack", "--message ID")+"):")
 		for _, m := range st.owed {
 			lines = append(lines, fmt.Sprintf("- %s from %s: %s", m.MessageID, m.FromAgent, inbox.Shorten(inbox.FirstLine(m.Summary), 200)))
 		}
 	}
+	more := fmt.Sprintf("… and more: %s, %s", sc.as("mailbox", ""), sc.run("list", "--assigned-to "+shellQuote(agent)))
 	var b strings.Builder
 	for i, l := range lines {
-		more := fmt.Sprintf("… and more: `inbox mailbox --agent %s`, `inbox list --assigned-to %s`", agent, agent)
 		if b.Len()+len(l)+1 > maxHookContext-len(more)-1 {
 			b.WriteString(more)
 			break

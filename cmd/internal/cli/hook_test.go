@@ -18,14 +18,14 @@ func TestHookContextCap(t *testing.T) {
 			ThreadID: fmt.Sprint("thr_", i), Summary: strings.Repeat("x", 150)})
 		st.held = append(st.held, &inbox.Thread{ThreadID: fmt.Sprint("thr_h", i), Status: "claimed", Subject: "s"})
 	}
-	text := contextText("dev", st)
+	text := contextText(shellCmds{bin: "inbox", agent: "dev"}, st)
 	if len(text) > maxHookContext {
 		t.Fatalf("%d bytes of context, over %d", len(text), maxHookContext)
 	}
 	if !strings.HasSuffix(text, "`inbox list --assigned-to dev`") {
 		t.Errorf("the cut context does not say where the rest is: ...%s", text[len(text)-100:])
 	}
-	if contextText("dev", &hookState{}) != "" {
+	if contextText(shellCmds{bin: "inbox", agent: "dev"}, &hookState{}) != "" {
 		t.Error("context with nothing open")
 	}
 }
