@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -57,6 +58,9 @@ type base struct {
 }
 
 func newBase(cfg Config, name, stateName string) base {
+	if cfg.index == nil {
+		cfg.index = newRequestIndex(cfg.Bus, cfg.Dir, strings.TrimSuffix(stateName, ".json")+"-requests.json")
+	}
 	cfg.defaults()
 	return base{cfg: cfg, name: name, stateName: stateName, teams: teamCache{bus: cfg.Bus}}
 }
@@ -78,8 +82,12 @@ func (b *base) open(state any) error {
 	return nil
 }
 
-// saveState writes state to the state file when it changed.
+// saveState writes state to the state file when it changed, and the
+// index of requests.
 func (b *base) saveState(state any) {
+	if err := b.cfg.index.save(); err != nil {
+		b.cfg.Log.Warn(b.name+": save the index of requests", "error", err)
+	}
 	if !b.dirty {
 		return
 	}

@@ -1,11 +1,11 @@
 package teamfiles
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,14 +14,16 @@ import (
 	"github.com/inbox-dev/inbox"
 )
 
-// Checks fsck runs on team files (run them while no daemon bridges the
-// same files, or accept that a message in flight shows as missing):
+// Checks fsck runs on team files (they may run while a daemon bridges the
+// same files: what is in flight then is the bridge's, not a finding):
 //
-//	team_file_missing_message     a message the store delivered to a member is not in its file
+//	team_file_missing_message     a message the store delivered to a member was never written into its file
 //	team_file_duplicate_message   a message is in a member's file more than once
 //	team_file_not_taken_in        a line or entry others wrote is not in the store yet
 //	team_file_unsafe              a symlink, FIFO, socket or device in place of a team file or directory
 //
+// A line the bridge wrote that a person or a recipe later removed or
+// archived is theirs: it is not missing, and repair never writes it back.
 // With repair, a missing message is written, a duplicate removed (the
 // first copy stays), what was not taken in is taken in, and an unsafe
 // file is set aside as NAME.bad (the planted entry itself is renamed; a
@@ -41,6 +43,9 @@ func expected(ctx context.Context, bus inbox.Bus, kind string, include func(team
 		m, origin := messageOf(ctx, bus, ev)
 		if m == nil {
 			return true
+		}
+		if m.EventID == 0 {
+			m.EventID = ev.EventID
 		}
 		for _, t := range teams.get() {
 			for _, member := range t.Members {
@@ -85,11 +90,24 @@ func CheckJSONL(ctx context.Context, cfg Config, repair bool) ([]inbox.Finding, 
 	if err != nil {
 		return nil, err
 	}
+	// Whether a bridge runs on these files: then what it has not reached
+	// yet is in flight, and its state is its own.
+	alone := true
+	if _, err := os.Lstat(filepath.Join(cfg.Dir, stateDir)); err == nil {
+		lk, ok, err := tryLockPath(b.lockPath())
+		if err != nil {
+			return nil, err
+		}
+		if alone = ok; ok {
+			defer lk.Unlock()
+		}
+	}
 	var out []inbox.Finding
 	add := func(f inbox.Finding) *inbox.Finding { out = append(out, f); return &out[len(out)-1] }
 	unsafe := unsafeFindings(add, repair)
 	for _, t := range b.teams.get() {
 		for _, member := range t.Members {
+			k := t.Name + "/" + member
 			dir := b.memberDir(t.Name, member)
 			current := filepath.Join(dir, inboxName)
 			if _, err := b.checkMemberDir(t.Name, member); errors.Is(err, errUnsafe) {
@@ -102,24 +120,41 @@ func CheckJSONL(ctx context.Context, cfg Config, repair bool) ([]inbox.Finding, 
 				}
 				continue
 			}
+			// What the bridge never wrote: what it could not write, and,
+			// while no bridge runs, what it has not reached.
+			var owed []*inbox.Message
+			for _, m := range want[k] {
+				if slices.Contains(b.state.Unwritten[k], m.MessageID) || alone && m.EventID > b.state.OutEvent {
+					owed = append(owed, m)
+				}
+			}
 			if _, err := os.Stat(current); err != nil {
-				if len(want[t.Name+"/"+member]) > 0 {
+				if len(owed) > 0 {
 					f := add(inbox.Finding{Check: "team_file_missing_message", Path: current,
-						Detail: fmt.Sprintf("the inbox is missing; %d messages belong in it", len(want[t.Name+"/"+member]))})
+						Detail: fmt.Sprintf("the inbox is missing; %d messages belong in it", len(owed))})
 					if repair {
-						f.Repaired = b.writeMissing(ctx, t.Name, member, want[t.Name+"/"+member]) == nil
+						f.Repaired = b.writeMissing(ctx, t.Name, member, owed) == nil
 					}
 				}
 				continue
 			}
 			count := idCounts(dir)
-			for _, m := range want[t.Name+"/"+member] {
-				if count[m.MessageID] == 0 {
+			held := map[string]bool{}
+			if h := b.heldInode(t.Name, member); h != 0 {
+				held = b.idsIn(k, b.heldPath(t.Name, member), h).ids
+			}
+			for _, m := range owed {
+				there := count[m.MessageID] > 0 || held[m.MessageID]
+				if !there {
 					f := add(inbox.Finding{Check: "team_file_missing_message", ThreadID: m.ThreadID, Path: current,
-						Detail: "message " + m.MessageID + " was delivered to " + member + " but is not in the file"})
+						Detail: "message " + m.MessageID + " was delivered to " + member + " but never written into the file"})
 					if repair {
 						f.Repaired = b.appendLine(ctx, t.Name, member, m) == nil
+						there = f.Repaired
 					}
+				}
+				if repair && there {
+					b.written(k, m.MessageID)
 				}
 			}
 			for id, n := range count {
@@ -131,6 +166,9 @@ func CheckJSONL(ctx context.Context, cfg Config, repair bool) ([]inbox.Finding, 
 					}
 				}
 			}
+			if !alone {
+				continue // the bridge takes in what others wrote
+			}
 			if n := b.pendingLines(t.Name, member); n > 0 {
 				f := add(inbox.Finding{Check: "team_file_not_taken_in", Path: current,
 					Detail: fmt.Sprintf("%d lines others wrote are not in the store yet", n)})
@@ -141,7 +179,7 @@ func CheckJSONL(ctx context.Context, cfg Config, repair bool) ([]inbox.Finding, 
 			}
 		}
 	}
-	if repair && b.dirty {
+	if repair && alone && b.dirty {
 		if _, err := dirAt(true, cfg.Dir, stateDir); err != nil {
 			return out, err
 		}
@@ -150,6 +188,17 @@ func CheckJSONL(ctx context.Context, cfg Config, repair bool) ([]inbox.Finding, 
 		}
 	}
 	return out, nil
+}
+
+// written drops message id from what the bridge could not write into
+// file k, once it is there.
+func (b *jsonlBridge) written(k, id string) {
+	if left := slices.DeleteFunc(slices.Clone(b.state.Unwritten[k]), func(x string) bool { return x == id }); len(left) != len(b.state.Unwritten[k]) {
+		b.state.Unwritten[k], b.dirty = left, true
+		if len(left) == 0 {
+			delete(b.state.Unwritten, k)
+		}
+	}
 }
 
 // unsafeFindings returns the function that reports a refused path (an
@@ -204,13 +253,34 @@ func (b *jsonlBridge) writeMissing(ctx context.Context, team, member string, ms 
 	return nil
 }
 
+// isRotated reports whether n names a rotated inbox: seed 002's
+// inbox.YYYYMMDD-HHMMSS, or the bridge's inbox.YYYYMMDD-HHMMSS-N. A
+// recipe's temp file (inbox.tmp) is none.
+func isRotated(n string) bool {
+	rest, ok := strings.CutPrefix(n, inboxName+".")
+	if !ok || len(rest) < 15 || rest[8] != '-' {
+		return false
+	}
+	digits := func(s string) bool {
+		for i := range len(s) {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		}
+		return s != ""
+	}
+	if !digits(rest[:8]) || !digits(rest[9:15]) {
+		return false
+	}
+	return len(rest) == 15 || rest[15] == '-' && digits(rest[16:])
+}
+
 // inboxFiles lists a member's inbox and its rotated files.
 func inboxFiles(dir string) []string {
 	entries, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range entries {
-		n := e.Name()
-		if (n == inboxName || strings.HasPrefix(n, inboxName+".") && n != lockName) && !isSetAside(n) {
+		if n := e.Name(); n == inboxName || isRotated(n) {
 			out = append(out, filepath.Join(dir, n))
 		}
 	}
@@ -226,13 +296,11 @@ func idCounts(dir string) map[string]int {
 		if err != nil {
 			continue
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 128<<20)
-		for sc.Scan() {
-			if id := lineMessageID(sc.Bytes()); id != "" {
+		eachRecord(f, func(rec record) {
+			if id := lineMessageID(rec.body); id != "" {
 				count[id]++
 			}
-		}
+		})
 		f.Close()
 	}
 	return count
@@ -265,16 +333,20 @@ func (b *jsonlBridge) dedupe(team, member, id string) error {
 		}
 		var kept bytes.Buffer
 		changed := false
-		for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-			if lineMessageID(line) == id {
+		var at int64
+		eachRecord(bytes.NewReader(data), func(rec record) {
+			start := at
+			at = rec.end
+			if lineMessageID(rec.body) == id {
 				if seen {
 					changed = true
-					continue
+					return
 				}
 				seen = true
 			}
-			kept.Write(line)
-		}
+			kept.Write(data[start:rec.end])
+		})
+		kept.Write(data[at:])
 		if changed {
 			if err := os.WriteFile(p+".dedupe", kept.Bytes(), 0o600); err != nil {
 				return err
@@ -309,23 +381,21 @@ func (b *jsonlBridge) pendingLines(team, member string) int {
 	if st != nil && st.Inode == inodeOf(fi) {
 		off = st.Offset
 	}
-	data, err := readFile(p)
-	if err != nil || off > int64(len(data)) {
+	f, err := openFile(p, os.O_RDONLY, 0)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return 0
 	}
 	n := 0
-	rest := data[off:]
-	for {
-		i := bytes.IndexByte(rest, '\n')
-		if i < 0 {
-			return n
-		}
-		line := bytes.TrimSpace(rest[:i])
-		if len(line) > 0 && lineMessageID(line) == "" {
-			if _, err := inbox.ParseSeed002(line); err == nil {
+	eachRecord(f, func(rec record) {
+		if len(rec.body) > 0 && lineMessageID(rec.body) == "" {
+			if _, err := inbox.ParseSeed002(rec.body); err == nil {
 				n++
 			}
 		}
-		rest = rest[i+1:]
-	}
+	})
+	return n
 }

@@ -40,6 +40,10 @@ type Config struct {
 	// thing it handled, with how far it has got: a check that something
 	// did not happen waits for a later step instead of a while.
 	step func(progress)
+	// index finds the requests and acknowledged messages that lines
+	// taken in answer (requests.go); newBase gives each bridge its own,
+	// persisted beside its state.
+	index *requestIndex
 }
 
 func (c *Config) defaults() {
@@ -55,6 +59,156 @@ func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	if c.index == nil {
+		c.index = newRequestIndex(c.Bus, "", "")
+	}
+}
+
+// Seed 002's protocol through the files (SPEC §11): a message taken in
+// from a file is a reply in the thread of the request it answers, or the
+// acknowledgment of the message it names, or else a message of its own
+// (a new thread). takeIn decides and does it; both bridges take in every
+// message through it.
+
+// route is where a message taken in goes.
+type route struct {
+	// thread, for a response, is the request's thread; ackID, for an
+	// acknowledgment, what it names. Neither: a new thread.
+	thread string
+	ackID  string
+}
+
+// routeOf decides where in goes. A response is a message with a request
+// id that an earlier request of someone else carries; an acknowledgment
+// one of type acknowledgment whose content names an ackId.
+func routeOf(ctx context.Context, cfg Config, in inbox.SendInput) (route, error) {
+	if in.ThreadID != "" {
+		return route{thread: in.ThreadID}, nil
+	}
+	if in.Type == inbox.TypeAcknowledgment {
+		if id := inbox.AckedID(&inbox.Message{Type: in.Type, PayloadJSON: json.RawMessage(in.PayloadJSON)}); id != "" {
+			return route{ackID: id}, nil
+		}
+	}
+	if in.RequestID != "" {
+		r, ok, err := cfg.index.request(ctx, in.RequestID)
+		if err != nil {
+			return route{}, err
+		}
+		// The request's own sender repeating its id asks again: that is
+		// no response (and the line that made the request, read again,
+		// finds itself).
+		if ok && r.From != in.From {
+			return route{thread: r.Thread}, nil
+		}
+	}
+	return route{}, nil
+}
+
+// plain reports whether the route is a new thread.
+func (r route) plain() bool { return r.thread == "" && r.ackID == "" }
+
+// takeIn takes in message in, read from a team file: as a reply in the
+// thread of the request it answers (so wait-reply --request-id wakes on
+// it), as the acknowledgment of the message it names (inbox ack), or
+// else as a new thread. in's idempotency key makes it exactly once in
+// every case. A response to a thread that has ended, or an
+// acknowledgment nobody asked of its sender, is a new thread.
+func takeIn(ctx context.Context, cfg Config, in inbox.SendInput) (*inbox.Result, error) {
+	cfg.defaults()
+	r, err := routeOf(ctx, cfg, in)
+	if err != nil {
+		return nil, err
+	}
+	return takeInBy(ctx, cfg, r, in)
+}
+
+func takeInBy(ctx context.Context, cfg Config, r route, in inbox.SendInput) (*inbox.Result, error) {
+	switch {
+	case r.ackID != "":
+		res, err := cfg.Bus.Ack(ctx, in.From, r.ackID, "", in.Content)
+		if errors.Is(err, inbox.ErrNotFound) {
+			// Not owed (any more): acknowledged already, by this line
+			// before a restart or by inbox ack, which the message's
+			// thread says.
+			var ref ackRef
+			var ok bool
+			if ref, ok, err = cfg.index.acked(ctx, r.ackID); err != nil {
+				return nil, err
+			}
+			if ok {
+				res, err = cfg.Bus.Ack(ctx, in.From, ref.Message, ref.Thread, in.Content)
+			} else {
+				err = inbox.NotFound("no message asks for acknowledgment %s", r.ackID)
+			}
+		}
+		if !errors.Is(err, inbox.ErrNotFound) && !errors.Is(err, inbox.ErrInvalidState) {
+			return res, err
+		}
+		cfg.Log.Info("team files: an acknowledgment settles nothing; taken in as a message", "from", in.From, "ack_id", r.ackID, "why", err)
+	case r.thread != "":
+		res, err := cfg.Bus.Reply(ctx, in.From, in.To, r.thread, "", in.Content)
+		if !errors.Is(err, inbox.ErrInvalidState) {
+			return res, err
+		}
+		cfg.Log.Info("team files: a response to an ended thread; taken in as a message", "from", in.From, "thread", r.thread, "why", err)
+	}
+	return cfg.Bus.Send(ctx, in)
+}
+
+// takeInAll is takeIn for several messages in order, sending the new
+// threads among them in batches (one commit of the store each): errs[i]
+// refuses ins[i] alone; err fails what was not done yet (the caller
+// tries again; what was done is replayed).
+func takeInAll(ctx context.Context, cfg Config, ins []inbox.SendInput) (results []*inbox.Result, errs []error, err error) {
+	cfg.defaults()
+	results, errs = make([]*inbox.Result, len(ins)), make([]error, len(ins))
+	var batch []int
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		part := make([]inbox.SendInput, len(batch))
+		for j, i := range batch {
+			part[j] = ins[i]
+		}
+		rs, es, err := cfg.Bus.SendBatch(ctx, part)
+		if err != nil {
+			return err
+		}
+		for j, i := range batch {
+			results[i], errs[i] = rs[j], es[j]
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for i, in := range ins {
+		r, err := routeOf(ctx, cfg, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.plain() {
+			batch = append(batch, i)
+			continue
+		}
+		if err := flush(); err != nil {
+			return nil, nil, err
+		}
+		results[i], errs[i] = takeInBy(ctx, cfg, r, in)
+		if errs[i] != nil && !refusal(errs[i]) {
+			return nil, nil, errs[i]
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	return results, errs, nil
+}
+
+// refusal reports whether err refuses a message for what it says (it will
+// be refused again), not for a failure that a retry may get past.
+func refusal(err error) bool {
+	return errors.Is(err, inbox.ErrInvalidInput) || errors.Is(err, inbox.ErrInvalidState) || errors.Is(err, inbox.ErrNotFound)
 }
 
 // recipients is who a message went to.

@@ -1,7 +1,6 @@
 package teamfiles
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -13,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,10 +28,26 @@ import (
 //	DIR/{team}/members/{member}/errors.log  lines that could not be taken in
 //	DIR/{team}/members/{member}/inbox.YYYYMMDD-HHMMSS  rotated inboxes
 //	DIR/.inbox-bridge/jsonl.json            the bridge's state
+//	DIR/.inbox-bridge/jsonl-requests.json   what lines taken in may answer (requests.go)
+//	DIR/.inbox-bridge/jsonl.lock            flocked while a bridge runs
+//	DIR/.inbox-bridge/held/{team}/{member}  a hard link to the inbox the bridge last wrote to
 //
 // A line the bridge writes is the message's seed-002 line with one more
 // member, "messageId"; a line without one was written by someone else and
-// is taken in.
+// is taken in. A line is known by what it says, never by where it is: the
+// bridge's by its messageId, another's by its sender, recipient (the
+// file's member), timestamp, type and content. So seed 002's recipes that
+// rewrite the file (a temp file and mv, head and tail, a jq filter) take
+// nothing in twice.
+//
+// What the bridge wrote is a person's to remove: it never writes a line
+// twice into a file, and knows what it wrote by its state (every message
+// up to OutEvent that belongs in a file was written there, but those in
+// Unwritten). A crash may lose the state saved since a line was written;
+// the bridge then looks for the line in the file and in the inode it
+// holds a link to (held), which is the one it wrote to since its last
+// save even when a recipe has replaced the file meanwhile: the hold moves
+// to a new file only after a save.
 
 const (
 	inboxName  = "inbox"
@@ -46,6 +62,24 @@ type jsonlState struct {
 	OutEvent int64 `json:"out_event"`
 	// Files says, per "team/member", how far its inbox was taken in.
 	Files map[string]*fileState `json:"files"`
+	// TookIn are the messages taken in from a file into a thread that
+	// existed (a response, an acknowledgment) whose event the outbound
+	// side has not reached yet: it keeps each out of the file it came
+	// from, as a new thread's origin does.
+	TookIn []tookIn `json:"took_in,omitempty"`
+	// Unwritten lists, per "team/member", the messages up to OutEvent
+	// that belong in its file and that the bridge could not write there
+	// (an unsafe file): fsck reports them missing, --repair and the
+	// bridge's sweeps write them.
+	Unwritten map[string][]string `json:"unwritten,omitempty"`
+}
+
+// tookIn is a message taken in from file File ("team/member") into a
+// thread, added by event Event.
+type tookIn struct {
+	Event   int64  `json:"event"`
+	Message string `json:"message"`
+	File    string `json:"file"`
 }
 
 // fileState is how far one inbox file (by inode) was taken in: Offset
@@ -60,7 +94,11 @@ type fileState struct {
 type jsonlBridge struct {
 	base
 	state jsonlState
-	ids   map[string]*idSet // per "team/member": the ids of the lines it wrote
+	ids   map[string][]*idSet // per "team/member": the ids of the bridge's lines in its inbox and held inode
+	held  map[string]uint64   // per "team/member": the inode held, once looked at (0: none)
+	// frozen keeps every hold where it is: until the bridge has gone over
+	// the events it may have written before a crash, and in fsck.
+	frozen bool
 }
 
 var _ side = (*jsonlBridge)(nil)
@@ -72,21 +110,35 @@ type idSet struct {
 }
 
 func newJSONL(cfg Config) *jsonlBridge {
-	return &jsonlBridge{base: newBase(cfg, "team dir", "jsonl.json"), ids: map[string]*idSet{}}
+	return &jsonlBridge{base: newBase(cfg, "team dir", "jsonl.json"), ids: map[string][]*idSet{}, held: map[string]uint64{}, frozen: true}
 }
 
 // RunJSONL keeps seed 002's member inbox files under cfg.Dir in step with
-// the bus until ctx ends.
+// the bus until ctx ends. It holds DIR/.inbox-bridge/jsonl.lock while it
+// runs (fsck looks at it to tell a message in flight from a missing one).
 func RunJSONL(ctx context.Context, cfg Config) error {
 	b := newJSONL(cfg)
 	if err := b.open(&b.state); err != nil {
 		return err
+	}
+	lk, err := lockPath(b.lockPath())
+	if err != nil {
+		return fmt.Errorf("team dir: %w", err)
+	}
+	defer lk.Unlock()
+	// Read the state again under the lock: an fsck --repair may have
+	// changed it meanwhile.
+	b.state = jsonlState{}
+	if err := readJSON(b.statePath(), &b.state); err != nil {
+		return fmt.Errorf("team dir: read %s: %w", b.statePath(), err)
 	}
 	if b.state.Files == nil {
 		b.state.Files = map[string]*fileState{}
 	}
 	return b.run(ctx, b)
 }
+
+func (b *jsonlBridge) lockPath() string { return filepath.Join(b.cfg.Dir, stateDir, "jsonl.lock") }
 
 func (b *jsonlBridge) start(ctx context.Context) error {
 	if err := b.teams.load(ctx, b.state.OutEvent); err != nil {
@@ -108,10 +160,22 @@ func (b *jsonlBridge) changed(ctx context.Context, dir string) {
 func (b *jsonlBridge) sweep(ctx context.Context) {
 	b.layout()
 	b.ingestAll(ctx)
+	b.retryUnwritten(ctx)
 }
 
-// flush has nothing to do: outbound writes each line at once.
-func (b *jsonlBridge) flush() {}
+// flush has no lines to write (outbound writes each at once); the loop
+// calls it once it has caught up with the log, which is when the holds
+// may move: every line written before a crash is known again.
+func (b *jsonlBridge) flush() {
+	if b.frozen {
+		b.frozen = false
+		for k := range b.state.Files {
+			if team, member, ok := strings.Cut(k, "/"); ok {
+				b.followCursor(team, member)
+			}
+		}
+	}
+}
 
 func (b *jsonlBridge) save() { b.saveState(&b.state) }
 
@@ -175,26 +239,85 @@ func (b *jsonlBridge) ingestAll(ctx context.Context) {
 
 // outbound writes the message ev added into every member file it belongs in.
 func (b *jsonlBridge) outbound(ctx context.Context, ev *inbox.Event) {
-	defer func() { b.state.OutEvent, b.dirty = ev.EventID, true }()
+	after := b.state.OutEvent
+	defer func() {
+		b.state.OutEvent, b.dirty = ev.EventID, true
+		b.state.TookIn = slices.DeleteFunc(b.state.TookIn, func(x tookIn) bool { return x.Event <= ev.EventID })
+	}()
 	if isTeamEvent(ev) {
+		b.cfg.index.note(after, ev, nil)
 		b.teams.apply(ev)
 		b.layout()
 		return
 	}
 	m, origin := messageOf(ctx, b.cfg.Bus, ev)
+	b.cfg.index.note(after, ev, m)
 	if m == nil {
 		return
 	}
 	for _, t := range b.teams.get() {
 		for _, member := range t.Members {
-			if !routes(m, t, member) || origin != nil && origin.Descriptor == jsonlOrigin(t.Name, member) {
+			k := t.Name + "/" + member
+			if !routes(m, t, member) || origin != nil && origin.Descriptor == jsonlOrigin(t.Name, member) || b.cameFrom(k, m) {
 				continue
 			}
 			if err := b.appendLine(ctx, t.Name, member, m); err != nil {
 				b.refused.report(b.cfg.Log, "team dir: append", err, "team", t.Name, "member", member, "message", m.MessageID)
+				if b.state.Unwritten == nil {
+					b.state.Unwritten = map[string][]string{}
+				}
+				b.state.Unwritten[k] = append(b.state.Unwritten[k], m.MessageID)
 			}
 		}
 	}
+}
+
+// cameFrom reports whether m was taken in from file k into a thread
+// that existed (TookIn).
+func (b *jsonlBridge) cameFrom(k string, m *inbox.Message) bool {
+	return slices.ContainsFunc(b.state.TookIn, func(x tookIn) bool { return x.File == k && x.Message == m.MessageID })
+}
+
+// retryUnwritten writes the messages the bridge could not write before,
+// into the files that are sound now.
+func (b *jsonlBridge) retryUnwritten(ctx context.Context) {
+	for k, ids := range b.state.Unwritten {
+		team, member, _ := strings.Cut(k, "/")
+		var left []string
+		for _, id := range ids {
+			m, err := b.messageByID(ctx, id)
+			if err == nil {
+				err = b.appendLine(ctx, team, member, m)
+			}
+			if err != nil {
+				left = append(left, id)
+			}
+		}
+		if len(left) < len(ids) {
+			b.dirty = true
+		}
+		if len(left) == 0 {
+			delete(b.state.Unwritten, k)
+		} else {
+			b.state.Unwritten[k] = left
+		}
+	}
+}
+
+// messageByID finds a message by its id through the events.
+func (b *jsonlBridge) messageByID(ctx context.Context, id string) (*inbox.Message, error) {
+	var found *inbox.Message
+	err := b.cfg.Bus.Events(ctx, 0, func(ev *inbox.Event) bool {
+		if ev.MessageID == id {
+			found, _ = messageOf(ctx, b.cfg.Bus, ev)
+			return false
+		}
+		return true
+	})
+	if err == nil && found == nil {
+		err = inbox.NotFound("message %s is not in the log", id)
+	}
+	return found, err
 }
 
 func jsonlOrigin(team, member string) string { return "teamfile:jsonl:" + team + "/" + member }
@@ -206,8 +329,8 @@ func outLine(m *inbox.Message) []byte {
 	return append(append(append(line[:len(line)-1:len(line)-1], `,"messageId":`...), id...), '}', '\n')
 }
 
-// lineMessageID is the "messageId" of a line the bridge wrote, "" for
-// any other line.
+// lineMessageID is the "messageId" of a line the bridge wrote (one
+// record), "" for any other line.
 func lineMessageID(line []byte) string {
 	if !bytes.Contains(line, []byte(`"messageId"`)) {
 		return ""
@@ -226,26 +349,105 @@ func inodeOf(fi fs.FileInfo) uint64 {
 	return 0
 }
 
-// idsOf returns the ids of the bridge's lines in team/member's inbox,
-// scanning the file again when it is another file than last time.
-func (b *jsonlBridge) idsOf(team, member string, inode uint64) *idSet {
+// heldPath is where the bridge holds a link to team/member's inbox.
+func (b *jsonlBridge) heldPath(team, member string) string {
+	return filepath.Join(b.cfg.Dir, stateDir, "held", team, member)
+}
+
+// heldInode is the inode the bridge holds for team/member, 0 when none.
+func (b *jsonlBridge) heldInode(team, member string) uint64 {
 	k := team + "/" + member
-	if s := b.ids[k]; s != nil && s.inode == inode {
-		return s
+	if ino, ok := b.held[k]; ok {
+		return ino
+	}
+	var ino uint64
+	if fi, err := os.Lstat(b.heldPath(team, member)); err == nil && fi.Mode().IsRegular() {
+		ino = inodeOf(fi)
+	}
+	b.held[k] = ino
+	return ino
+}
+
+// hold makes the held link of team/member the inode its inbox is now,
+// which must be want; the state is saved first, so that every line
+// written into the inode held before is known from the state alone.
+func (b *jsonlBridge) hold(team, member string, want uint64) error {
+	if b.frozen || b.heldInode(team, member) == want {
+		return nil
+	}
+	b.dirty = true
+	b.save()
+	if b.dirty {
+		return fmt.Errorf("save the state before moving the hold")
+	}
+	hdir, err := dirAt(true, b.cfg.Dir, stateDir, "held", team)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(hdir, member+".tmp")
+	os.Remove(tmp)
+	if err := os.Link(filepath.Join(b.memberDir(team, member), inboxName), tmp); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(tmp)
+	if err != nil || inodeOf(fi) != want {
+		os.Remove(tmp)
+		return fmt.Errorf("the inbox of %s/%s was replaced while it was held", team, member)
+	}
+	if err := os.Rename(tmp, b.heldPath(team, member)); err != nil {
+		return err
+	}
+	b.held[team+"/"+member] = want
+	return nil
+}
+
+// followCursor moves the hold to the inbox being read, once the bridge
+// is done with the inode it held.
+func (b *jsonlBridge) followCursor(team, member string) {
+	st := b.state.Files[team+"/"+member]
+	if st == nil || st.Inode == 0 {
+		return
+	}
+	if err := b.hold(team, member, st.Inode); err != nil {
+		b.cfg.Log.Debug("team dir: hold", "team", team, "member", member, "error", err)
+	}
+}
+
+// idsIn returns the ids of the bridge's lines in file p (inode),
+// scanning it again when it is another file than last time.
+func (b *jsonlBridge) idsIn(k, p string, inode uint64) *idSet {
+	for _, s := range b.ids[k] {
+		if s.inode == inode {
+			return s
+		}
 	}
 	s := &idSet{inode: inode, ids: map[string]bool{}}
-	if f, err := openFile(filepath.Join(b.memberDir(team, member), inboxName), os.O_RDONLY, 0); err == nil {
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 128<<20)
-		for sc.Scan() {
-			if id := lineMessageID(sc.Bytes()); id != "" {
+	if f, err := openFile(p, os.O_RDONLY, 0); err == nil {
+		eachRecord(f, func(rec record) {
+			if id := lineMessageID(rec.body); id != "" {
 				s.ids[id] = true
 			}
-		}
+		})
 		f.Close()
 	}
-	b.ids[k] = s
+	// Keep the sets of the two files that matter: the inbox and the held.
+	sets := append(b.ids[k], s)
+	if len(sets) > 2 {
+		sets = sets[len(sets)-2:]
+	}
+	b.ids[k] = sets
 	return s
+}
+
+// wrote reports whether the bridge's line for message id is in
+// team/member's inbox (inode), or in the inode it holds.
+func (b *jsonlBridge) wrote(team, member string, inode uint64, id string) bool {
+	k := team + "/" + member
+	if b.idsIn(k, filepath.Join(b.memberDir(team, member), inboxName), inode).ids[id] {
+		return true
+	}
+	h := b.heldInode(team, member)
+	return h != 0 && h != inode && b.idsIn(k, b.heldPath(team, member), h).ids[id]
 }
 
 // lock takes the flock on a member directory's inbox.lock (seed 002's
@@ -268,19 +470,31 @@ func (b *jsonlBridge) appendLine(ctx context.Context, team, member string, m *in
 	}
 	defer lk.Unlock()
 	p := filepath.Join(dir, inboxName)
-	f, err := openFile(p, os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o600)
-	if err != nil {
-		return err
+	var f *os.File
+	var fi fs.FileInfo
+	for try := 0; ; try++ {
+		if f, err = openFile(p, os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o600); err != nil {
+			return err
+		}
+		if fi, err = f.Stat(); err != nil {
+			f.Close()
+			return err
+		}
+		if b.wrote(team, member, inodeOf(fi), m.MessageID) {
+			f.Close()
+			return nil
+		}
+		if b.frozen || b.heldInode(team, member) == inodeOf(fi) || try == 2 {
+			break
+		}
+		// Another inbox than the one held: done with the old one, hold
+		// this one before writing to it.
+		f.Close()
+		b.ingestFile(ctx, team, member)
+		b.hold(team, member, inodeOf(fi))
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	ids := b.idsOf(team, member, inodeOf(fi))
-	if ids.ids[m.MessageID] {
-		return nil
-	}
+	ids := b.idsIn(team+"/"+member, p, inodeOf(fi))
 	line := outLine(m)
 	if size := fi.Size(); size > 0 {
 		last := make([]byte, 1)
@@ -327,7 +541,6 @@ func (b *jsonlBridge) rotate(ctx context.Context, team, member string, f *os.Fil
 	// What was left unread in the old file was taken in above; the new one
 	// starts at its beginning.
 	b.state.Files[team+"/"+member] = &fileState{Inode: inodeOf(fi)}
-	b.ids[team+"/"+member] = &idSet{inode: inodeOf(fi), ids: map[string]bool{}}
 	b.dirty = true
 	b.cfg.Log.Info("team dir: rotated", "team", team, "member", member, "to", name)
 	return nil
@@ -359,8 +572,13 @@ func (b *jsonlBridge) ingestFile(ctx context.Context, team, member string) {
 		b.state.Files[k], b.dirty = st, true
 	}
 	if st.Inode != cur {
-		// The inbox was rotated by someone else: finish the old file.
-		if old := findInode(dir, st.Inode); old != "" {
+		// The inbox was rotated or rewritten by someone else: finish the
+		// old file (a rotated one, or the inode the bridge holds).
+		old := findInode(dir, st.Inode)
+		if old == "" && b.heldInode(team, member) == st.Inode {
+			old = b.heldPath(team, member)
+		}
+		if old != "" {
 			if !b.ingestPath(ctx, team, member, old, st) {
 				return // try again later
 			}
@@ -371,13 +589,14 @@ func (b *jsonlBridge) ingestFile(ctx context.Context, team, member string) {
 		b.dirty = true
 	}
 	b.ingestPath(ctx, team, member, filepath.Join(dir, inboxName), st)
+	b.followCursor(team, member)
 }
 
 // findInode finds the rotated inbox file that is inode.
 func findInode(dir string, inode uint64) string {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), inboxName+".") || e.Name() == lockName || !e.Type().IsRegular() {
+		if !isRotated(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
 		if fi, err := e.Info(); err == nil && inodeOf(fi) == inode {
@@ -387,9 +606,9 @@ func findInode(dir string, inode uint64) string {
 	return ""
 }
 
-// ingestPath takes in the whole lines of file p from st on, in batches
-// (one commit of the store each). It reports false when it stopped early
-// (a failure to be retried).
+// ingestPath takes in the whole records of file p from st on, in
+// batches (one commit of the store each). It reports false when it
+// stopped early (a failure to be retried).
 func (b *jsonlBridge) ingestPath(ctx context.Context, team, member, p string, st *fileState) bool {
 	f, err := openFile(p, os.O_RDONLY, 0)
 	if err != nil {
@@ -402,74 +621,88 @@ func (b *jsonlBridge) ingestPath(ctx context.Context, team, member, p string, st
 	if _, err := f.Seek(st.Offset, io.SeekStart); err != nil {
 		return false
 	}
-	r := bufio.NewReaderSize(f, 64<<10)
+	rr := newRecordReader(f, st.Offset, st.Line)
 	const batch = 500
 	for {
-		var lines [][]byte
-		for len(lines) < batch {
-			line, err := r.ReadBytes('\n')
-			if err != nil {
-				break // EOF: a partial last line waits for its end
+		var recs []record
+		for len(recs) < batch {
+			rec, ok := rr.next()
+			if !ok {
+				break // a partial last record waits for its end
 			}
-			lines = append(lines, line)
+			recs = append(recs, rec)
 		}
-		if len(lines) == 0 {
+		if len(recs) == 0 {
 			return true
 		}
-		if !b.ingestLines(ctx, team, member, st, lines) {
+		if !b.ingestRecords(ctx, team, member, st, recs) {
 			return false
 		}
-		if len(lines) < batch {
+		if len(recs) < batch {
 			return true
 		}
 	}
 }
 
-// ingestLines takes in consecutive whole lines starting at st, with one
-// SendBatch, and advances st past them; false means the store refused the
-// batch as a whole (retried later).
-func (b *jsonlBridge) ingestLines(ctx context.Context, team, member string, st *fileState, lines [][]byte) bool {
+// lineKey is the idempotency key of a line someone else wrote into
+// team/member's inbox: what it says (sender, recipient, timestamp, type
+// and content, the content's members in any order and spacing), never
+// where it is, so that a line a recipe moved or rewrote is the same
+// message.
+func lineKey(team, member string, l *inbox.Seed002) string {
+	content := []byte(l.Content)
+	var v any
+	if json.Unmarshal(content, &v) == nil {
+		content, _ = json.Marshal(v)
+	}
+	return key("jsonl-line", team, member, l.From, l.Timestamp, l.Type, string(content))
+}
+
+// ingestRecords takes in consecutive whole records starting at st, and
+// advances st past them; false means the store refused them as a whole
+// (retried later).
+func (b *jsonlBridge) ingestRecords(ctx context.Context, team, member string, st *fileState, recs []record) bool {
 	var ins []inbox.SendInput
-	var at []int // the line each input is
-	off := st.Offset
-	for i, line := range lines {
-		body := bytes.TrimSpace(line)
-		lineOff := off
-		off += int64(len(line))
-		if len(body) == 0 || lineMessageID(body) != "" {
+	var at []int // the record each input is
+	k := team + "/" + member
+	for i, rec := range recs {
+		if len(rec.body) == 0 || lineMessageID(rec.body) != "" {
 			continue // blank, or one of the bridge's own
 		}
-		l, err := inbox.ParseSeed002(body)
+		l, err := inbox.ParseSeed002(rec.body)
 		if err == nil {
 			err = inbox.ValidateAgent("from", l.From)
 		}
 		if err != nil {
-			b.logError(team, member, st.Line+int64(i)+1, err, body)
+			b.logError(team, member, rec.line, err, rec.body)
 			continue
 		}
-		sum := sha256.Sum256(body)
+		sum := sha256.Sum256(rec.body)
 		in := inbox.SendInput{From: l.From, To: member, Content: l.SendContent(),
 			Origin: &inbox.Origin{Descriptor: jsonlOrigin(team, member), SHA256: hex.EncodeToString(sum[:])}}
-		// Where the line is (file and offset) and what it says: the same
-		// line read again after a restart is the same message.
-		in.IdempotencyKey = key("jsonl", team, member, strconv.FormatUint(st.Inode, 10), strconv.FormatInt(lineOff, 10), string(body))
+		in.IdempotencyKey = lineKey(team, member, l)
 		ins = append(ins, in)
 		at = append(at, i)
 	}
 	if len(ins) > 0 {
-		_, errs, err := b.cfg.Bus.SendBatch(ctx, ins)
+		results, errs, err := takeInAll(ctx, b.cfg, ins)
 		if err != nil {
 			b.cfg.Log.Warn("team dir: take in lines", "team", team, "member", member, "error", err)
 			return false
 		}
 		for j, err := range errs {
 			if err != nil {
-				b.logError(team, member, st.Line+int64(at[j])+1, err, bytes.TrimSpace(lines[at[j]]))
+				b.logError(team, member, recs[at[j]].line, err, recs[at[j]].body)
+				continue
+			}
+			if r := results[j]; r != nil && r.Message != nil && r.Message.Seq > 1 && r.Message.EventID > b.state.OutEvent {
+				b.state.TookIn = append(b.state.TookIn, tookIn{Event: r.Message.EventID, Message: r.Message.MessageID, File: k})
 			}
 		}
 	}
-	st.Offset = off
-	st.Line += int64(len(lines))
+	last := recs[len(recs)-1]
+	st.Offset = last.end
+	st.Line = last.line + last.lines - 1
 	b.dirty = true
 	return true
 }

@@ -125,6 +125,30 @@ func lockPath(p string) (*fileLock, error) {
 	return &fileLock{f: f}, nil
 }
 
+// tryLockPath is lockPath that does not wait: ok is false, with no lock,
+// while another process holds it.
+func tryLockPath(p string) (l *fileLock, ok bool, err error) {
+	f, err := openFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, false, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		f.Close()
+		return nil, false, nil
+	}
+	if err != nil {
+		f.Close()
+		return nil, false, fmt.Errorf("lock %s: %w", p, err)
+	}
+	return &fileLock{f: f}, true, nil
+}
+
 // Unlock releases the lock.
 func (l *fileLock) Unlock() error {
 	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
