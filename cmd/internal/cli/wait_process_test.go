@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rogpeppe/go-internal/testscript"
+
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/internal/testproc"
@@ -394,4 +396,21 @@ func TestWaitKindsNotation(t *testing.T) {
 			t.Errorf("%v: exit %d, %s; want exit %d with %s", c.args, code, out, c.code, c.want)
 		}
 	}
+}
+
+// TestContribScripts runs the scripts of contrib/testdata, which run the
+// contrib tools (found at $CONTRIB) for real against the real binary.
+func TestContribScripts(t *testing.T) {
+	t.Parallel()
+	contrib, err := filepath.Abs(filepath.Join("..", "..", "..", "contrib"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := scriptParams(filepath.Join(contrib, "testdata"))
+	setup := p.Setup
+	p.Setup = func(e *testscript.Env) error {
+		e.Setenv("CONTRIB", contrib)
+		return setup(e)
+	}
+	testscript.Run(t, p)
 }
