@@ -372,7 +372,7 @@ func (b *claudeBridge) ingestTeam(ctx context.Context, team string) {
 			break
 		}
 		if err := b.takeIn(ctx, in); err != nil {
-			if !isInputError(err) {
+			if !refusal(err) {
 				b.cfg.Log.Warn("claude teams: take in", "team", team, "error", err)
 				break
 			}
@@ -420,7 +420,10 @@ func (b *claudeBridge) entryInput(team string, e *claudeEntry) (inbox.SendInput,
 			}
 		}
 		if typ, ok := obj["type"].(string); ok && inbox.ValidateType("type", typ) == nil {
-			c = inbox.Content{Type: typ, PayloadJSON: strings.TrimSpace(e.Text), Summary: e.Summary}
+			c = protocolContent(typ, strings.TrimSpace(e.Text), obj)
+			if e.Summary != "" {
+				c.Summary = e.Summary
+			}
 			if c.Summary == "" {
 				c.Summary = typ + " from " + e.From
 			}
@@ -434,6 +437,29 @@ func (b *claudeBridge) entryInput(team string, e *claudeEntry) (inbox.SendInput,
 	return inbox.SendInput{From: e.From, To: to, Content: c, Origin: &inbox.Origin{Descriptor: claudeOrigin(team, b.cfg.Agent)}}, nil
 }
 
+// protocolContent is the content of protocol JSON of type typ in an
+// entry's text (obj decoded): Claude Code's own (its members at the top)
+// is the payload whole; a seed-002 line (a "content" object) maps as seed
+// 002 does, its content the payload. Either way "requestId" pairs it with
+// a request and "ackId" names what an acknowledgment settles or, on
+// another type, asks the recipient to acknowledge it.
+func protocolContent(typ, text string, obj map[string]any) inbox.Content {
+	c := inbox.Content{Type: typ, PayloadJSON: text}
+	c.RequestID, _ = obj["requestId"].(string)
+	ackID, _ := obj["ackId"].(string)
+	if content, ok := obj["content"].(map[string]any); ok {
+		raw, _ := json.Marshal(content)
+		c.PayloadJSON, c.Summary = string(raw), inbox.ContentSummary(raw)
+		if typ == inbox.TypeAcknowledgment {
+			ackID = "" // the content names it
+		}
+	}
+	if ackID != "" && typ != inbox.TypeAcknowledgment {
+		c.AckID, c.AckRequired = ackID, true
+	}
+	return c
+}
+
 // ingestEntry sends one entry into the store.
 func (b *claudeBridge) ingestEntry(ctx context.Context, team string, e *claudeEntry) error {
 	in, err := b.entryInput(team, e)
@@ -443,17 +469,12 @@ func (b *claudeBridge) ingestEntry(ctx context.Context, team string, e *claudeEn
 	return b.takeIn(ctx, in)
 }
 
-// takeIn sends one message taken in from a file into the store.
+// takeIn takes one message in from a file: a response as a reply in its
+// request's thread, an acknowledgment as the ack it settles, else a send
+// (common.go's takeIn).
 func (b *claudeBridge) takeIn(ctx context.Context, in inbox.SendInput) error {
-	_, err := b.cfg.Bus.Send(ctx, in)
+	_, err := takeIn(ctx, b.cfg, in)
 	return err
-}
-
-// isInputError reports whether err refuses the input itself (logged and
-// skipped), rather than the store failing (retried).
-func isInputError(err error) bool {
-	var e *inbox.Error
-	return errors.As(err, &e) && !errors.Is(err, inbox.ErrStorage) && !errors.Is(err, inbox.ErrInternal)
 }
 
 func (b *claudeBridge) logError(team string, e *claudeEntry, err error) {
@@ -465,6 +486,7 @@ func (b *claudeBridge) logError(team string, e *claudeEntry, err error) {
 // outbound queues the message ev added for each Claude Code member's
 // inbox it belongs in; flush writes the queue.
 func (b *claudeBridge) outbound(ctx context.Context, ev *inbox.Event) {
+	after := max(b.pendingLast, b.state.OutEvent)
 	b.pendingLast = ev.EventID
 	defer func() {
 		if b.pendingN >= 200 {
@@ -474,9 +496,11 @@ func (b *claudeBridge) outbound(ctx context.Context, ev *inbox.Event) {
 		}
 	}()
 	if isTeamEvent(ev) {
+		b.cfg.index.note(after, ev, nil)
 		return
 	}
 	m, origin := messageOf(ctx, b.cfg.Bus, ev)
+	b.cfg.index.note(after, ev, m)
 	if m == nil {
 		return
 	}

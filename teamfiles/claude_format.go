@@ -92,6 +92,9 @@ func entryOf(m *inbox.Message) *claudeEntry {
 		if _, ok := obj["requestId"]; !ok && m.RequestID != "" {
 			obj["requestId"] = m.RequestID
 		}
+		if _, ok := obj["ackId"]; !ok && m.AckID != "" {
+			obj["ackId"] = m.AckID // what the teammate's acknowledgment names
+		}
 		data, _ := json.Marshal(obj)
 		e.Text = string(data)
 	case m.Body != "":
