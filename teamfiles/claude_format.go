@@ -203,22 +203,46 @@ func writeEntries(p string, es []*claudeEntry) error {
 	return renameio.WriteFile(p, data, 0o600)
 }
 
+// beforeReplace, when set (tests), runs in updateEntries between its read
+// and its rename.
+var beforeReplace func(p string)
+
 // updateEntries runs change on the entries of inbox file p under Claude
 // Code's lock and writes them back when change reports that it changed
-// them.
+// them. A file replaced or changed without the lock (a person's recipe)
+// between the read and the rename is read again, a few times, so that
+// what the recipe removed is not written back.
 func updateEntries(p string, change func(es []*claudeEntry) ([]*claudeEntry, bool)) error {
 	unlock, err := lockFile(p)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	es, err := readEntries(p)
-	if err != nil {
-		return err
+	for try := 0; ; try++ {
+		before, _ := os.Lstat(p)
+		es, err := readEntries(p)
+		if err != nil {
+			return err
+		}
+		es, changed := change(es)
+		if !changed {
+			return nil
+		}
+		if beforeReplace != nil {
+			beforeReplace(p)
+		}
+		if after, _ := os.Lstat(p); try < 3 && !sameVersion(before, after) {
+			continue
+		}
+		return writeEntries(p, es)
 	}
-	es, changed := change(es)
-	if !changed {
-		return nil
+}
+
+// sameVersion reports whether two looks at a file saw the same version
+// of it: the same file, size and modification time (both missing counts).
+func sameVersion(a, b fs.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
 	}
-	return writeEntries(p, es)
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }

@@ -455,3 +455,28 @@ func TestClaudeCheckFindings(t *testing.T) {
 		t.Errorf("researcher's inbox after repair: %q", got)
 	}
 }
+
+// TestClaudeUpdateSeesRewrite: a file rewritten without the lock (a
+// person's jq and mv) between the bridge's read and its rename is read
+// again, so the bridge never writes back what the rewrite removed.
+func TestClaudeUpdateSeesRewrite(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "researcher.json")
+	writeEntries(p, []*claudeEntry{{From: "a", Text: "archived", Timestamp: "t1"}})
+	once := false
+	beforeReplace = func(string) {
+		if !once {
+			once = true
+			rewriteEntries(t, p, func(e *claudeEntry) bool { return false })
+		}
+	}
+	defer func() { beforeReplace = nil }()
+	err := updateEntries(p, func(es []*claudeEntry) ([]*claudeEntry, bool) {
+		return append(es, &claudeEntry{From: "b", Text: "new", Timestamp: "t2"}), true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, p); !reflect.DeepEqual(got, []string{"new"}) {
+		t.Errorf("got %q, want the new entry alone", got)
+	}
+}
