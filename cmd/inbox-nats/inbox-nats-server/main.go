@@ -102,7 +102,11 @@ func runServer(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) in
 		return serverFail(stderr, exitStorage, err.Error())
 	}
 	url := s.URL()
-	fmt.Fprintf(stderr, "inbox-nats: listening on %s (NATS JetStream, store directory %s, every write synced before it is acknowledged)\n", url, s.StoreDir())
+	sync := "every write synced before it is acknowledged"
+	if !s.SyncAlways() {
+		sync = "writes NOT synced before they are acknowledged"
+	}
+	fmt.Fprintf(stderr, "inbox-nats: listening on %s (NATS JetStream, store directory %s, %s)\n", url, s.StoreDir(), sync)
 	if !loopback(host) {
 		fmt.Fprintf(stderr, "inbox-nats: warning: %s is reachable from other machines and has no authentication: anyone who reaches it can read and change every store (for that, run nats-server with accounts and TLS: docs/JETSTREAM.md)\n", r.listen)
 		if h, err := os.Hostname(); err == nil && unspecified(host) {

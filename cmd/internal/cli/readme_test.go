@@ -15,8 +15,9 @@ import (
 	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
-// readmeShellBlocks returns the ```sh blocks of a Markdown file, in order.
-func readmeShellBlocks(t *testing.T, path string) []string {
+// readmeShellBlocks returns the ```sh blocks of a Markdown file, in order,
+// those under a "## " heading that in says yes to.
+func readmeShellBlocks(t *testing.T, path string, in func(section string) bool) []string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -25,14 +26,19 @@ func readmeShellBlocks(t *testing.T, path string) []string {
 	defer f.Close()
 	var blocks []string
 	var cur *strings.Builder
+	section := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
+		case cur == nil && strings.HasPrefix(line, "## "):
+			section = line
 		case cur == nil && line == "```sh":
 			cur = new(strings.Builder)
 		case cur != nil && line == "```":
-			blocks = append(blocks, cur.String())
+			if in(section) {
+				blocks = append(blocks, cur.String())
+			}
 			cur = nil
 		case cur != nil:
 			cur.WriteString(line)
@@ -48,12 +54,18 @@ func readmeShellBlocks(t *testing.T, path string) []string {
 	return blocks
 }
 
+// readmeNATSSection is the README's section on NATS stores, whose sh
+// blocks run in a shell of their own, beside a server
+// (TestNATSServerReadme), rather than in TestReadmeSnippets's.
+const readmeNATSSection = "## Many machines: the same CLI on NATS JetStream"
+
 // TestReadmeSnippets runs every ```sh block of README.md after the first
-// (which builds the binary and runs the test suite) in one bash, in order,
+// (which builds the binary and runs the test suite), but those of its
+// section on NATS (TestNATSServerReadme runs them), in one bash, in order,
 // as a reader pasting them would: in a fresh directory holding bin/inbox,
 // stopping at the first command that fails. The store must then pass fsck.
 func TestReadmeSnippets(t *testing.T) {
-	blocks := readmeShellBlocks(t, filepath.Join("..", "..", "..", "README.md"))
+	blocks := readmeShellBlocks(t, filepath.Join("..", "..", "..", "README.md"), func(section string) bool { return section != readmeNATSSection })
 	if len(blocks) < 5 {
 		t.Fatalf("README.md has %d sh blocks; expected the build block and the walkthrough", len(blocks))
 	}
