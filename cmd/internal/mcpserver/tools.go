@@ -132,6 +132,7 @@ type listIn struct {
 	CreatedBy  string `json:"created_by,omitempty" jsonschema:"only threads created by this agent"`
 	AssignedTo string `json:"assigned_to,omitempty" jsonschema:"only threads assigned to this agent"`
 	Limit      int    `json:"limit,omitempty" jsonschema:"at most this many (default 50)"`
+	Mail       bool   `json:"mail,omitempty" jsonschema:"include mail threads (notes, not work), which list leaves out by default"`
 }
 
 type showIn struct {
@@ -504,7 +505,7 @@ var toolTable = []toolSpec{
 	tool[listIn, threadsOut](toolSpec{name: "list", effect: reads,
 		desc: "List threads with filters, newest first (a leader's view of everything). Unlike fetch it is not limited to work waiting for one agent."}),
 	tool[showIn, showOut](toolSpec{name: "show", effect: addsOnce,
-		desc: "Read one thread's full history: header, lease and every message. mark_read moves your read cursor to the newest message."}),
+		desc: "Read one thread's full history: header, lease and every message. Without mark_read it changes nothing; mark_read moves your read cursor to the newest message (what it marks leaves your mailbox)."}),
 	tool[waitReplyIn, waitReplyOut](toolSpec{name: "wait_reply", effect: adds, blocking: true,
 		desc: "Block until an answer (or control, or result) lands in a thread, then return it; at once if one is there already. Waits at most max_wait_seconds (default 45): on woke:false call again with after_event set to next_event_id. request_id waits for the response to that request."}),
 	tool[watchIn, watchOut](toolSpec{name: "watch", effect: reads, blocking: true,
@@ -522,7 +523,7 @@ var toolTable = []toolSpec{
 	tool[mailboxIn, mailboxOut](toolSpec{name: "mailbox", effect: reads,
 		desc: "Look at your mailbox without collecting anything, and at the messages you still have to acknowledge."}),
 	tool[queueIn, queueOut](toolSpec{name: "queue", effect: addsOnce,
-		desc: "Show your task queue: queued, running (with age) and finished tasks."}),
+		desc: "Show your task queue: queued, running (with age) and finished tasks. A task whose runner died is recorded as failed on the way (its parent gets the failure)."}),
 	tool[noIn, agentsOut](toolSpec{name: "agents", effect: reads,
 		desc: "Every agent the store has seen: state (working, waiting, idle, gone), last activity, live leases, mailbox depth, teams and unacknowledged messages. A leader's check on who is alive."}),
 	tool[teamIn, teamOut](toolSpec{name: "team_create", effect: adds, cmd: []string{"team", "create"},
