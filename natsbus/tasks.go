@@ -7,7 +7,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -17,8 +19,13 @@ import (
 // Tasks (SPEC §7). A task is a thread whose first message, kind task,
 // carries the prompt and (in its payload, under "task") its definition.
 // Its name is the key task.<name> of the store's bucket, naming the
-// thread: created (once) before the thread is, which keeps names unique.
-// The runner of a running task is the key runner.<name>.
+// thread: created before the thread is, which keeps the names of live
+// (queued or running) tasks unique. A finished task gives its name up
+// (SPEC §7 "Task names"): the push that takes it again first records the
+// finished task in the history, the key taskdone.<name>.<thread>, then
+// updates task.<name> with a compare-and-set on its revision, so of two
+// pushes racing for the name one wins and the other finds it taken. The
+// runner of a running task is the key runner.<name>.
 
 type taskKey struct {
 	ThreadID string `json:"thread_id"`
@@ -36,6 +43,14 @@ func (b *Bus) Push(ctx context.Context, spec inbox.TaskSpec, prompt string) (*in
 	})
 }
 
+// pushGrace is how long a name registered for a thread that does not
+// exist yet is another push's, between its registration and its thread's
+// creation, rather than one a push left when it failed.
+const pushGrace = 30 * time.Second
+
+// doneKey is the history's key for the finished task name of thread tid.
+func doneKey(name, tid string) string { return "taskdone." + key(name) + "." + tid }
+
 // registerTask takes name for thread tid, before the thread is created.
 func (b *Bus) registerTask(ctx context.Context, name, tid string) error {
 	k := "task." + key(name)
@@ -43,24 +58,56 @@ func (b *Bus) registerTask(ctx context.Context, name, tid string) error {
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
 	_, err := b.kv.Create(rctx, k, data)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	for attempt := 0; errors.Is(err, jetstream.ErrKeyExists) && attempt < 100; attempt++ {
 		e, gerr := b.kv.Get(rctx, k)
+		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			_, err = b.kv.Create(rctx, k, data)
+			continue
+		}
 		if gerr != nil {
 			return inbox.Storage(gerr, "register task %s", name)
 		}
 		var old taskKey
 		json.Unmarshal(e.Value(), &old)
-		if _, _, serr := b.state(ctx, old.ThreadID); errors.Is(serr, inbox.ErrNotFound) {
+		r, _, serr := b.state(ctx, old.ThreadID)
+		switch {
+		case errors.Is(serr, inbox.ErrNotFound) && time.Since(e.Created()) < pushGrace:
+			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name",
+				"%q is taken by a task being pushed right now; choose another", name)
+		case errors.Is(serr, inbox.ErrNotFound):
 			// A name left by a push that never committed: take its place.
-			_, err = b.kv.Update(rctx, k, data, e.Revision())
-		} else {
-			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name", "%q is taken by another task; choose another", name)
+		case serr != nil:
+			return serr
+		case !inbox.IsTerminal(r.Thread.Status):
+			state := "running"
+			if r.Thread.Status == inbox.StatusPending {
+				state = "queued"
+			}
+			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name",
+				"%q is taken by a task that is %s (%s); a name is free again once its task finished: choose another, or wait", name, state, old.ThreadID)
+		default:
+			// Finished: into the history, then the name is free.
+			if _, err := b.kv.Put(rctx, doneKey(name, old.ThreadID), e.Value()); err != nil {
+				return inbox.Storage(err, "keep finished task %s", name)
+			}
+		}
+		_, err = b.kv.Update(rctx, k, data, e.Revision())
+		if isWrongRevision(err) {
+			err = jetstream.ErrKeyExists // another push came first: look again
 		}
 	}
 	return inbox.Storage(err, "register task %s", name)
 }
 
-// TaskByName returns a task.
+// isWrongRevision reports whether err is a lost compare-and-set of a key.
+func isWrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// TaskByName returns the task of that name that is queued or running,
+// else the newest that finished.
 func (b *Bus) TaskByName(ctx context.Context, name string) (*inbox.Task, error) {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return nil, err
@@ -68,17 +115,56 @@ func (b *Bus) TaskByName(ctx context.Context, name string) (*inbox.Task, error) 
 	rctx, cancel := b.ctx(ctx)
 	e, err := b.kv.Get(rctx, "task."+key(name))
 	cancel()
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, inbox.NotFound("task %s not found", name)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, inbox.Storage(err, "read task %s", name)
 	}
-	var k taskKey
-	if json.Unmarshal(e.Value(), &k) != nil || k.ThreadID == "" {
+	if err == nil {
+		var k taskKey
+		json.Unmarshal(e.Value(), &k)
+		t, err := b.taskOf(ctx, name, k.ThreadID)
+		if !errors.Is(err, inbox.ErrNotFound) {
+			if err == nil {
+				t.Runner = b.taskRunner(ctx, t) // forgotten a moment after its task ends
+			}
+			return t, err
+		}
+	}
+	// No live task: the push that took the name last never committed.
+	hist, err := b.finishedOf(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if t, err := b.taskOf(ctx, name, hist[i]); !errors.Is(err, inbox.ErrNotFound) {
+			return t, err
+		}
+	}
+	return nil, inbox.NotFound("task %s not found", name)
+}
+
+// finishedOf lists the threads of name's history, oldest first.
+func (b *Bus) finishedOf(ctx context.Context, name string) ([]string, error) {
+	rctx, cancel := b.ctx(ctx)
+	defer cancel()
+	l, err := b.kv.ListKeysFiltered(rctx, "taskdone."+key(name)+".*")
+	if err != nil {
+		return nil, inbox.Storage(err, "list finished tasks %s", name)
+	}
+	var tids []string
+	for k := range l.Keys() {
+		tids = append(tids, k[strings.LastIndexByte(k, '.')+1:])
+	}
+	slices.Sort(tids)
+	return tids, nil
+}
+
+// taskOf reads the task name of thread tid: inbox.ErrNotFound when the
+// thread does not exist (its push never committed) or is not that task.
+func (b *Bus) taskOf(ctx context.Context, name, tid string) (*inbox.Task, error) {
+	if tid == "" {
 		return nil, inbox.NotFound("task %s not found", name)
 	}
-	v, err := b.Show(ctx, k.ThreadID)
+	v, err := b.Show(ctx, tid)
 	if errors.Is(err, inbox.ErrNotFound) {
 		return nil, inbox.NotFound("task %s not found", name) // the push never committed
 	}
@@ -103,25 +189,41 @@ func (b *Bus) TaskByName(ctx context.Context, name string) (*inbox.Task, error) 
 	if v.Lease != nil {
 		t.StartedAt, t.LeaseToken = v.Lease.ClaimedAt, v.Lease.LeaseToken
 	}
-	t.Runner = b.taskRunner(ctx, name)
 	return t, nil
 }
 
-// Tasks lists the tasks f selects, oldest first.
+// Tasks lists the tasks f selects, oldest first: each name's live or
+// newest finished task, and the finished tasks in the names' history.
 func (b *Bus) Tasks(ctx context.Context, f inbox.TaskFilter) ([]*inbox.Task, error) {
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	l, err := b.kv.ListKeysFiltered(rctx, "task.*")
+	l, err := b.kv.ListKeysFiltered(rctx, "task.*", "taskdone.*.*")
 	if err != nil {
 		return nil, inbox.Storage(err, "list tasks")
 	}
-	var names []string
+	// A name, or "name\x00thread" for a task in the history (no name
+	// holds a NUL).
+	var keys []string
 	for k := range l.Keys() {
-		if raw, err := hex.DecodeString(strings.TrimPrefix(k, "task.")); err == nil {
-			names = append(names, string(raw))
+		parts := strings.Split(k, ".")
+		raw, err := hex.DecodeString(parts[1])
+		switch {
+		case err != nil:
+		case parts[0] == "task" && len(parts) == 2:
+			keys = append(keys, string(raw))
+		case parts[0] == "taskdone" && len(parts) == 3:
+			keys = append(keys, string(raw)+"\x00"+parts[2])
 		}
 	}
-	return inbox.TasksIn(ctx, names, f, b.TaskByName)
+	tasks, err := inbox.TasksIn(ctx, keys, f, func(ctx context.Context, k string) (*inbox.Task, error) {
+		if name, tid, ok := strings.Cut(k, "\x00"); ok {
+			return b.taskOf(ctx, name, tid)
+		}
+		return b.TaskByName(ctx, k)
+	})
+	// A task both live and in the history: a push cut off between the
+	// two keys, or a name whose newest push never committed.
+	return slices.CompactFunc(tasks, func(x, y *inbox.Task) bool { return x.ThreadID == y.ThreadID }), err
 }
 
 // TaskByThread returns the task whose thread tid is.
@@ -137,7 +239,18 @@ func (b *Bus) TaskByThread(ctx context.Context, tid string) (*inbox.Task, error)
 	if len(v.Messages) > 0 {
 		first = v.Messages[0]
 	}
-	return inbox.TaskOfThread(ctx, tid, first, b.TaskByName)
+	// The name's live task, or this thread's in the name's history.
+	return inbox.TaskOfThread(ctx, tid, first, func(ctx context.Context, name string) (*inbox.Task, error) {
+		if t, err := b.TaskByName(ctx, name); err != nil || t.ThreadID == tid {
+			return t, err
+		}
+		rctx, cancel := b.ctx(ctx)
+		defer cancel()
+		if _, err := b.kv.Get(rctx, doneKey(name, tid)); err != nil {
+			return nil, inbox.NotFound("task %s not found", name)
+		}
+		return b.taskOf(ctx, name, tid)
+	})
 }
 
 // CancelTask cancels a task that has not finished.
@@ -167,43 +280,81 @@ func (b *Bus) CancelTask(ctx context.Context, agent string, t *inbox.Task, c inb
 	})
 }
 
-// SetTaskRunner records (nil: forgets) the process running a task.
+// A task's runner record is its run's, the key runner.<name>.<thread>,
+// and so is its output capture (<name>.<thread>.out): a runner tidying up
+// after its task finished never touches those of the task that took the
+// name next.
+
+// runnerKey is the key of the runner record of task name's run in thread
+// tid.
+func runnerKey(name, tid string) string { return "runner." + key(name) + "." + tid }
+
+// SetTaskRunner records the process running task name, the name's live
+// task. With r nil it forgets the records of the name's tasks that have
+// finished; a running task's record stays, for Reap to judge.
 func (b *Bus) SetTaskRunner(ctx context.Context, name string, r *inbox.TaskRunner) error {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return err
 	}
-	rctx, cancel := b.ctx(ctx)
-	defer cancel()
+	t, err := b.TaskByName(ctx, name)
 	if r == nil {
-		err := b.kv.Delete(rctx, "runner."+key(name))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			err = nil
+		var gone []string
+		if err == nil && t.State() == "finished" {
+			gone = append(gone, runnerKey(name, t.ThreadID), "runner."+key(name))
 		}
-		return inbox.Storage(err, "forget the runner of task %s", name)
+		hist, _ := b.finishedOf(ctx, name) // only finished tasks are there
+		for _, tid := range hist {
+			gone = append(gone, runnerKey(name, tid))
+		}
+		rctx, cancel := b.ctx(ctx)
+		defer cancel()
+		for _, k := range gone {
+			if err := b.kv.Delete(rctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+				return inbox.Storage(err, "forget the runner of task %s", name)
+			}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	data, _ := json.Marshal(r)
-	_, err := b.kv.Put(rctx, "runner."+key(name), data)
+	rctx, cancel := b.ctx(ctx)
+	defer cancel()
+	_, err = b.kv.Put(rctx, runnerKey(name, t.ThreadID), data)
 	return inbox.Storage(err, "record the runner of task %s", name)
 }
 
-func (b *Bus) taskRunner(ctx context.Context, name string) *inbox.TaskRunner {
+// taskRunner reads the runner record of t's run, nil when there is none.
+func (b *Bus) taskRunner(ctx context.Context, t *inbox.Task) *inbox.TaskRunner {
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	e, err := b.kv.Get(rctx, "runner."+key(name))
-	if err != nil {
-		return nil
+	e, err := b.kv.Get(rctx, runnerKey(t.Name, t.ThreadID))
+	legacy := errors.Is(err, jetstream.ErrKeyNotFound)
+	if legacy {
+		e, err = b.kv.Get(rctx, "runner."+key(t.Name))
 	}
 	var r inbox.TaskRunner
-	if json.Unmarshal(e.Value(), &r) != nil {
+	if err != nil || json.Unmarshal(e.Value(), &r) != nil {
 		return nil
+	}
+	if legacy {
+		// An older runner's record is this run's only if it started
+		// after the claim.
+		claimed, err1 := inbox.ParseTime(t.StartedAt)
+		started, err2 := inbox.ParseTime(r.StartedAt)
+		if err1 != nil || err2 != nil || started.Before(claimed) {
+			return nil
+		}
 	}
 	return &r
 }
 
-// TaskOutputPath is where a task's output is captured: on the machine
-// that runs it, in the user's cache directory.
+// TaskOutputPath is where the output of task name (its live task) is
+// captured: on the machine that runs it, in the user's cache directory.
 func (b *Bus) TaskOutputPath(ctx context.Context, name string) (string, error) {
-	if err := inbox.ValidateAgent("name", name); err != nil {
+	t, err := b.TaskByName(ctx, name)
+	if err != nil {
 		return "", err
 	}
 	dir, err := os.UserCacheDir()
@@ -214,5 +365,5 @@ func (b *Bus) TaskOutputPath(ctx context.Context, name string) (string, error) {
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return "", inbox.Storage(err, "create %s", d)
 	}
-	return filepath.Join(d, name+".out"), nil
+	return filepath.Join(d, name+"."+t.ThreadID+".out"), nil
 }

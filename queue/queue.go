@@ -708,9 +708,10 @@ func Cancel(ctx context.Context, s inbox.Bus, t *inbox.Task, agent, reason, key 
 		return nil, err
 	}
 	// The runner records its process a moment after starting it: look
-	// again now rather than trust what t was read with.
+	// again now rather than trust what t was read with (the same task:
+	// its name may already be another's).
 	r := t.Runner
-	if now, err := s.TaskByName(ctx, t.Name); err == nil && now.Runner != nil {
+	if now, err := s.TaskByName(ctx, t.Name); err == nil && now.ThreadID == t.ThreadID && now.Runner != nil {
 		r = now.Runner
 	}
 	if r != nil && r.PGID > 0 {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/renameio/v2"
@@ -18,15 +19,36 @@ import (
 // The task queue (SPEC §7). A queued task is a thread from its parent to
 // the task's name (the sub-agent's identity) whose first message, kind
 // task, carries the prompt, with the task's definition in its payload under
-// "task". Its name is registered as tasks/<name>.json, a hard link to that
-// first message made before the commit point: the link fails when the name
-// is taken, which keeps task names unique. Thread status is the task's
-// state: pending is queued, claimed or in_progress is running, terminal is
-// finished.
+// "task". Thread status is the task's state: pending is queued, claimed or
+// in_progress is running, terminal is finished.
+//
+// A name is registered as tasks/<name>.json, a hard link to its task's
+// first message made before the commit point: the link fails when the
+// name is taken, which keeps the names of live (queued or running) tasks
+// unique. A finished task gives its name up (SPEC §7 "Task names"): the
+// push that takes the name again first links the finished task into the
+// history, tasks/finished/<name>/<thread>.json (fsynced: nothing in the
+// log would bring it back), then replaces tasks/<name>.json, all under
+// the event log's lock that serialises registrations. So tasks/<name>.json
+// is the name's live task, or its newest finished one; a push that never
+// committed leaves a link to a thread that does not exist, which readers
+// pass over (to the newest in the history) and the next push of the name
+// replaces.
 
 func (s *Store) taskPath(name string) string { return filepath.Join(s.dir, tasksDir, name+".json") }
 
+// finishedDir holds the finished tasks whose names were taken again.
+const finishedDir = "finished"
+
+// finishedPath is where the history keeps the finished task name of
+// thread tid.
+func (s *Store) finishedPath(name, tid string) string {
+	return filepath.Join(s.dir, tasksDir, finishedDir, name, tid+".json")
+}
+
 // registerTask links src (a new thread's first message) as the task name.
+// It runs under the event log's lock (commitAll), as every registration
+// does, so no other push of the name comes between its look and its link.
 func (s *Store) registerTask(ctx context.Context, name, src string) error {
 	p := s.taskPath(name)
 	err := os.Link(src, p)
@@ -36,16 +58,95 @@ func (s *Store) registerTask(ctx context.Context, name, src string) error {
 		}
 		err = os.Link(src, p)
 	}
-	if errors.Is(err, fs.ErrExist) {
-		if _, err := s.TaskByName(ctx, name); errors.Is(err, inbox.ErrNotFound) {
-			// A link left by a push that never committed: take its place.
-			os.Remove(p)
-			err = os.Link(src, p)
-		} else {
-			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name", "%q is taken by another task; choose another", name)
+	if !errors.Is(err, fs.ErrExist) {
+		return inbox.Storage(err, "register task %s", name)
+	}
+	old, oerr := s.taskAt(name, p)
+	switch {
+	case errors.Is(oerr, inbox.ErrNotFound):
+		// A link left by a push that never committed: take its place.
+	case oerr != nil:
+		return oerr
+	case old.State() != "finished":
+		return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name",
+			"%q is taken by a task that is %s (%s); a name is free again once its task finished: choose another, or wait", name, old.State(), old.ThreadID)
+	default:
+		if err := s.keepFinished(name, p, old.ThreadID); err != nil {
+			return err
 		}
 	}
-	return inbox.Storage(err, "register task %s", name)
+	return s.relink(src, p)
+}
+
+// keepFinished links p, the registration of the finished task of thread
+// tid, into the name's history and makes that link durable.
+func (s *Store) keepFinished(name, p, tid string) error {
+	h := s.finishedPath(name, tid)
+	dir := filepath.Dir(h)
+	made := !exists(dir)
+	if err := os.MkdirAll(dir, s.dirMode); err != nil {
+		return inbox.Storage(err, "keep finished task %s", name)
+	}
+	if err := os.Link(p, h); err != nil && !errors.Is(err, fs.ErrExist) {
+		return inbox.Storage(err, "keep finished task %s", name)
+	}
+	if s.unsynced {
+		return nil
+	}
+	if made {
+		// The name's directory and the history directory itself.
+		for _, d := range []string{filepath.Dir(filepath.Dir(dir)), filepath.Dir(dir)} {
+			if err := syncDir(d); err != nil {
+				return err
+			}
+		}
+	}
+	return syncDir(dir)
+}
+
+// relink makes p a link to src, replacing what p was in one rename.
+func (s *Store) relink(src, p string) error {
+	tmp := p + ".new"
+	os.Remove(tmp) // left by a push cut off here
+	if err := os.Link(src, tmp); err != nil {
+		return inbox.Storage(err, "register task %s", filepath.Base(p))
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return inbox.Storage(err, "register task %s", filepath.Base(p))
+	}
+	return nil
+}
+
+// restoreTask registers task name of thread tid, whose first message is
+// at p, as replay rebuilds it from the log: tasks/<name>.json names the
+// newest task of the name (thread ids grow with time), and an older one
+// goes into the history, where a name taken again put it.
+func (s *Store) restoreTask(name, tid, p string) error {
+	tp := s.taskPath(name)
+	if err := os.MkdirAll(filepath.Dir(tp), s.dirMode); err != nil {
+		return inbox.Storage(err, "restore task %s", name)
+	}
+	cur := ""
+	if data, err := readFile(tp); err == nil {
+		var m msgFile
+		if m.decodeJSON(data) == nil {
+			cur = m.ThreadID
+		}
+	}
+	switch {
+	case cur == tid:
+		return s.relink(p, tp) // the message file was rewritten
+	case cur > tid:
+		return s.keepFinished(name, p, tid)
+	case cur != "":
+		if _, err := s.readHeader(cur); err == nil {
+			if err := s.keepFinished(name, tp, cur); err != nil {
+				return err
+			}
+		}
+	}
+	return s.relink(p, tp)
 }
 
 // Push queues a task in spec.Owner's queue (default "main"): it returns at
@@ -69,12 +170,47 @@ func (s *Store) Push(ctx context.Context, spec inbox.TaskSpec, prompt string) (*
 	})
 }
 
-// TaskByName returns a task.
+// TaskByName returns the task of that name that is queued or running,
+// else the newest that finished.
 func (s *Store) TaskByName(ctx context.Context, name string) (*inbox.Task, error) {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return nil, err
 	}
-	data, err := readFile(s.taskPath(name))
+	t, err := s.taskAt(name, s.taskPath(name))
+	if !errors.Is(err, inbox.ErrNotFound) {
+		if err == nil {
+			t.Runner = s.taskRunner(t) // forgotten a moment after its task ends
+		}
+		return t, err
+	}
+	// No live task: the push that took the name last never committed.
+	hist, _ := s.finishedOf(name)
+	for i := len(hist) - 1; i >= 0; i-- {
+		if t, err := s.taskAt(name, hist[i]); !errors.Is(err, inbox.ErrNotFound) {
+			return t, err
+		}
+	}
+	return nil, inbox.NotFound("task %s not found", name)
+}
+
+// finishedOf lists the history of name, oldest first.
+func (s *Store) finishedOf(name string) ([]string, error) {
+	dir := filepath.Dir(s.finishedPath(name, "x"))
+	entries, err := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".json") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, err
+}
+
+// taskAt reads the task registered at p (a link to its first message) as
+// name: inbox.ErrNotFound when its thread does not exist (the push never
+// committed) or p is not that task's.
+func (s *Store) taskAt(name, p string) (*inbox.Task, error) {
+	data, err := readFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, inbox.NotFound("task %s not found", name)
 	}
@@ -94,13 +230,16 @@ func (s *Store) TaskByName(ctx context.Context, name string) (*inbox.Task, error
 	if err != nil || first.MessageID != m.MessageID {
 		return nil, inbox.NotFound("task %s not found", name)
 	}
-	var p struct {
+	var pl struct {
 		Task inbox.TaskSpec `json:"task"`
 	}
-	if err := json.Unmarshal(first.PayloadJSON, &p); err != nil {
+	if err := json.Unmarshal(first.PayloadJSON, &pl); err != nil {
 		return nil, corrupt(err, "task %s: its definition is not valid JSON", name)
 	}
-	t := &inbox.Task{TaskSpec: p.Task, Prompt: first.Body, ThreadID: h.ThreadID, Status: h.Status,
+	if pl.Task.Name != name {
+		return nil, inbox.NotFound("task %s not found", name)
+	}
+	t := &inbox.Task{TaskSpec: pl.Task, Prompt: first.Body, ThreadID: h.ThreadID, Status: h.Status,
 		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 	if t.Owner == "" {
 		t.Owner = t.Parent
@@ -113,11 +252,11 @@ func (s *Store) TaskByName(ctx context.Context, name string) (*inbox.Task, error
 	if h.Lease != nil {
 		t.StartedAt, t.LeaseToken = h.Lease.ClaimedAt, h.Lease.LeaseToken
 	}
-	t.Runner = s.taskRunner(name) // a runner forgets itself when the task ends
 	return t, nil
 }
 
-// Tasks lists the tasks f selects, oldest first.
+// Tasks lists the tasks f selects, oldest first: each name's live or
+// newest finished task, and the finished tasks in the names' history.
 func (s *Store) Tasks(ctx context.Context, f inbox.TaskFilter) ([]*inbox.Task, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, tasksDir))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -126,62 +265,121 @@ func (s *Store) Tasks(ctx context.Context, f inbox.TaskFilter) ([]*inbox.Task, e
 	if err != nil {
 		return nil, inbox.Storage(err, "list tasks")
 	}
-	var names []string
+	// A name, or a path in the history (which no name can be: names
+	// have no "/").
+	var keys []string
 	for _, e := range entries {
 		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok && inbox.ValidateAgent("name", name) == nil {
-			names = append(names, name)
+			keys = append(keys, name)
 		}
 	}
-	return inbox.TasksIn(ctx, names, f, s.TaskByName)
+	names, _ := os.ReadDir(filepath.Join(s.dir, tasksDir, finishedDir))
+	for _, e := range names {
+		if inbox.ValidateAgent("name", e.Name()) != nil {
+			continue
+		}
+		hist, err := s.finishedOf(e.Name())
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, inbox.Storage(err, "list finished tasks")
+		}
+		keys = append(keys, hist...)
+	}
+	tasks, err := inbox.TasksIn(ctx, keys, f, func(ctx context.Context, key string) (*inbox.Task, error) {
+		if !strings.Contains(key, "/") {
+			return s.TaskByName(ctx, key)
+		}
+		return s.taskAt(filepath.Base(filepath.Dir(key)), key)
+	})
+	// A task both live and in the history: a push cut off between the
+	// two links, or a name whose newest push never committed.
+	return slices.CompactFunc(tasks, func(a, b *inbox.Task) bool { return a.ThreadID == b.ThreadID }), err
 }
 
-// taskRunnerFile is where a runner records the process running a task.
-func (s *Store) taskRunnerFile(name string) string {
+// A task's runner record and output capture belong to its run: they are
+// named by the task's name and thread (tasks/<name>.<thread>.runner and
+// .out; a thread id has no "."), so that a runner tidying up after its
+// task finished never touches those of the task that took the name next.
+
+// runFile is the file of task name's run in thread tid with extension ext.
+func (s *Store) runFile(name, tid, ext string) string {
+	return filepath.Join(s.dir, tasksDir, name+"."+tid+ext)
+}
+
+// legacyRunnerFile is where a runner of an older inbox recorded itself.
+func (s *Store) legacyRunnerFile(name string) string {
 	return filepath.Join(s.dir, tasksDir, name+".runner")
 }
 
-// SetTaskRunner records the process running task name (written whole: a
-// temp file renamed into place, so a reader never sees half a record), or
-// forgets it when r is nil. The record is not synced: it is about a
-// process, which a power cut ends anyway.
+// SetTaskRunner records the process running task name, the name's live
+// task (written whole: a temp file renamed into place, so a reader never
+// sees half a record). With r nil it forgets the records of the name's
+// tasks that have finished; a running task's record stays, for Reap to
+// judge. The record is not synced: it is about a process, which a power
+// cut ends anyway.
 func (s *Store) SetTaskRunner(ctx context.Context, name string, r *inbox.TaskRunner) error {
 	if err := inbox.ValidateAgent("name", name); err != nil {
 		return err
 	}
-	p := s.taskRunnerFile(name)
+	t, err := s.TaskByName(ctx, name)
 	if r == nil {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return inbox.Storage(err, "forget the runner of task %s", name)
+		var gone []string
+		if err == nil && t.State() == "finished" {
+			gone = append(gone, s.runFile(name, t.ThreadID, ".runner"), s.legacyRunnerFile(name))
+		}
+		hist, _ := s.finishedOf(name) // only finished tasks are there
+		for _, h := range hist {
+			gone = append(gone, s.runFile(name, strings.TrimSuffix(filepath.Base(h), ".json"), ".runner"))
+		}
+		for _, p := range gone {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return inbox.Storage(err, "forget the runner of task %s", name)
+			}
 		}
 		return nil
 	}
+	if err != nil {
+		return err
+	}
+	p := s.runFile(name, t.ThreadID, ".runner")
 	if err := renameio.WriteFile(p, r.AppendJSON(nil), s.fileMode, renameio.WithTempDir(s.tmpDir())); err != nil {
 		return inbox.Storage(err, "record the runner of task %s", name)
 	}
 	return nil
 }
 
-// taskRunner reads task name's runner record, nil when there is none.
-func (s *Store) taskRunner(name string) *inbox.TaskRunner {
-	data, err := readFile(s.taskRunnerFile(name))
-	if err != nil {
-		return nil
+// taskRunner reads the runner record of t's run, nil when there is none.
+func (s *Store) taskRunner(t *inbox.Task) *inbox.TaskRunner {
+	data, err := readFile(s.runFile(t.Name, t.ThreadID, ".runner"))
+	legacy := errors.Is(err, fs.ErrNotExist)
+	if legacy {
+		data, err = readFile(s.legacyRunnerFile(t.Name))
 	}
 	var r inbox.TaskRunner
-	if r.DecodeJSON(data) != nil {
+	if err != nil || r.DecodeJSON(data) != nil {
 		return nil
+	}
+	if legacy {
+		// An older runner's record is this run's only if it started
+		// after the claim.
+		claimed, err1 := inbox.ParseTime(t.StartedAt)
+		started, err2 := inbox.ParseTime(r.StartedAt)
+		if err1 != nil || err2 != nil || started.Before(claimed) {
+			return nil
+		}
 	}
 	return &r
 }
 
-// TaskOutputPath is where a runner captures a running task's standard
-// output: a file on the store's file system, so that output of any size
-// becomes its result (inline, or a blob linked from this file).
+// TaskOutputPath is where a runner captures the standard output of task
+// name (its live task): a file on the store's file system, so that output
+// of any size becomes its result (inline, or a blob linked from this
+// file).
 func (s *Store) TaskOutputPath(ctx context.Context, name string) (string, error) {
-	if err := inbox.ValidateAgent("name", name); err != nil {
+	t, err := s.TaskByName(ctx, name)
+	if err != nil {
 		return "", err
 	}
-	return filepath.Join(s.dir, tasksDir, name+".out"), nil
+	return s.runFile(name, t.ThreadID, ".out"), nil
 }
 
 // TaskByThread returns the task a thread is, or inbox.ErrNotFound.
@@ -194,7 +392,13 @@ func (s *Store) TaskByThread(ctx context.Context, tid string) (*inbox.Task, erro
 	if err != nil {
 		return nil, err
 	}
-	return inbox.TaskOfThread(ctx, tid, m, s.TaskByName)
+	// The name's live task, or this thread's in the name's history.
+	return inbox.TaskOfThread(ctx, tid, m, func(ctx context.Context, name string) (*inbox.Task, error) {
+		if t, err := s.TaskByName(ctx, name); err != nil || t.ThreadID == tid {
+			return t, err
+		}
+		return s.taskAt(name, s.finishedPath(name, tid))
+	})
 }
 
 // CancelTask cancels a queued or running task (the caller kills its

@@ -52,6 +52,11 @@ func (r *pushCmd) run(c *call) (*result, error) {
 		}
 		prompt = string(data)
 	}
+	if strings.TrimSpace(prompt) == "" {
+		// The prompt is positional: inbox.PrepareTask's "--prompt" would
+		// name a flag push does not have.
+		return nil, usagef("prompt", "PROMPT is required: give the task's prompt after the flags, or - to read it from stdin")
+	}
 	s, err := c.open()
 	if err != nil {
 		return nil, err
@@ -183,7 +188,7 @@ func (r *runCmd) run(c *call) (*result, error) {
 		if n > 0 && n < len(names) {
 			at = fmt.Sprintf("%d at a time", n)
 		}
-		fmt.Fprintf(w, "running %d tasks %s (runner pid %d): %s\n", len(names), at, pid, strings.Join(names, " "))
+		fmt.Fprintf(w, "running %s %s (runner pid %d): %s\n", plural(len(names), "task"), at, pid, strings.Join(names, " "))
 	}
 	return res, nil
 }
@@ -335,6 +340,11 @@ func (r *queueCmd) run(c *call) (*result, error) {
 		res.set("agent", owner)
 	}
 	res.set("queued", groups["queued"]).set("running", groups["running"]).set("finished", groups["finished"])
+	// A name taken again shows more than once: its thread tells which.
+	named := map[string]int{}
+	for _, t := range tasks {
+		named[t.Name]++
+	}
 	res.human = func(w io.Writer) {
 		for _, g := range []string{"queued", "running", "finished"} {
 			fmt.Fprintf(w, "%s:\n", strings.ToUpper(g[:1])+g[1:])
@@ -351,6 +361,9 @@ func (r *queueCmd) run(c *call) (*result, error) {
 				case "finished":
 					extra = fmt.Sprintf(" (%s)", v["status"])
 				}
+				if named[v["name"].(string)] > 1 {
+					extra += fmt.Sprintf(" %s", v["thread_id"])
+				}
 				if r.all {
 					extra += fmt.Sprintf(" [%s's queue]", v["owner"])
 				}
@@ -359,4 +372,12 @@ func (r *queueCmd) run(c *call) (*result, error) {
 		}
 	}
 	return res, nil
+}
+
+// plural is n things, in the singular for one: "1 task", "3 tasks".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
