@@ -44,6 +44,15 @@ func running(ctx context.Context, s inbox.Bus, agent string) bool {
 	return false
 }
 
+// finishedTask reports whether agent is a task that has finished, with no
+// task of its name queued or running: nothing more will come from it.
+// Read before the mailbox, it makes that look final: a task's result is
+// delivered in the same change that finishes it.
+func finishedTask(ctx context.Context, s inbox.Bus, agent string) bool {
+	t, err := s.TaskByName(ctx, agent)
+	return err == nil && t.State() == "finished"
+}
+
 // kindLabel is a message's kind, with its type when it has one.
 func kindLabel(m *inbox.Message) string {
 	if m.Type != "" {
@@ -82,7 +91,9 @@ when SIGINT or SIGTERM ends the wait. The agent is --agent, else
 INBOX_AGENT, else main.
 
 Task results arrive here: a finished task's output is a result message from
-the task's name to its parent.`,
+the task's name to its parent. receive --from a task that has finished, with
+nothing of it left in your mailbox, does not wait: exit 10 at once, saying
+so ("task_finished":true), since nothing more will come from it.`,
 	examples: []string{
 		"inbox receive --json",
 		"inbox receive --agent main --from analyzer --timeout-seconds 600",
@@ -222,6 +233,12 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 			// run, check on their runners every second.
 			opt.Every, opt.Tick = time.Second, func() { reapFor(ctx, s, agent) }
 		}
+		finished := r.from != "" && finishedTask(ctx, s, r.from)
+		if finished {
+			// Its result was delivered when it finished: one look at the
+			// mailbox, now, is the last word.
+			opt.Timeout = 0
+		}
 		m, err := s.Receive(ctx, agent, r.from, r.lifo, opt)
 		if m == nil && interrupted(in, err) {
 			return c.interruptedResult(in, -1, "before a message came for "+agent), nil
@@ -232,9 +249,16 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		res.set("woke", m != nil).set("message", m)
 		if m == nil {
 			res.exit = exitNoWork
+			if finished {
+				res.set("task_finished", true)
+			}
 		}
 		res.human = func(w io.Writer) {
-			if m == nil {
+			switch {
+			case m == nil && finished:
+				fmt.Fprintf(c.env.stderr, "inbox: task %s finished and nothing from it waits for %s: nothing more will come from it\n", r.from, agent)
+				return
+			case m == nil:
 				fmt.Fprintf(c.env.stderr, "inbox: no message for %s within %gs\n", agent, r.timeout)
 				return
 			}
