@@ -11,11 +11,13 @@ import (
 	"io"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
 
 // The hook contracts (SPEC §13), as each tool documents them:
@@ -151,6 +153,26 @@ type hookInput struct {
 	StopHookActive bool   `json:"stop_hook_active"`
 }
 
+// decode reads the members inbox uses from a hook's stdin, without
+// encoding/json's reflection (whose first use costs a process about as
+// much as the rest of a stop that allows: every stop pays it).
+func (in *hookInput) decode(data []byte) error {
+	return jsonrec.Decode(data, func(d *jsonrec.Decoder) {
+		d.Object(func(name []byte) {
+			switch string(name) {
+			case "session_id":
+				d.Str(&in.SessionID)
+			case "hook_event_name":
+				d.Str(&in.HookEventName)
+			case "stop_hook_active":
+				d.Bool(&in.StopHookActive)
+			default:
+				d.Skip()
+			}
+		})
+	})
+}
+
 // hookState is what the agent has open on the bus.
 type hookState struct {
 	held     []*inbox.Thread  // claimed, unfinished, lease live, held by the agent
@@ -193,12 +215,24 @@ func (m stopMark) String() string {
 
 // parseStopMark reads a mark String wrote; anything else is no mark.
 func parseStopMark(s string) stopMark {
-	var m stopMark
-	var held string
-	n, _ := fmt.Sscanf(s, stopMarkVersion+" m=%d n=%d a=%d k=%d t=%s", &m.mail, &m.mailN, &m.ack, &m.ackN, &held)
-	if n < 4 {
+	f := strings.Split(s, " ")
+	if len(f) != 6 || f[0] != stopMarkVersion {
 		return stopMark{}
 	}
+	var n [4]int64
+	for i, key := range []string{"m=", "n=", "a=", "k="} {
+		v, ok := strings.CutPrefix(f[i+1], key)
+		x, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil {
+			return stopMark{}
+		}
+		n[i] = x
+	}
+	held, ok := strings.CutPrefix(f[5], "t=")
+	if !ok {
+		return stopMark{}
+	}
+	m := stopMark{mail: n[0], mailN: int(n[1]), ack: n[2], ackN: int(n[3])}
 	if held != "" {
 		m.held = strings.Split(held, ",")
 	}
@@ -293,7 +327,7 @@ func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 	}
 	var in hookInput
 	if len(bytes.TrimSpace(data)) > 0 {
-		if err := json.Unmarshal(data, &in); err != nil {
+		if err := in.decode(data); err != nil {
 			return nil, fmt.Errorf("the hook's stdin is not JSON: %v", err)
 		}
 	}

@@ -95,7 +95,7 @@ func TestStopMarkNews(t *testing.T) {
 		}
 	}
 	// A mark an older inbox wrote (a fingerprint), or none: everything is news.
-	for _, old := range []string{"", "3f2a9c0d1e", "stop2 garbage"} {
+	for _, old := range []string{"", "3f2a9c0d1e", "stop2 garbage", "stop2 m=1 n=x a=0 k=0 t=", "stop2 m=1 n=1 a=0 k=0 h="} {
 		if !told.news(parseStopMark(old)) {
 			t.Errorf("mark %q: the state is not news", old)
 		}
@@ -157,6 +157,21 @@ func TestOurs(t *testing.T) {
 	} {
 		if got := ours(cmd, "claude"); got != want {
 			t.Errorf("ours(%q) = %v, want %v", cmd, got, want)
+		}
+	}
+}
+
+// TestHookInputDecode: a hook's stdin gives the members inbox reads, and
+// anything but one JSON object is refused.
+func TestHookInputDecode(t *testing.T) {
+	var in hookInput
+	err := in.decode([]byte(`{"session_id":"s1","transcript_path":null,"hook_event_name":"Stop","stop_hook_active":true,"x":[1,{"a":"\u00e9"}]}`))
+	if err != nil || in != (hookInput{SessionID: "s1", HookEventName: "Stop", StopHookActive: true}) {
+		t.Errorf("got %+v, %v", in, err)
+	}
+	for _, bad := range []string{`this is not json`, `[]`, `{"session_id":5}`, `{"stop_hook_active":"yes"}`, `{} {}`} {
+		if err := new(hookInput).decode([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
 		}
 	}
 }
