@@ -139,6 +139,9 @@ func (s *Store) SendBatch(ctx context.Context, ins []inbox.SendInput) (results [
 	}
 	for j, t := range txs {
 		results[at[j]] = &inbox.Result{Thread: &t.h.Thread, Message: &t.msg.Message}
+		// As a Send: an idle_notification taken in from a team file
+		// sets its sender's presence.
+		s.acted(t.msg.FromAgent, &t.msg.Message)
 	}
 	for i, in := range ins {
 		if j, ok := first[in.IdempotencyKey]; ok && j != i && results[i] == nil {

@@ -33,7 +33,7 @@ team inbox files with the store: a message delivered to a member but not in
 its file, one in it twice, a line or entry others wrote that is not in the
 store yet. --repair writes the missing, removes the extra copies and takes
 in what was not. Run it while no daemon bridges the same files.`,
-	examples: []string{"inbox fsck", "inbox fsck --repair --json", "inbox fsck --team-dir ~/.claude/teams --repair"},
+	examples: []string{"inbox fsck", "inbox fsck --repair --json", "inbox fsck --team-dir .agents/teams --claude-teams --repair   # and ~/.claude/teams"},
 	new:      func() runner { return &fsckCmd{} },
 }
 
@@ -45,12 +45,15 @@ type fsckCmd struct {
 func (r *fsckCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.BoolVar(&r.repair, "repair", false, "fix what a crash left half-done (locks the store while it runs)")
 	fs.StringVar(&r.teamDir, "team-dir", "", "also check seed 002's JSONL member inboxes under this directory")
-	fs.StringVar(&r.claudeTeams, "claude-teams", "", "also check Claude Code's team inboxes under --claude-teams=DIR (alone: ~/.claude/teams)")
+	fs.StringVar(&r.claudeTeams, "claude-teams", "", "also check Claude Code's team inboxes under --claude-teams DIR or --claude-teams=DIR (alone: ~/.claude/teams)")
 	fs.Lookup("claude-teams").NoOptDefVal = "~/.claude/teams"
 	c.agentFlag("the bridge's member name in Claude Code teams (default inbox)")
 }
 
 func (r *fsckCmd) run(c *call) (*result, error) {
+	if err := optionalDir(c, "claude-teams", &r.claudeTeams); err != nil {
+		return nil, err
+	}
 	s, err := c.openNoArgs()
 	if err != nil {
 		return nil, err
