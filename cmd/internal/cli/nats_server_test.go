@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,7 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
 // The newcomer's NATS server (SPEC §14): inbox-nats server, run as the
@@ -103,14 +103,7 @@ func TestNATSServerReadme(t *testing.T) {
 	// -e stops at the first failing command; the server and a wait are
 	// killed when the script ends, however it ends.
 	script := "set -eu -o pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + text
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = readmeEnv(dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
+	out, err := runReadmeScript(dir, script)
 	if err != nil {
 		t.Fatalf("the README's NATS section failed: %v\n%s\n--- the script:\n%s", err, out, script)
 	}
@@ -146,15 +139,7 @@ func startNATSServer(t *testing.T, bins, storeDir string) *natsServerProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
+	testproc.Start(t, cmd)
 	p := &natsServerProc{cmd: cmd, log: new(strings.Builder)}
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
@@ -205,14 +190,7 @@ func TestNATSServerKill(t *testing.T) {
 	}
 	db := s.url + "/crash"
 	run("init", "--db", db)
-	var sent struct {
-		Thread struct {
-			ThreadID string `json:"thread_id"`
-		} `json:"thread"`
-		Message struct {
-			MessageID string `json:"message_id"`
-		} `json:"message"`
-	}
+	var sent cliOut
 	out := run("send", "--db", db, "--from", "lead", "--to", "worker", "--subject", "survive", "--body", "acknowledged before the kill", "--json")
 	if err := json.Unmarshal([]byte(out), &sent); err != nil || sent.Thread.ThreadID == "" {
 		t.Fatalf("send's output names no thread (%v): %s", err, out)

@@ -114,14 +114,7 @@ func TestReadmeSnippets(t *testing.T) {
 		"inbox queue --all --json | grep -q '\"queued\":\\[\\],\"running\":\\[\\]'\n")
 	script.WriteString("echo '--- fsck' >&2\ninbox fsck\n")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
-	cmd.Dir = dir
-	cmd.Env = readmeEnv(dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
+	out, err := runReadmeScript(dir, script.String())
 	if err != nil {
 		t.Fatalf("README snippets failed: %v\n%s", err, out)
 	}
@@ -134,6 +127,21 @@ func TestReadmeSnippets(t *testing.T) {
 			t.Errorf("the daemon example left no %s: %v", want, err)
 		}
 	}
+}
+
+// runReadmeScript runs script in bash in dir, in a new user's
+// environment (readmeEnv), for at most 3 minutes, and returns its output:
+// stdout and stderr. A script that runs over is killed with every process
+// it started.
+func runReadmeScript(dir, script string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = readmeEnv(dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	return cmd.CombinedOutput()
 }
 
 // readmeEnv is the environment of a new user's shell: no INBOX_ settings,
