@@ -9,10 +9,11 @@ import (
 )
 
 // UnknownAgentWarnings returns a warning when name, given for role ("to",
-// "parent", "from"), is an agent the store has never seen (known, the
-// engine's, says whether it has), naming close matches among the names
-// the engine offers (names, asked only then): a misspelled name is not a
-// silent orphan (SPEC 7). The call it warns about still goes ahead.
+// "parent", "from", or "agent" for the agent a command acts as), is an
+// agent the store has never seen (known, the engine's, says whether it
+// has: seen means inbox agents lists it), naming close matches among the
+// names the engine offers (names, asked only then): a misspelled name is
+// not a silent orphan (SPEC 7). The call it warns about still goes ahead.
 func UnknownAgentWarnings(ctx context.Context, role, name string, known func(context.Context, string) bool, names func(context.Context) []string) []string {
 	if name == "" || ValidateAgent(role, name) != nil || known(ctx, name) {
 		return nil
@@ -23,6 +24,8 @@ func UnknownAgentWarnings(ctx context.Context, role, name string, known func(con
 		msg = "agent " + name + " has never been seen in this store; the task's result will wait in its mailbox"
 	case "from":
 		msg = "agent " + name + " has never been seen in this store; nothing from it may ever arrive"
+	case "agent":
+		msg = "agent " + name + " has never been seen in this store; nothing was ever sent to it"
 	default:
 		msg = "agent " + name + " has never been seen in this store; the message waits for it"
 	}

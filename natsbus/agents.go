@@ -107,7 +107,8 @@ func (b *Bus) hasSubject(ctx context.Context, subject string) bool {
 }
 
 // known reports whether the store has seen agent: it acted, looked at
-// its mailbox, waited, is in a team or is a task's name.
+// its mailbox, waited, was named among a message's several recipients
+// (unknownRecipients), is in a team or is a task's name.
 func (b *Bus) known(ctx context.Context, agent string) bool {
 	t := token(agent)
 	if b.hasSubject(ctx, b.prefix+"t.*.*."+t) {
@@ -125,14 +126,42 @@ func (b *Bus) known(ctx context.Context, agent string) bool {
 	return err == nil
 }
 
+// unknownRecipients warns for each agent m names explicitly that the
+// store had not seen before m (inbox.UnknownRecipients): m, already
+// published, does not count; nor are m's other recipients offered as
+// close matches.
 func (b *Bus) unknownRecipients(ctx context.Context, m *inbox.Message) []string {
-	return inbox.UnknownRecipients(ctx, m, b.UnknownAgentWarnings)
+	names := func(ctx context.Context) []string {
+		return slices.DeleteFunc(b.recentAgents(ctx), func(n string) bool { return slices.Contains(inbox.RecipientsOf(m), n) })
+	}
+	return inbox.UnknownRecipients(ctx, m, func(ctx context.Context, role, name string) []string {
+		w := inbox.UnknownAgentWarnings(ctx, role, name, func(ctx context.Context, n string) bool { return b.seenBefore(ctx, n, m.EventID) }, names)
+		if len(w) > 0 && len(m.Recipients) > 0 {
+			b.seen(ctx, name) // its subject does not name it (seenBefore)
+		}
+		return w
+	})
 }
 
 // UnknownAgentWarnings warns about an agent the store has never seen
 // (inbox.UnknownAgentWarnings).
 func (b *Bus) UnknownAgentWarnings(ctx context.Context, role, name string) []string {
-	return inbox.UnknownAgentWarnings(ctx, role, name, b.known, b.recentAgents)
+	return inbox.UnknownAgentWarnings(ctx, role, name, func(ctx context.Context, n string) bool { return b.seenBefore(ctx, n, 0) }, b.recentAgents)
+}
+
+// seenBefore reports whether inbox agents lists agent for an event before
+// event id before (0: any): it is known, or was sent mail of its own (a
+// subject whose <to> is the agent) earlier. Mail sent to several at once
+// is not looked for, its subject does not name them: unknownRecipients
+// marks each such recipient seen once it warned.
+func (b *Bus) seenBefore(ctx context.Context, agent string, before int64) bool {
+	if b.known(ctx, agent) {
+		return true
+	}
+	rctx, cancel := b.ctx(ctx)
+	defer cancel()
+	first, err := b.stream.GetMsg(rctx, 1, jetstream.WithGetMsgSubject(b.prefix+"t.*."+token(agent)+".*"))
+	return err == nil && (before == 0 || int64(first.Sequence) < before)
 }
 
 // recentAgents names the agents of the newest 1,000 events: a bounded
