@@ -52,6 +52,17 @@ func ClaimLease(t *Thread, cur *Lease, agent string, secs int, now time.Time) (L
 		ExpiresAt: FormatTime(now.Add(time.Duration(secs) * time.Second))}, nil
 }
 
+// ClaimWarnings says what a claim of thread t by agent, decided on t as
+// it was before the claim, should tell the claimer: that t is assigned to
+// another agent, which the claim takes it from (the claim still goes
+// ahead). The engine returns them as the claim's Result.Warnings.
+func ClaimWarnings(t *Thread, agent string) []string {
+	if t.AssignedTo == "" || t.AssignedTo == agent {
+		return nil
+	}
+	return []string{"thread " + t.ThreadID + " was assigned to " + t.AssignedTo + "; this claim takes it from " + t.AssignedTo + " (tell them, or leave it to them)"}
+}
+
 // RenewLease decides a renewal of thread t's lease cur by agent (token:
 // the caller's, 0 for any) for secs seconds from now, and returns the
 // renewed lease.

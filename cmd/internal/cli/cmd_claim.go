@@ -77,6 +77,7 @@ func (r *claimCmd) run(c *call) (*result, error) {
 	}
 	res := &result{}
 	res.set("thread", out.Thread).set("lease", out.Lease)
+	res.warn(c, out.Warnings)
 	res.human = func(w io.Writer) {
 		verb := "claimed"
 		if r.renew {
