@@ -48,3 +48,13 @@ func PushTask(spec TaskSpec, prompt string, create func(spec TaskSpec, in SendIn
 			CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt}, nil
 	}
 }
+
+// Runs reports whether runner record r is of t's current run: it started
+// no earlier than t's claim. A backend asks this of a record that does not
+// name its run's thread (one an older inbox wrote under the task's name
+// alone), which may be left from an earlier task of the same name.
+func (r *TaskRunner) Runs(t *Task) bool {
+	claimed, err1 := ParseTime(t.StartedAt)
+	started, err2 := ParseTime(r.StartedAt)
+	return err1 == nil && err2 == nil && !started.Before(claimed)
+}

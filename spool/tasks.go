@@ -358,14 +358,8 @@ func (s *Store) taskRunner(t *inbox.Task) *inbox.TaskRunner {
 	if err != nil || r.DecodeJSON(data) != nil {
 		return nil
 	}
-	if legacy {
-		// An older runner's record is this run's only if it started
-		// after the claim.
-		claimed, err1 := inbox.ParseTime(t.StartedAt)
-		started, err2 := inbox.ParseTime(r.StartedAt)
-		if err1 != nil || err2 != nil || started.Before(claimed) {
-			return nil
-		}
+	if legacy && !r.Runs(t) {
+		return nil
 	}
 	return &r
 }
