@@ -80,6 +80,9 @@ func newMCPServer(bus inbox.Bus, db, agent string, getenv func(string) string, c
 			"update with progress or a blocked question, wait_reply for the answer, then done or fail. As a leader: send work, " +
 			"list/show threads, reply to blocked workers. Mail (notes, task results) arrives in your mailbox: receive or check.",
 		Capabilities: &mcp.ServerCapabilities{},
+		// Tools that share an input or result type share its schema,
+		// inferred and resolved once.
+		SchemaCache: mcp.NewSchemaCache(),
 	}
 	if channel {
 		opts.Capabilities.Experimental = map[string]any{"claude/channel": map[string]any{}}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
@@ -342,6 +343,7 @@ type toolSpec struct {
 	blocking   bool
 	runner     bool
 	in, out    reflect.Type
+	outSchema  *jsonschema.Schema // out's schema, set when the tool is added
 	add        func(m *mcpServer, s *mcp.Server, spec toolSpec)
 }
 
@@ -420,11 +422,7 @@ func reapRunner(out []byte) {
 // lists it but neither re-encodes nor re-validates a result: the CLI's
 // JSON goes out as it is.
 func addTool[In any](m *mcpServer, s *mcp.Server, spec toolSpec) {
-	out, err := outputSchema(spec.out)
-	if err != nil {
-		panic(fmt.Sprintf("tool %s: output schema: %v", spec.name, err))
-	}
-	t := &mcp.Tool{Name: spec.name, Description: spec.desc, OutputSchema: out, Annotations: spec.effect.annotations()}
+	t := &mcp.Tool{Name: spec.name, Description: spec.desc, OutputSchema: spec.outSchema, Annotations: spec.effect.annotations()}
 	mcp.AddTool(s, t,
 		func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 			args := append(append([]string{}, spec.cmd[1:]...), toArgs(in)...)
@@ -540,9 +538,20 @@ var toolTable = []toolSpec{
 		desc: "Acknowledge a message that asked for it (ack_required): an acknowledgment to its sender in the same thread."}),
 }
 
-// tools registers every tool on s.
+// tools registers every tool on s. Tools whose results one type
+// describes share one output schema, which the server's schema cache
+// then resolves once.
 func (m *mcpServer) tools(s *mcp.Server) {
+	schemas := map[reflect.Type]*jsonschema.Schema{}
 	for _, spec := range toolTable {
+		if schemas[spec.out] == nil {
+			out, err := outputSchema(spec.out)
+			if err != nil {
+				panic(fmt.Sprintf("tool %s: output schema: %v", spec.name, err))
+			}
+			schemas[spec.out] = out
+		}
+		spec.outSchema = schemas[spec.out]
 		spec.add(m, s, spec)
 	}
 }
