@@ -1,9 +1,11 @@
 // Package mcpserver serves inbox's operations as Model Context Protocol
 // tools (SPEC §12) with the official Go SDK: each tool runs its CLI
 // command in-process (cli.Invoke) against the store the server holds
-// open, so results are the CLI's JSON and failures its error shape. It is
-// linked into the inbox-mcp binary only, so that the inbox binary does
-// not pay the SDK's start-up cost.
+// open, so results are the CLI's JSON and failures its error shape.
+// tools/list gives each tool an output schema that describes that JSON
+// and hints that say whether it reads, writes or destroys (outputs.go).
+// It is linked into the inbox-mcp binary only, so that the inbox binary
+// does not pay the SDK's start-up cost.
 package mcpserver
 
 import (
