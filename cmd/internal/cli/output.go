@@ -267,8 +267,9 @@ func recipientsOf(m *inbox.Message) []string {
 	return []string{m.ToAgent}
 }
 
-// transcript renders a thread for people.
-func transcript(w io.Writer, v *inbox.ThreadView, now time.Time) {
+// transcript renders a thread for people; cut lists the messages whose
+// body show cut, each marked after its body.
+func transcript(w io.Writer, v *inbox.ThreadView, now time.Time, cut []bodyCut) {
 	t := v.Thread
 	fmt.Fprintf(w, "%s  %s\n", t.ThreadID, t.Subject)
 	fmt.Fprintf(w, "  status %s · priority %s · created by %s · assigned to %s\n", t.Status, t.Priority, t.CreatedBy, t.AssignedTo)
@@ -298,6 +299,11 @@ func transcript(w io.Writer, v *inbox.ThreadView, now time.Time) {
 		if m.Body != "" && m.Body != m.Summary {
 			for line := range strings.SplitSeq(strings.TrimRight(m.Body, "\n"), "\n") {
 				fmt.Fprintf(w, "    │ %s\n", line)
+			}
+		}
+		for _, c := range cut {
+			if c.MessageID == m.MessageID {
+				fmt.Fprintf(w, "    │ … cut at %d bytes: %d more left out (inbox show without --max-body-bytes prints it whole)\n", len(m.Body), c.LeftOut)
 			}
 		}
 		if p := string(m.PayloadJSON); p != "" && p != "{}" {
