@@ -103,15 +103,21 @@ func schemaOf(t *testing.T, tool *mcp.Tool) *jsonschema.Schema {
 		t.Errorf("%s has no output schema", tool.Name)
 		return nil
 	}
-	b, err := json.Marshal(tool.OutputSchema)
+	s, err := decodeSchema(tool.OutputSchema)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: output schema: %v", tool.Name, err)
+	}
+	return s
+}
+
+// decodeSchema reads a schema as a client receives it.
+func decodeSchema(v any) (*jsonschema.Schema, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
 	var s jsonschema.Schema
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatalf("%s: output schema %s: %v", tool.Name, b, err)
-	}
-	return &s
+	return &s, json.Unmarshal(b, &s)
 }
 
 // outputChecks are the output schemas of a server's tools, read from
@@ -141,12 +147,9 @@ func (mt *mcpTest) checkOutput(name string, out map[string]any) {
 			if tool.OutputSchema == nil {
 				continue
 			}
-			b, _ := json.Marshal(tool.OutputSchema)
-			var s jsonschema.Schema
-			if c.err = json.Unmarshal(b, &s); c.err != nil {
+			if c.schemas[tool.Name], c.err = decodeSchema(tool.OutputSchema); c.err != nil {
 				return
 			}
-			c.schemas[tool.Name] = &s
 		}
 	})
 	if c.err != nil {
