@@ -137,6 +137,16 @@ func (b *Bus) Archive(ctx context.Context, olderThan time.Duration, statuses []s
 		if err != nil {
 			return nil, inbox.Storage(err, "archive thread %s", tid)
 		}
+		// Its mail has left every mailbox with it: the marks of what was
+		// collected (or read) go too, or fsck would find them stale.
+		for _, r := range recs {
+			if r.Message == nil || r.Prompt {
+				continue
+			}
+			for _, to := range inbox.RecipientsOf(r.Message) {
+				b.kv.Delete(ctx, collectedKey(to, r.Message.EventID)) // a leftover only costs fsck --repair a line
+			}
+		}
 		res.Threads = append(res.Threads, tid)
 	}
 	return res, nil
