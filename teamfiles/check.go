@@ -140,8 +140,10 @@ func CheckJSONL(ctx context.Context, cfg Config, repair bool) ([]inbox.Finding, 
 			}
 			count := idCounts(dir)
 			held := map[string]bool{}
-			if h := b.heldInode(t.Name, member); h != 0 {
-				held = b.idsIn(k, b.heldPath(t.Name, member), h).ids
+			for h := range b.heldInodes(t.Name, member) {
+				for id := range b.idsIn(k, b.heldPath(t.Name, member, h), h).ids {
+					held[id] = true
+				}
 			}
 			for _, m := range owed {
 				there := count[m.MessageID] > 0 || held[m.MessageID]

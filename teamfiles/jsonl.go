@@ -30,7 +30,7 @@ import (
 //	DIR/.inbox-bridge/jsonl.json            the bridge's state
 //	DIR/.inbox-bridge/jsonl-requests.json   what lines taken in may answer (requests.go)
 //	DIR/.inbox-bridge/jsonl.lock            flocked while a bridge runs
-//	DIR/.inbox-bridge/held/{team}/{member}  a hard link to the inbox the bridge last wrote to
+//	DIR/.inbox-bridge/held/{team}/{member}/{inode}  hard links to the inboxes the bridge wrote to or reads
 //
 // A line the bridge writes is the message's seed-002 line with one more
 // member, "messageId"; a line without one was written by someone else and
@@ -46,8 +46,11 @@ import (
 // Unwritten). A crash may lose the state saved since a line was written;
 // the bridge then looks for the line in the file and in the inode it
 // holds a link to (held), which is the one it wrote to since its last
-// save even when a recipe has replaced the file meanwhile: the hold moves
-// to a new file only after a save.
+// the bridge then looks for the line in the file and in the inodes it
+// holds links to (held): every inode it wrote to since its last save, even
+// one a recipe has replaced meanwhile. A hold is added before the first
+// write into an inode, and let go only after a save, once the bridge has
+// caught up, and never for the inbox as it is now or the one it reads.
 
 const (
 	inboxName  = "inbox"
@@ -94,23 +97,25 @@ type fileState struct {
 type jsonlBridge struct {
 	base
 	state jsonlState
-	ids   map[string][]*idSet // per "team/member": the ids of the bridge's lines in its inbox and held inode
-	held  map[string]uint64   // per "team/member": the inode held, once looked at (0: none)
-	// frozen keeps every hold where it is: until the bridge has gone over
-	// the events it may have written before a crash, and in fsck.
+	ids   map[string]map[uint64]*idSet // per "team/member" and inode: the ids of the bridge's lines
+	held  map[string]map[uint64]bool   // per "team/member": the inodes held, once looked at
+	// frozen keeps every hold: until the bridge has gone over the events
+	// it may have written before a crash, and in fsck.
 	frozen bool
 }
 
 var _ side = (*jsonlBridge)(nil)
 
-// idSet is the message ids of the bridge's lines in one inbox file.
+// idSet is the message ids of the bridge's lines in one inbox file, of
+// size bytes when last looked at.
 type idSet struct {
 	inode uint64
 	ids   map[string]bool
+	size  int64
 }
 
 func newJSONL(cfg Config) *jsonlBridge {
-	return &jsonlBridge{base: newBase(cfg, "team dir", "jsonl.json"), ids: map[string][]*idSet{}, held: map[string]uint64{}, frozen: true}
+	return &jsonlBridge{base: newBase(cfg, "team dir", "jsonl.json"), ids: map[string]map[uint64]*idSet{}, held: map[string]map[uint64]bool{}, frozen: true}
 }
 
 // RunJSONL keeps seed 002's member inbox files under cfg.Dir in step with
@@ -161,6 +166,7 @@ func (b *jsonlBridge) sweep(ctx context.Context) {
 	b.layout()
 	b.ingestAll(ctx)
 	b.retryUnwritten(ctx)
+	b.release()
 }
 
 // flush has no lines to write (outbound writes each at once); the loop
@@ -169,11 +175,7 @@ func (b *jsonlBridge) sweep(ctx context.Context) {
 func (b *jsonlBridge) flush() {
 	if b.frozen {
 		b.frozen = false
-		for k := range b.state.Files {
-			if team, member, ok := strings.Cut(k, "/"); ok {
-				b.followCursor(team, member)
-			}
-		}
+		b.release()
 	}
 }
 
@@ -349,79 +351,109 @@ func inodeOf(fi fs.FileInfo) uint64 {
 	return 0
 }
 
-// heldPath is where the bridge holds a link to team/member's inbox.
-func (b *jsonlBridge) heldPath(team, member string) string {
+// heldDir is where the bridge holds links to team/member's inboxes.
+func (b *jsonlBridge) heldDir(team, member string) string {
 	return filepath.Join(b.cfg.Dir, stateDir, "held", team, member)
 }
 
-// heldInode is the inode the bridge holds for team/member, 0 when none.
-func (b *jsonlBridge) heldInode(team, member string) uint64 {
-	k := team + "/" + member
-	if ino, ok := b.held[k]; ok {
-		return ino
-	}
-	var ino uint64
-	if fi, err := os.Lstat(b.heldPath(team, member)); err == nil && fi.Mode().IsRegular() {
-		ino = inodeOf(fi)
-	}
-	b.held[k] = ino
-	return ino
+// heldPath is the bridge's link to inode of team/member's inboxes.
+func (b *jsonlBridge) heldPath(team, member string, inode uint64) string {
+	return filepath.Join(b.heldDir(team, member), strconv.FormatUint(inode, 10))
 }
 
-// hold makes the held link of team/member the inode its inbox is now,
-// which must be want; the state is saved first, so that every line
-// written into the inode held before is known from the state alone.
-func (b *jsonlBridge) hold(team, member string, want uint64) error {
-	if b.frozen || b.heldInode(team, member) == want {
+// heldInodes are the inodes the bridge holds for team/member.
+func (b *jsonlBridge) heldInodes(team, member string) map[uint64]bool {
+	k := team + "/" + member
+	if h, ok := b.held[k]; ok {
+		return h
+	}
+	h := map[uint64]bool{}
+	entries, _ := os.ReadDir(b.heldDir(team, member))
+	for _, e := range entries {
+		if ino, err := strconv.ParseUint(e.Name(), 10, 64); err == nil && e.Type().IsRegular() {
+			h[ino] = true
+		}
+	}
+	b.held[k] = h
+	return h
+}
+
+// hold links inode, which team/member's inbox must be now, into the
+// bridge's held directory: from there it is found after a recipe has
+// replaced the inbox, and no other file gets its number meanwhile.
+func (b *jsonlBridge) hold(team, member string, inode uint64) error {
+	h := b.heldInodes(team, member)
+	if h[inode] {
 		return nil
 	}
-	b.dirty = true
-	b.save()
-	if b.dirty {
-		return fmt.Errorf("save the state before moving the hold")
-	}
-	hdir, err := dirAt(true, b.cfg.Dir, stateDir, "held", team)
-	if err != nil {
+	if _, err := dirAt(true, b.cfg.Dir, stateDir, "held", team, member); err != nil {
 		return err
 	}
-	tmp := filepath.Join(hdir, member+".tmp")
+	tmp := b.heldPath(team, member, inode) + ".tmp"
 	os.Remove(tmp)
 	if err := os.Link(filepath.Join(b.memberDir(team, member), inboxName), tmp); err != nil {
 		return err
 	}
 	fi, err := os.Lstat(tmp)
-	if err != nil || inodeOf(fi) != want {
+	if err != nil || inodeOf(fi) != inode {
 		os.Remove(tmp)
 		return fmt.Errorf("the inbox of %s/%s was replaced while it was held", team, member)
 	}
-	if err := os.Rename(tmp, b.heldPath(team, member)); err != nil {
+	if err := os.Rename(tmp, b.heldPath(team, member, inode)); err != nil {
 		return err
 	}
-	b.held[team+"/"+member] = want
+	h[inode] = true
 	return nil
 }
 
-// followCursor moves the hold to the inbox being read, once the bridge
-// is done with the inode it held.
-func (b *jsonlBridge) followCursor(team, member string) {
-	st := b.state.Files[team+"/"+member]
-	if st == nil || st.Inode == 0 {
+// release lets go of the holds no longer needed: once the bridge has
+// caught up and saved its state (which then says what it wrote there),
+// every inode but the inbox as it is now and the one it reads.
+func (b *jsonlBridge) release() {
+	if b.frozen {
 		return
 	}
-	if err := b.hold(team, member, st.Inode); err != nil {
-		b.cfg.Log.Debug("team dir: hold", "team", team, "member", member, "error", err)
+	saved := false
+	for k, h := range b.held {
+		team, member, _ := strings.Cut(k, "/")
+		keep := map[uint64]bool{}
+		if fi, err := os.Lstat(filepath.Join(b.memberDir(team, member), inboxName)); err == nil {
+			keep[inodeOf(fi)] = true
+		}
+		if st := b.state.Files[k]; st != nil {
+			keep[st.Inode] = true
+		}
+		for ino := range h {
+			if keep[ino] {
+				continue
+			}
+			if !saved {
+				b.dirty = true
+				b.save()
+				if saved = !b.dirty; !saved {
+					return
+				}
+			}
+			if err := os.Remove(b.heldPath(team, member, ino)); err == nil || errors.Is(err, fs.ErrNotExist) {
+				delete(h, ino)
+				delete(b.ids[k], ino)
+			}
+		}
 	}
 }
 
-// idsIn returns the ids of the bridge's lines in file p (inode),
-// scanning it again when it is another file than last time.
+// idsIn returns the ids of the bridge's lines in file p (inode), scanning
+// it again when it is another file than last time, or shorter than the
+// bridge knows it (rewritten in place).
 func (b *jsonlBridge) idsIn(k, p string, inode uint64) *idSet {
-	for _, s := range b.ids[k] {
-		if s.inode == inode {
-			return s
-		}
+	var size int64 = -1
+	if fi, err := os.Lstat(p); err == nil {
+		size = fi.Size()
 	}
-	s := &idSet{inode: inode, ids: map[string]bool{}}
+	if s := b.ids[k][inode]; s != nil && size >= s.size {
+		return s
+	}
+	s := &idSet{inode: inode, ids: map[string]bool{}, size: size}
 	if f, err := openFile(p, os.O_RDONLY, 0); err == nil {
 		eachRecord(f, func(rec record) {
 			if id := lineMessageID(rec.body); id != "" {
@@ -430,24 +462,26 @@ func (b *jsonlBridge) idsIn(k, p string, inode uint64) *idSet {
 		})
 		f.Close()
 	}
-	// Keep the sets of the two files that matter: the inbox and the held.
-	sets := append(b.ids[k], s)
-	if len(sets) > 2 {
-		sets = sets[len(sets)-2:]
+	if b.ids[k] == nil {
+		b.ids[k] = map[uint64]*idSet{}
 	}
-	b.ids[k] = sets
+	b.ids[k][inode] = s
 	return s
 }
 
 // wrote reports whether the bridge's line for message id is in
-// team/member's inbox (inode), or in the inode it holds.
+// team/member's inbox (inode), or in an inode it holds.
 func (b *jsonlBridge) wrote(team, member string, inode uint64, id string) bool {
 	k := team + "/" + member
 	if b.idsIn(k, filepath.Join(b.memberDir(team, member), inboxName), inode).ids[id] {
 		return true
 	}
-	h := b.heldInode(team, member)
-	return h != 0 && h != inode && b.idsIn(k, b.heldPath(team, member), h).ids[id]
+	for h := range b.heldInodes(team, member) {
+		if h != inode && b.idsIn(k, b.heldPath(team, member, h), h).ids[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // lock takes the flock on a member directory's inbox.lock (seed 002's
@@ -484,14 +518,14 @@ func (b *jsonlBridge) appendLine(ctx context.Context, team, member string, m *in
 			f.Close()
 			return nil
 		}
-		if b.frozen || b.heldInode(team, member) == inodeOf(fi) || try == 2 {
+		if err = b.hold(team, member, inodeOf(fi)); err == nil {
 			break
 		}
-		// Another inbox than the one held: done with the old one, hold
-		// this one before writing to it.
+		// Replaced between the open and the link: open it again.
 		f.Close()
-		b.ingestFile(ctx, team, member)
-		b.hold(team, member, inodeOf(fi))
+		if try == 2 {
+			return err
+		}
 	}
 	defer f.Close()
 	ids := b.idsIn(team+"/"+member, p, inodeOf(fi))
@@ -508,6 +542,7 @@ func (b *jsonlBridge) appendLine(ctx context.Context, team, member string, m *in
 		return err
 	}
 	ids.ids[m.MessageID] = true
+	ids.size += int64(len(line))
 	if fi.Size()+int64(len(line)) > b.cfg.MaxSize {
 		return b.rotate(ctx, team, member, f)
 	}
@@ -575,8 +610,8 @@ func (b *jsonlBridge) ingestFile(ctx context.Context, team, member string) {
 		// The inbox was rotated or rewritten by someone else: finish the
 		// old file (a rotated one, or the inode the bridge holds).
 		old := findInode(dir, st.Inode)
-		if old == "" && b.heldInode(team, member) == st.Inode {
-			old = b.heldPath(team, member)
+		if old == "" && b.heldInodes(team, member)[st.Inode] {
+			old = b.heldPath(team, member, st.Inode)
 		}
 		if old != "" {
 			if !b.ingestPath(ctx, team, member, old, st) {
@@ -588,8 +623,10 @@ func (b *jsonlBridge) ingestFile(ctx context.Context, team, member string) {
 		*st = fileState{Inode: cur}
 		b.dirty = true
 	}
+	if err := b.hold(team, member, cur); err != nil {
+		b.cfg.Log.Debug("team dir: hold", "team", team, "member", member, "error", err)
+	}
 	b.ingestPath(ctx, team, member, filepath.Join(dir, inboxName), st)
-	b.followCursor(team, member)
 }
 
 // findInode finds the rotated inbox file that is inode.
@@ -622,7 +659,10 @@ func (b *jsonlBridge) ingestPath(ctx context.Context, team, member, p string, st
 		return false
 	}
 	rr := newRecordReader(f, st.Offset, st.Line)
-	const batch = 500
+	// A batch is one commit of the store; the state is saved after each
+	// full one, so that a daemon killed over and over while it reads a
+	// long file still gets further each time.
+	const batch = 100
 	for {
 		var recs []record
 		for len(recs) < batch {
@@ -641,6 +681,7 @@ func (b *jsonlBridge) ingestPath(ctx context.Context, team, member, p string, st
 		if len(recs) < batch {
 			return true
 		}
+		b.save()
 	}
 }
 

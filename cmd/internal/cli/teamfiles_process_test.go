@@ -265,3 +265,193 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// seed002Recipes are seed 002's inbox maintenance recipes as the seed
+// writes them, {team} and {member} filled in. The rotation's threshold is
+// 50 KB instead of the seed's 10 MB, so that it rotates a test's inbox.
+var seed002Recipes = []struct{ name, script string }{
+	{"archive", `# Keep last 1000 messages, archive rest
+INBOX=~/.claude/teams/alpha/members/dev/inbox
+ARCHIVE=~/.claude/teams/alpha/members/dev/inbox-archive
+
+head -n -1000 "$INBOX" >> "$ARCHIVE"
+tail -n 1000 "$INBOX" > "${INBOX}.tmp"
+mv "${INBOX}.tmp" "$INBOX"
+`},
+	{"rotate", `INBOX=~/.claude/teams/alpha/members/dev/inbox
+SIZE=$(stat -c '%s' "$INBOX")
+
+if [ $SIZE -gt 51200 ]; then  # 50KB (the seed: 10485760, 10MB)
+  mv "$INBOX" "${INBOX}.$(date +%Y%m%d-%H%M%S)"
+  touch "$INBOX"
+fi
+`},
+	{"clean up", `# Delete messages older than 7 days
+CUTOFF=$(date -u -d '7 days ago' +%Y-%m-%dT%H:%M:%S)
+
+jq -r --arg cutoff "$CUTOFF" \
+  'select(.timestamp > $cutoff)' \
+  ~/.claude/teams/alpha/members/dev/inbox \
+  > inbox.tmp
+mv inbox.tmp ~/.claude/teams/alpha/members/dev/inbox
+`},
+}
+
+// TestTeamDirRecipes: seed 002's archive, rotation and clean-up recipes
+// run verbatim against a member inbox the daemon bridges, while the
+// daemon is SIGKILLed and restarted at random. Before each recipe, seed
+// 002's echo >> appends lines (half of them older than 7 days, which the
+// clean-up deletes) and the CLI sends to the member. Afterwards every
+// line is in the store once, no message the bridge wrote is in the files
+// twice (nothing a recipe moved or removed is written back), and fsck
+// finds the files and the store clean.
+func TestTeamDirRecipes(t *testing.T) {
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("seed 002's clean-up recipe needs jq")
+	}
+	s, db := storetest.New(t, spool.Options{})
+	if _, err := s.CreateTeam(t.Context(), "lead", "alpha", []string{"coordinator", "dev"}); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	dir := filepath.Join(home, ".claude", "teams")
+	bin := testproc.Installed(t, "inbox")
+	d := &killableDaemon{t: t, bin: bin, args: []string{"daemon", "--db", db, "--team-dir", dir}}
+	d.start()
+	defer d.stop()
+	mdir := filepath.Join(dir, "alpha", "members", "dev")
+	inboxFile := filepath.Join(mdir, "inbox")
+	inStore := func() map[string]int {
+		items, _ := s.Mailbox(t.Context(), "dev", "coordinator")
+		bodies := map[string]int{}
+		for _, it := range items {
+			bodies[it.Message.Body]++
+		}
+		return bodies
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 60s (%d in the store)\n%s", what, len(inStore()), tail(d.logs.String(), 3000))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("the bridge makes the inbox", func() bool { _, err := os.Stat(inboxFile); return err == nil })
+	run := func(script string) string {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Dir = home
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s\n%s", err, script, out)
+		}
+		return string(out)
+	}
+	stopKilling := d.killAtRandom(2, 100*time.Millisecond, 300*time.Millisecond)
+	lines, sends := 0, 0
+	for _, r := range seed002Recipes {
+		// Seed 002's writer; 1,100 lines before the archive, which keeps
+		// the last 1,000.
+		n := 60
+		if r.name == "archive" {
+			n = 1100
+		}
+		run(fmt.Sprintf(`for i in $(seq %d %d); do
+  if [ $((i %% 2)) = 0 ]; then TS=2026-01-15T11:15:00Z; else TS=$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ); fi
+  MESSAGE='{"type":"message","from":"coordinator","to":"dev","timestamp":"'$TS'","content":{"text":"u'$i'"}}'
+  echo "$MESSAGE" >> ~/.claude/teams/alpha/members/dev/inbox
+done
+for i in $(seq %d %d); do %s send --db %s --from coordinator --to dev --body "s$i" >/dev/null || exit 1; done`,
+			lines+1, lines+n, sends+1, sends+10, shq(bin), shq(db)))
+		lines, sends = lines+n, sends+10
+		start := time.Now()
+		waitFor(fmt.Sprintf("all %d lines and sends in the store before the %s", lines+sends, r.name), func() bool { return len(inStore()) >= lines+sends })
+		t.Logf("%s: the store had every line after %v", r.name, time.Since(start))
+		run(r.script)
+	}
+	killed := stopKilling()
+	// The last daemon has caught up once a line appended now is in the
+	// store and a message sent now is in the file.
+	run(`echo '{"type":"message","from":"coordinator","to":"dev","timestamp":"2026-01-15T11:15:00Z","content":{"text":"last"}}' >> ~/.claude/teams/alpha/members/dev/inbox`)
+	out := run(fmt.Sprintf(`%s send --db %s --from coordinator --to dev --body last-send --json`, shq(bin), shq(db)))
+	var last cliOut
+	json.Unmarshal([]byte(out), &last)
+	waitFor("the last line and send", func() bool {
+		data, _ := os.ReadFile(inboxFile)
+		return inStore()["last"] == 1 && strings.Contains(string(data), last.Message.MessageID)
+	})
+	d.stop()
+	// The store: every line and every send once.
+	bodies := inStore()
+	for i := 1; i <= lines; i++ {
+		if n := bodies[fmt.Sprintf("u%d", i)]; n != 1 {
+			t.Errorf("line u%d is %d times in the store", i, n)
+		}
+	}
+	for i := 1; i <= sends; i++ {
+		if n := bodies[fmt.Sprintf("s%d", i)]; n != 1 {
+			t.Errorf("send s%d is %d times in the store", i, n)
+		}
+	}
+	// The files (inbox, archive, rotated): no message of the bridge's
+	// twice, no line of a writer's twice.
+	ids, texts := map[string]int{}, map[string]int{}
+	where := map[string][]string{}
+	files, _ := filepath.Glob(filepath.Join(mdir, "inbox*"))
+	for _, p := range files {
+		if strings.HasSuffix(p, ".lock") {
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(f)
+		for {
+			var l struct {
+				MessageID string `json:"messageId"`
+				Content   struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			if err := dec.Decode(&l); err != nil {
+				break
+			}
+			if l.MessageID != "" {
+				ids[l.MessageID]++
+				where[l.MessageID] = append(where[l.MessageID], filepath.Base(p))
+			} else {
+				texts[l.Content.Text]++
+			}
+		}
+		f.Close()
+	}
+	for id, n := range ids {
+		if n > 1 {
+			t.Errorf("message %s is %d times in the files (%v): written back after a recipe moved or removed it", id, n, where[id])
+		}
+	}
+	for txt, n := range texts {
+		if n > 1 {
+			t.Errorf("line %q is %d times in the files", txt, n)
+		}
+	}
+	// The kills leave what any crash leaves in the store (temp files,
+	// threads begun but never committed): repair that, then the files and
+	// the store agree.
+	if _, err := s.Fsck(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := s.Fsck(t.Context(), false); err != nil || len(rep.Findings) != 0 {
+		t.Errorf("store fsck after repair: %+v %v", rep, err)
+	}
+	fsck := exec.Command(bin, "fsck", "--db", db, "--team-dir", dir)
+	if out, err := fsck.CombinedOutput(); err != nil || !strings.Contains(string(out), "clean") {
+		t.Errorf("fsck --team-dir after the recipes: %v\n%s", err, out)
+	}
+	t.Logf("%d daemon kills; %d lines, %d sends, %d of the bridge's lines in the files", killed, lines, sends, len(ids))
+}
