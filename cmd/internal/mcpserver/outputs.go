@@ -46,8 +46,9 @@ type threadsOut struct {
 
 type leaseOut struct {
 	outBase
-	Thread *inbox.Thread `json:"thread,omitempty" jsonschema:"the thread's header after the call"`
-	Lease  *inbox.Lease  `json:"lease,omitempty" jsonschema:"your lease: lease_token (the fencing token to pass to update, done and fail) and expires_at"`
+	Thread   *inbox.Thread `json:"thread,omitempty" jsonschema:"the thread's header after the call"`
+	Lease    *inbox.Lease  `json:"lease,omitempty" jsonschema:"your lease: lease_token (the fencing token to pass to update, done and fail) and expires_at"`
+	Warnings []string      `json:"warnings,omitempty" jsonschema:"what may be a mistake though the call succeeded (the thread was assigned to another agent, …)"`
 }
 
 // messageOut is the result of a call that wrote a message.
@@ -68,6 +69,13 @@ type showOut struct {
 	Archived bool             `json:"archived,omitempty" jsonschema:"true when the thread is archived"`
 	Origin   *inbox.Origin    `json:"origin,omitempty" jsonschema:"the intake descriptor the thread came from"`
 	Cursor   *inbox.Cursor    `json:"cursor,omitempty" jsonschema:"your read cursor after mark_read"`
+	Cut      []bodyCutOut     `json:"bodies_cut,omitempty" jsonschema:"the messages whose body max_body_bytes cut, with how many bytes were left out"`
+}
+
+// bodyCutOut is a message whose body show cut.
+type bodyCutOut struct {
+	MessageID string `json:"message_id" jsonschema:"the message"`
+	LeftOut   int    `json:"bytes_left_out" jsonschema:"how many bytes of its body were left out"`
 }
 
 type waitReplyOut struct {

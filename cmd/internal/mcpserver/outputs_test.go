@@ -174,3 +174,19 @@ func (mt *mcpTest) checkOutput(name string, out map[string]any) {
 		}
 	}
 }
+
+// TestMCPOutputWarningsAndCuts: the keys a result carries only sometimes
+// are in its schema too: a claim's warnings (the thread was another's),
+// show's bodies_cut.
+func TestMCPOutputWarningsAndCuts(t *testing.T) {
+	mt := newMCPTest(t, "w2", false)
+	sent := mt.ok("send", map[string]any{"from": "lead", "to": "w1", "subject": "for w1", "body": "a long body"})
+	tid := get(sent, "thread.thread_id")
+	if c := mt.ok("claim", map[string]any{"thread": tid}); c["warnings"] == nil {
+		t.Errorf("claim of w1's thread by w2: no warning: %v", c)
+	}
+	s := mt.ok("show", map[string]any{"thread": tid, "max_body_bytes": 3})
+	if get(s, "bodies_cut.0.message_id") != get(sent, "message.message_id") || get(s, "messages.0.body") != "a l" {
+		t.Errorf("show with max_body_bytes 3: %v", s)
+	}
+}

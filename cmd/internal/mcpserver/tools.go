@@ -140,6 +140,7 @@ type showIn struct {
 	Thread   string `json:"thread" jsonschema:"thread id"`
 	MarkRead bool   `json:"mark_read,omitempty" jsonschema:"move agent's read cursor to the newest message"`
 	Agent    string `json:"agent,omitempty" jsonschema:"whose cursor mark_read moves (default: the server's agent)"`
+	MaxBody  int    `json:"max_body_bytes,omitempty" jsonschema:"cut each message body to at most this many bytes (bodies_cut says how many were left out); 0 or absent: whole bodies"`
 }
 
 type waitReplyIn struct {
