@@ -7,11 +7,15 @@
 // event order: a line or an entry carries the message's id (JSONL) or is
 // recognised by sender, timestamp and text (Claude Code's files have no
 // ids), so a crash between writing and recording how far it got never
-// duplicates. Inbound, lines or entries other processes add are sent into
-// the store with an idempotency key derived from where they were found,
-// so they are taken in exactly once across restarts; each records its
-// file as the thread's origin, so the outbound side never writes a
-// message back into the file it came from.
+// duplicates. Inbound, lines or entries other processes add are taken in
+// through one function (takeIn, common.go): a response to an earlier
+// request becomes a reply in the request's thread, an acknowledgment
+// settles what it names, anything else is a new thread. Each carries an
+// idempotency key derived from what it says, never from where it was
+// found, so it is taken in exactly once across restarts and across the
+// recipes that rewrite a file; the outbound side never writes a message
+// back into the file it came from (a new thread's origin, a reply's
+// record in the state).
 //
 // Which messages go to which file: a message lands in team T's file for
 // member M when M is one of its recipients and it was addressed to @T, or
