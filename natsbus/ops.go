@@ -196,12 +196,14 @@ func (b *Bus) Claim(ctx context.Context, agent, tid string, leaseSeconds int) (*
 	if err := inbox.CheckLeaseArgs(agent, tid, leaseSeconds); err != nil {
 		return nil, err
 	}
-	return b.readResult(ctx, agent)(b.mutateResult(ctx, tid, func(c *change) error {
+	var warn []string
+	res, err := b.readResult(ctx, agent)(b.mutateResult(ctx, tid, func(c *change) error {
 		t := &c.r.Thread
 		l, err := inbox.ClaimLease(t, c.r.Lease, agent, leaseSeconds, c.now)
 		if err != nil {
 			return err
 		}
+		warn = inbox.ClaimWarnings(t, agent)
 		c.r.Lease = &l
 		t.Status, t.AssignedTo = inbox.StatusClaimed, agent
 		c.r.Event = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent,
@@ -209,6 +211,10 @@ func (b *Bus) Claim(ctx context.Context, agent, tid string, leaseSeconds int) (*
 		c.readAll(agent)
 		return nil
 	}))
+	if res != nil {
+		res.Warnings = warn
+	}
+	return res, err
 }
 
 func leasePayload(l *inbox.Lease) json.RawMessage {

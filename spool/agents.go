@@ -84,22 +84,7 @@ func (s *Store) known(agent string) bool {
 // unknownRecipients warns for each agent a message names explicitly that
 // has never acted here (inbox.UnknownRecipients).
 func (s *Store) unknownRecipients(ctx context.Context, m *inbox.Message) []string {
-	return inbox.UnknownRecipients(ctx, m, func(_ context.Context, role, to string) []string {
-		return inbox.UnknownAgentWarnings(ctx, role, to, func(_ context.Context, n string) bool { return s.known(n) }, s.agentNames)
-	})
-}
-
-// agentNames lists the agents that have acted here.
-func (s *Store) agentNames(context.Context) []string {
-	entries, err := os.ReadDir(filepath.Join(s.dir, agentsDir))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
+	return s.recipientWarnings(ctx, m)
 }
 
 // Agents lists every agent the store has seen act, been assigned a thread

@@ -260,12 +260,13 @@ func (s *Store) Claim(ctx context.Context, agent, tid string, leaseSeconds int) 
 		if err != nil {
 			return err
 		}
+		warn := inbox.ClaimWarnings(&t.h.Thread, agent)
 		t.setLease(l)
 		t.h.Status, t.h.AssignedTo = inbox.StatusClaimed, agent
 		payload := jsonrec.Fields{}.Num("lease_token", l.LeaseToken).Str("expires_at", l.ExpiresAt).JSON()
 		t.ev = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: agent, Summary: "claimed by " + agent, PayloadJSON: payload}
 		t.readBy = agent
-		res = &inbox.Result{Thread: &t.h.Thread, Lease: t.h.Lease}
+		res = &inbox.Result{Thread: &t.h.Thread, Lease: t.h.Lease, Warnings: warn}
 		return nil
 	})
 	if err == nil {

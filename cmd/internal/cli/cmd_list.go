@@ -61,6 +61,8 @@ func (r *fetchCmd) run(c *call) (*result, error) {
 	res.set("threads", ts)
 	if len(ts) == 0 {
 		res.exit = exitNoWork
+		// Nothing for a name never seen here is most likely a typo.
+		res.warn(c, s.UnknownAgentWarnings(c.ctx, "agent", agent))
 	}
 	st := strings.Join(r.statuses, ",")
 	if st == "" {

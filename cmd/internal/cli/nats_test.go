@@ -219,6 +219,22 @@ var natsScripts = []string{
 	"worker_loop.txtar",
 	"reading_one_model.txtar",
 	"mail_threads_list.txtar",
+	"claude_seed002_protocol.txtar",
+	"claude_teams_flags.txtar",
+	"edges_claim_assigned.txtar",
+	"edges_events_limit.txtar",
+	"edges_flag_suggest.txtar",
+	"edges_kinds_notation.txtar",
+	"edges_lease_expired_shown.txtar",
+	"edges_note_short.txtar",
+	"edges_push_prompt.txtar",
+	"edges_show_max_body.txtar",
+	"edges_unknown_agent.txtar",
+	"edges_update_done.txtar",
+	"mailbox_from_finished.txtar",
+	"queue_name_reuse.txtar",
+	"seed003_workflows.txtar",
+	"team_files_protocol.txtar",
 }
 
 func TestScriptsNATS(t *testing.T) {
