@@ -41,7 +41,8 @@ type outError struct {
 
 type threadsOut struct {
 	outBase
-	Threads []*inbox.Thread `json:"threads,omitempty" jsonschema:"the threads, each a header (thread_id, subject, status, assigned_to, …); empty when none match"`
+	Threads  []*inbox.Thread `json:"threads,omitempty" jsonschema:"the threads, each a header (thread_id, subject, status, assigned_to, …); empty when none match"`
+	Warnings []string        `json:"warnings,omitempty" jsonschema:"what may be a mistake (an agent never seen before, …)"`
 }
 
 type leaseOut struct {
@@ -131,9 +132,10 @@ type runOut struct {
 
 type receiveOut struct {
 	outBase
-	Woke     bool           `json:"woke,omitempty" jsonschema:"true when a message came; false when max_wait_seconds passed first: call again"`
-	Message  *inbox.Message `json:"message,omitempty" jsonschema:"the message collected (null when woke is false)"`
-	Warnings []string       `json:"warnings,omitempty" jsonschema:"what may be a mistake (from names an agent never seen, …)"`
+	Woke         bool           `json:"woke,omitempty" jsonschema:"true when a message came; false when max_wait_seconds passed first: call again"`
+	Message      *inbox.Message `json:"message,omitempty" jsonschema:"the message collected (null when woke is false)"`
+	TaskFinished bool           `json:"task_finished,omitempty" jsonschema:"true when from names a task that finished and nothing from it waits: nothing more will come, do not call again"`
+	Warnings     []string       `json:"warnings,omitempty" jsonschema:"what may be a mistake (from names an agent never seen, …)"`
 }
 
 type checkOut struct {

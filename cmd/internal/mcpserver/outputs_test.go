@@ -177,9 +177,19 @@ func (mt *mcpTest) checkOutput(name string, out map[string]any) {
 
 // TestMCPOutputWarningsAndCuts: the keys a result carries only sometimes
 // are in its schema too: a claim's warnings (the thread was another's),
-// show's bodies_cut.
+// fetch's (an agent never seen), show's bodies_cut, receive's
+// task_finished (nothing more will come from a finished task).
 func TestMCPOutputWarningsAndCuts(t *testing.T) {
 	mt := newMCPTest(t, "w2", false)
+	if f := mt.ok("fetch", map[string]any{"agent": "nobody"}); f["warnings"] == nil {
+		t.Errorf("fetch for an agent never seen: no warning: %v", f)
+	}
+	mt.ok("push", map[string]any{"name": "job", "prompt": "p"})
+	mt.ok("cancel", map[string]any{"name": "job", "reason": "not needed"})
+	mt.ok("receive", map[string]any{"from": "job", "max_wait_seconds": 5})
+	if r := mt.ok("receive", map[string]any{"from": "job", "max_wait_seconds": 5}); r["task_finished"] != true {
+		t.Errorf("receive from a finished task: %v", r)
+	}
 	sent := mt.ok("send", map[string]any{"from": "lead", "to": "w1", "subject": "for w1", "body": "a long body"})
 	tid := get(sent, "thread.thread_id")
 	if c := mt.ok("claim", map[string]any{"thread": tid}); c["warnings"] == nil {
