@@ -297,7 +297,7 @@ func (b *Bus) Ack(ctx context.Context, agent, messageID, tid string, c inbox.Con
 			return nil, err
 		}
 		for _, x := range messagesOf(recs) {
-			if x.MessageID == messageID {
+			if inbox.AckNames(x, messageID) {
 				m = x
 			}
 		}

@@ -132,7 +132,11 @@ func (r *daemonCmd) run(c *call) (*result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := run(ctx); err != nil {
+			err := run(ctx)
+			if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return // the daemon stops: a bridge cut short is a clean stop
+			}
+			if err != nil {
 				log.Error("team files bridge stopped", "error", err)
 				errs <- err
 				cancel()
