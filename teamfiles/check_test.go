@@ -52,9 +52,7 @@ func TestCheckJSONL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// "one", which the bridge wrote and someone removed, is theirs to
-	// remove (SPEC §11): not missing.
-	if got := checks(fs); !slices.Equal(got, []string{"team_file_duplicate_message", "team_file_not_taken_in"}) {
+	if got := checks(fs); !slices.Equal(got, []string{"team_file_duplicate_message", "team_file_missing_message", "team_file_not_taken_in"}) {
 		t.Fatalf("findings %v (%+v)", got, fs)
 	}
 	fs, err = CheckJSONL(t.Context(), Config{Bus: s, Dir: dir}, true)
