@@ -342,11 +342,10 @@ func (s *Store) replayThread(tid string, target *header, msgs map[int]*loggedMes
 			return err
 		}
 		if ev.Task != "" && seq == 1 {
-			tp := s.taskPath(ev.Task)
-			os.Remove(tp)
-			os.MkdirAll(filepath.Dir(tp), s.dirMode)
-			if err := os.Link(p, tp); err != nil {
-				return inbox.Storage(err, "restore task %s", ev.Task)
+			// (A name reused: the newer task keeps it, the older one
+			// goes to the name's history.)
+			if err := s.restoreTask(ev.Task, tid, p); err != nil {
+				return err
 			}
 		}
 		if mf.IdempotencyKey != "" && seq == 1 {

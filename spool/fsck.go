@@ -223,7 +223,9 @@ func (s *Store) fsckLinks(ctx context.Context, add addFinding, repair bool) {
 		if !ok {
 			continue
 		}
-		if _, err := s.TaskByName(ctx, name); !errors.Is(err, inbox.ErrNotFound) {
+		// The link itself, not TaskByName, which falls back to the
+		// name's history when the link is stale.
+		if _, err := s.taskAt(name, s.taskPath(name)); !errors.Is(err, inbox.ErrNotFound) {
 			continue
 		}
 		add.removable(inbox.Finding{Check: "stale_task", Path: filepath.Join(s.dir, tasksDir, e.Name()),
