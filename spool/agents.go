@@ -176,7 +176,7 @@ func (s *Store) Agents(ctx context.Context) ([]*inbox.AgentInfo, error) {
 				lapsed = exp
 			}
 		}
-		mail, err := s.mailItems(a.Agent, "") // counted, not read
+		mail, err := s.mailItems(a.Agent, "", true) // counted, not read
 		if err != nil {
 			return nil, err
 		}

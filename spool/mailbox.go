@@ -134,7 +134,7 @@ func parseMarker(name string) (ev int64, from, tid string, seq int, ok bool) {
 // given), in the order receive hands it out (high priority first, then
 // oldest), without collecting anything.
 func (s *Store) Mailbox(ctx context.Context, agent, from string) ([]*inbox.MailItem, error) {
-	items, err := s.mailItems(agent, from)
+	items, err := s.mailItems(agent, from, true)
 	if err != nil {
 		return nil, err
 	}
@@ -214,8 +214,10 @@ func (s *Store) MailPeek(ctx context.Context, agent string, newest int) (int, []
 
 // mailItems lists the committed messages waiting in agent's mailbox, in
 // receive's order, from the markers' names and the threads' headers: the
-// messages themselves are not read (load reads one).
-func (s *Store) mailItems(agent, from string) ([]*mailEntry, error) {
+// messages themselves are not read (load reads one). Without check, a
+// marker is not yet compared with its message's file (committed): the
+// caller does so for the ones it takes (see committed).
+func (s *Store) mailItems(agent, from string, check bool) ([]*mailEntry, error) {
 	if err := inbox.ValidateAgent("agent", agent); err != nil {
 		return nil, err
 	}
@@ -251,13 +253,21 @@ func (s *Store) mailItems(agent, from string) ([]*mailEntry, error) {
 			}
 			threads[tid] = ti
 		}
-		if seq > ti.count || !sameFile(p, filepath.Join(s.threadDir(tid), msgName(seq))) {
+		it := &mailEntry{MailItem: inbox.MailItem{Priority: ti.priority}, marker: p, eventID: ev, tid: tid, seq: seq}
+		if seq > ti.count || (check && !s.committed(it)) {
 			continue // not (yet) committed
 		}
-		items = append(items, &mailEntry{MailItem: inbox.MailItem{Priority: ti.priority}, marker: p, eventID: ev, tid: tid, seq: seq})
+		items = append(items, it)
 	}
 	sortMail(items, false)
 	return items, nil
+}
+
+// committed reports whether an item's marker is its message's file: a
+// marker a send made before its commit point, that the send never got
+// past, is not.
+func (s *Store) committed(it *mailEntry) bool {
+	return sameFile(it.marker, filepath.Join(s.threadDir(it.tid), msgName(it.seq)))
 }
 
 // load reads an item's message.
@@ -291,7 +301,7 @@ func (s *Store) Collect(ctx context.Context, agent, from string, lifo bool, max 
 	if s.linkErr != nil {
 		return nil, s.linkErr
 	}
-	items, err := s.mailItems(agent, from)
+	items, err := s.mailItems(agent, from, false)
 	if err != nil {
 		return nil, err
 	}
@@ -303,6 +313,9 @@ func (s *Store) Collect(ctx context.Context, agent, from string, lifo bool, max 
 	out := []*inbox.Message{}
 	renamed := false
 	for _, it := range items {
+		if !s.committed(it) {
+			continue // a send's marker before its commit point
+		}
 		if s.load(it) != nil {
 			continue // damaged: fsck --repair sets it aside
 		}
@@ -319,6 +332,14 @@ func (s *Store) Collect(ctx context.Context, agent, from string, lifo bool, max 
 			break
 		}
 	}
+	for _, m := range out {
+		// Collected is read (SPEC §7). Written before the flush below,
+		// which then carries the cursor file's creation with it instead
+		// of leaving it to the next writer's flush. The collect stands
+		// whatever happens here: replay rebuilds the cursor from
+		// .collected/.
+		s.moveCursor(ctx, agent, m)
+	}
 	if renamed && !s.unsynced {
 		// Durable: a collected message must not come back after a crash.
 		if err := syncDir(s.mailboxPath(agent)); err != nil {
@@ -327,11 +348,6 @@ func (s *Store) Collect(ctx context.Context, agent, from string, lifo bool, max 
 		if err := syncDir(dst); err != nil {
 			return out, err
 		}
-	}
-	for _, m := range out {
-		// Collected is read (SPEC §7). The collect stands whatever
-		// happens here: replay rebuilds the cursor from .collected/.
-		s.moveCursor(ctx, agent, m)
 	}
 	return out, nil
 }
