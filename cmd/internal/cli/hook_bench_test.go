@@ -33,7 +33,7 @@ func BenchmarkStopHook(b *testing.B) {
 	// slower (it links the tests and NATS), which would flatter the ratio.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		b.Skipf("the go command builds the inbox binary: %v", err)
+		b.Fatalf("the go command builds the inbox binary: %v", err)
 	}
 	bin := filepath.Join(b.TempDir(), "inbox")
 	build := exec.Command(goBin, "build", "-o", bin, "../../inbox")
