@@ -92,12 +92,16 @@ func AgentState(working, waiting bool, lastActivity time.Time, wentAway ...time.
 }
 
 // IdleReason is the reason an idle notification gives (its content's
-// "reason").
+// "reason", or "idleReason" as Claude Code writes it).
 func IdleReason(m *Message) string {
 	var c struct {
-		Reason string `json:"reason"`
+		Reason     string `json:"reason"`
+		IdleReason string `json:"idleReason"` // Claude Code's own idle_notification
 	}
 	json.Unmarshal(m.PayloadJSON, &c)
+	if c.Reason == "" {
+		return c.IdleReason
+	}
 	return c.Reason
 }
 
