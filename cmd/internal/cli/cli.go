@@ -122,6 +122,8 @@ func run(args []string, e *env) int {
 		msg := fmt.Sprintf("unknown command %q", name)
 		if s := suggest(name); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
+		} else if name == "server" {
+			msg += "; a local NATS server for a nats:// store is \"inbox-nats server\""
 		}
 		return fail(e, g, name, usagef("", "%s (inbox help lists the commands)", msg))
 	}

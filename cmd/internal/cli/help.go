@@ -52,7 +52,9 @@ func rootHelp(w io.Writer) {
 
 Threads, messages, leases, read cursors and an event log live in a directory
 (--db, else $INBOX_DB, else .agents/inbox). Every write is on disk before the
-command exits, and any number of agents may use the store at once.
+command exits, and any number of agents may use the store at once. On many
+machines, --db nats://HOST:PORT/NAME runs the same commands on NATS
+JetStream ("inbox-nats server" starts a local server for it).
 
 As a worker, the normal loop is:
 
