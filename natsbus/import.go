@@ -33,7 +33,7 @@ func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryE
 	states := map[string]*record{}
 	teams := map[string]bool{}
 	keys := map[string]string{}  // new-thread key → thread
-	tasks := map[string]string{} // task → thread
+	tasks := map[string][]string{} // task name → its threads, oldest first
 	next := int64(0)
 	err := history(func(e *inbox.HistoryEntry) error {
 		if b == nil {
@@ -103,7 +103,7 @@ func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryE
 			}
 			if e.Task != "" {
 				r.Prompt = true
-				tasks[e.Task] = tid
+				tasks[e.Task] = append(tasks[e.Task], tid)
 			}
 			if e.NewThreadKey != "" {
 				keys[e.NewThreadKey] = tid
@@ -155,12 +155,20 @@ func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryE
 		}
 		res.Keys++
 	}
-	for name, tid := range tasks {
-		data, _ := json.Marshal(taskKey{ThreadID: tid})
-		if err := put("task."+key(name), data); err != nil {
-			return nil, inbox.Storage(err, "copy task names")
+	for name, tids := range tasks {
+		// A name used again: the newest task holds it, the older ones are
+		// its history, as a push that reused the name left them.
+		for i, tid := range tids {
+			data, _ := json.Marshal(taskKey{ThreadID: tid})
+			k := "task." + key(name)
+			if i < len(tids)-1 {
+				k = doneKey(name, tid)
+			}
+			if err := put(k, data); err != nil {
+				return nil, inbox.Storage(err, "copy task names")
+			}
+			res.Tasks++
 		}
-		res.Tasks++
 	}
 	for agent, ids := range collected {
 		for _, id := range ids {
