@@ -332,14 +332,6 @@ func (s *Store) Collect(ctx context.Context, agent, from string, lifo bool, max 
 			break
 		}
 	}
-	for _, m := range out {
-		// Collected is read (SPEC §7). Written before the flush below,
-		// which then carries the cursor file's creation with it instead
-		// of leaving it to the next writer's flush. The collect stands
-		// whatever happens here: replay rebuilds the cursor from
-		// .collected/.
-		s.moveCursor(ctx, agent, m)
-	}
 	if renamed && !s.unsynced {
 		// Durable: a collected message must not come back after a crash.
 		if err := syncDir(s.mailboxPath(agent)); err != nil {
@@ -348,6 +340,9 @@ func (s *Store) Collect(ctx context.Context, agent, from string, lifo bool, max 
 		if err := syncDir(dst); err != nil {
 			return out, err
 		}
+	}
+	for _, m := range out {
+		s.moveCursor(ctx, agent, m)
 	}
 	return out, nil
 }
