@@ -74,9 +74,15 @@ func (li *logIndex) hasOwnEvent(h *header) bool {
 	return li.ids[h.LastEventID] == h.ThreadID
 }
 
-// noteRead records the read an event records (readOf) as the newest
-// cursor of its agent.
+// noteRead records a thread.read event as the newest cursor of its
+// agent. (The read a claim or a finish records, readOf, is not checked:
+// its cursor line comes after the change stood, and a full disk may
+// refuse it; replay after a power cut restores it, and the agent's next
+// read moves the cursor past it.)
 func (li *logIndex) noteRead(ev *logEvent) {
+	if ev.EventType != inbox.EventThreadRead {
+		return
+	}
 	c, ok := readOf(ev)
 	if !ok {
 		return
