@@ -305,10 +305,21 @@ mv inbox.tmp ~/.claude/teams/alpha/members/dev/inbox
 // line is in the store once, no message the bridge wrote is in the files
 // twice (nothing a recipe moved or removed is written back), and fsck
 // finds the files and the store clean.
-func TestTeamDirRecipes(t *testing.T) {
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("seed 002's clean-up recipe needs jq")
+// needJQ makes sure jq, which seed 002's clean-up recipe runs, is on the
+// PATH: installed with apt-get (Debian's package) when it is not.
+func needJQ(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("jq"); err == nil {
+		return
 	}
+	out, err := exec.Command("sh", "-c", "apt-get install -y jq || (apt-get update && apt-get install -y jq)").CombinedOutput()
+	if _, lerr := exec.LookPath("jq"); lerr != nil {
+		t.Fatalf("seed 002's clean-up recipe needs jq, and apt-get could not install it: %v\n%s", err, out)
+	}
+}
+
+func TestTeamDirRecipes(t *testing.T) {
+	needJQ(t)
 	s, db := storetest.New(t, spool.Options{})
 	if _, err := s.CreateTeam(t.Context(), "lead", "alpha", []string{"coordinator", "dev"}); err != nil {
 		t.Fatal(err)
