@@ -128,28 +128,28 @@ func (x *requestIndex) catchUp(ctx context.Context) error {
 // request returns the newest request that carries id, ok false when
 // none does.
 func (x *requestIndex) request(ctx context.Context, id string) (requestRef, bool, error) {
-	x.load()
-	if r, ok := x.s.Requests[id]; ok {
-		return r, true, nil
-	}
-	if err := x.catchUp(ctx); err != nil {
-		return requestRef{}, false, err
-	}
-	r, ok := x.s.Requests[id]
-	return r, ok, nil
+	return lookup(ctx, x, func() map[string]requestRef { return x.s.Requests }, id)
 }
 
 // acked returns the message an acknowledgment names by id (its message
 // id or ack id), ok false when none asks for one.
 func (x *requestIndex) acked(ctx context.Context, id string) (ackRef, bool, error) {
+	return lookup(ctx, x, func() map[string]ackRef { return x.s.Acks }, id)
+}
+
+// lookup finds id in one of the index's maps (read after each step: a
+// load or a catch-up may replace it), catching up with the event log
+// once when it is not there.
+func lookup[T any](ctx context.Context, x *requestIndex, m func() map[string]T, id string) (T, bool, error) {
 	x.load()
-	if r, ok := x.s.Acks[id]; ok {
+	if r, ok := m()[id]; ok {
 		return r, true, nil
 	}
 	if err := x.catchUp(ctx); err != nil {
-		return ackRef{}, false, err
+		var zero T
+		return zero, false, err
 	}
-	r, ok := x.s.Acks[id]
+	r, ok := m()[id]
 	return r, ok, nil
 }
 
