@@ -212,6 +212,9 @@ func threadRows(ts []*inbox.Thread) [][]string {
 		if t.LeaseExpired {
 			status += " (lease expired)" // claimable again (SPEC §4)
 		}
+		if t.Mail {
+			status += " (mail)" // not work: nobody's to claim (SPEC §7)
+		}
 		rows = append(rows, []string{t.ThreadID, status, t.Priority, t.AssignedTo, t.CreatedBy,
 			shortTime(t.UpdatedAt), oneLine(t.Subject, 60)})
 	}
