@@ -32,7 +32,7 @@ func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryE
 	var b *Bus
 	states := map[string]*record{}
 	teams := map[string]bool{}
-	keys := map[string]string{}  // new-thread key → thread
+	keys := map[string]string{}    // new-thread key → thread
 	tasks := map[string][]string{} // task name → its threads, oldest first
 	next := int64(0)
 	err := history(func(e *inbox.HistoryEntry) error {
