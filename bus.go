@@ -169,4 +169,7 @@ type Bus interface {
 	Archive(ctx context.Context, olderThan time.Duration, statuses []string) (*ArchiveResult, error)
 	// Stats counts threads by status and agent.
 	Stats(ctx context.Context) (*Stats, error)
+	// Search finds the messages of live threads that f selects, newest
+	// first (SPEC §16).
+	Search(ctx context.Context, f SearchFilter) ([]*SearchHit, error)
 }

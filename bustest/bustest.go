@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"IdempotentRetries", testIdempotency},
 		{"ReadCursors", testReadCursors},
 		{"OneModelOfReading", testOneModelOfReading},
+		{"Search", testSearch},
 		{"MailIsNotWork", testMailIsNotWork},
 		{"MailPeekAndSessionMarks", testMailPeek},
 		{"CollectOnce", testCollectOnce},
@@ -410,6 +412,56 @@ func testOneModelOfReading(t *testing.T, b inbox.Bus) {
 	if n := depth("lead2"); n != 0 {
 		t.Errorf("after cancel, lead2's mailbox: %d, want 0", n)
 	}
+}
+
+// testSearch checks SPEC §16: every word (case-insensitive, whole words),
+// phrases, the filters, newest first, a snippet, and the subject of a
+// thread's first message.
+func testSearch(t *testing.T, b inbox.Bus) {
+	ctx := t.Context()
+	t1 := ok(b.Send(ctx, inbox.SendInput{From: "lead", To: "dev", Subject: "Database migration", Content: inbox.Content{Body: "Move the users table to Postgres before Friday."}}))(t)
+	ok(b.Reply(ctx, "dev", "lead", t1.Thread.ThreadID, inbox.KindQuestion, inbox.Content{Summary: "Which postgres version?", PayloadJSON: `{"detail":"needs pgvector"}`}))(t)
+	ok(b.Send(ctx, inbox.SendInput{From: "ops", To: "lead", Content: inbox.Content{Body: "postgresql is down"}}))(t)
+	ids := func(hs []*inbox.SearchHit) []string {
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.Message.Summary)
+		}
+		return out
+	}
+	hs := ok(b.Search(ctx, inbox.SearchFilter{Query: "POSTGRES"}))(t)
+	if got := ids(hs); !slices.Equal(got, []string{"Which postgres version?", "Database migration"}) {
+		t.Errorf("postgres (whole words, newest first): %q", got)
+	}
+	if h := hs[1]; h.ThreadID != t1.Thread.ThreadID || h.Subject != "Database migration" || !strings.Contains(h.Snippet, "Postgres") {
+		t.Errorf("hit: %+v", h)
+	}
+	if hs := ok(b.Search(ctx, inbox.SearchFilter{Query: `database "users table"`}))(t); len(hs) != 1 {
+		t.Errorf("a word of the subject and a phrase of the body: %d hits", len(hs))
+	}
+	if hs := ok(b.Search(ctx, inbox.SearchFilter{Query: `"table users"`}))(t); len(hs) != 0 {
+		t.Errorf("a phrase in the wrong order matched: %q", ids(hs))
+	}
+	if hs := ok(b.Search(ctx, inbox.SearchFilter{Query: "pgvector"}))(t); len(hs) != 1 {
+		t.Errorf("payload text: %d hits", len(hs))
+	}
+	if hs := ok(b.Search(ctx, inbox.SearchFilter{Query: "postgres", From: "lead"}))(t); len(hs) != 1 {
+		t.Errorf("--from lead: %d hits", len(hs))
+	}
+	if hs := ok(b.Search(ctx, inbox.SearchFilter{Query: "postgres", To: "lead", Kind: inbox.KindQuestion}))(t); len(hs) != 1 {
+		t.Errorf("--to lead --kind question: %d hits", len(hs))
+	}
+	if hs := ok(b.Search(ctx, inbox.SearchFilter{Query: "postgresql", ThreadID: t1.Thread.ThreadID}))(t); len(hs) != 0 {
+		t.Errorf("--thread: %d hits", len(hs))
+	}
+	if hs := ok(b.Search(ctx, inbox.SearchFilter{Query: "postgres", Limit: 1}))(t); len(hs) != 1 {
+		t.Errorf("--limit 1: %d hits", len(hs))
+	}
+	if hs := ok(b.Search(ctx, inbox.SearchFilter{Query: "postgres", Since: time.Now().Add(time.Hour)}))(t); len(hs) != 0 {
+		t.Errorf("--since the future: %d hits", len(hs))
+	}
+	_, err := b.Search(ctx, inbox.SearchFilter{Query: `  "" `})
+	wantErr(t, "an empty query", err, inbox.ErrInvalidInput)
 }
 
 func testMailIsNotWork(t *testing.T, b inbox.Bus) {

@@ -43,6 +43,7 @@ var commands = []*command{
 	archiveCommand,
 	migrateCommand,
 	statsCommand,
+	searchCommand,
 	skillCommand,
 	completionCommand,
 }

@@ -235,6 +235,7 @@ var natsScripts = []string{
 	"queue_name_reuse.txtar",
 	"seed003_workflows.txtar",
 	"team_files_protocol.txtar",
+	"search.txtar",
 }
 
 func TestScriptsNATS(t *testing.T) {

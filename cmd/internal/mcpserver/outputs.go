@@ -161,6 +161,11 @@ type queueOut struct {
 	Finished []taskOut `json:"finished,omitempty" jsonschema:"tasks finished, with success"`
 }
 
+type searchOut struct {
+	outBase
+	Results []*inbox.SearchHit `json:"results,omitempty" jsonschema:"the messages found, newest first, each with thread_id, subject and snippet"`
+}
+
 type agentsOut struct {
 	outBase
 	Agents []*inbox.AgentInfo `json:"agents,omitempty" jsonschema:"every agent the store has seen"`

@@ -15,7 +15,7 @@ import (
 // The tools that never write, that may destroy what others rely on, and
 // the writers a repeat of which changes nothing more.
 var (
-	readOnlyTools    = []string{"fetch", "list", "watch", "events", "mailbox", "agents", "team_show", "team_list"}
+	readOnlyTools    = []string{"fetch", "list", "watch", "events", "mailbox", "agents", "team_show", "team_list", "search"}
 	destructiveTools = []string{"cancel", "team_remove"}
 	idempotentTools  = []string{"show", "queue", "team_add"}
 )

@@ -200,7 +200,7 @@ func TestMCPToolsList(t *testing.T) {
 	}
 	want := []string{"fetch", "claim", "renew", "update", "reply", "done", "fail", "cancel", "send", "list", "show",
 		"wait_reply", "watch", "events", "push", "run", "receive", "check", "queue", "mailbox", "agents",
-		"team_create", "team_add", "team_remove", "team_show", "team_list", "ack"}
+		"team_create", "team_add", "team_remove", "team_show", "team_list", "ack", "search"}
 	for _, w := range want {
 		if !slices.Contains(names, w) {
 			t.Errorf("no tool %s (have %v)", w, names)
@@ -572,4 +572,24 @@ func waitExit(t *testing.T, pid int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Errorf("the runner (pid %d) did not exit within 10 s", pid)
+}
+
+// TestMCPSearch: the search tool finds what the CLI's search finds, with
+// the CLI's JSON (SPEC §16), and an empty list when nothing matches.
+func TestMCPSearch(t *testing.T) {
+	mt := newMCPTest(t, "lead", false)
+	mt.ok("send", map[string]any{"to": "dev", "subject": "Database migration", "body": "Move the users table to Postgres."})
+	mt.ok("send", map[string]any{"to": "dev", "message": "postgresql is down"})
+	res := mt.ok("search", map[string]any{"query": "postgres"})
+	hits, _ := res["results"].([]any)
+	if len(hits) != 1 || get(res, "results.0.subject") != "Database migration" || get(res, "results.0.message.from_agent") != "lead" {
+		t.Fatalf("search postgres: %v", res)
+	}
+	if s, _ := get(res, "results.0.snippet").(string); !strings.Contains(s, "Postgres") {
+		t.Errorf("snippet: %q", s)
+	}
+	res = mt.ok("search", map[string]any{"query": `"table users"`, "from": "lead"})
+	if hits, _ := res["results"].([]any); len(hits) != 0 {
+		t.Errorf("a phrase out of order matched: %v", res)
+	}
 }

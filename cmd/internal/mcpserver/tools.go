@@ -176,6 +176,17 @@ type pushIn struct {
 	queueAgentIn
 }
 
+type searchIn struct {
+	Query  string `json:"query" flag:",pos" jsonschema:"the words every message found must contain (case-insensitive, whole words; \"quoted phrases\" as phrases)"`
+	From   string `json:"from,omitempty" jsonschema:"only messages from this agent"`
+	To     string `json:"to,omitempty" jsonschema:"only messages delivered to this agent"`
+	Thread string `json:"thread,omitempty" jsonschema:"only messages of this thread"`
+	Kind   string `json:"kind,omitempty" jsonschema:"only messages of this kind"`
+	Type   string `json:"type,omitempty" jsonschema:"only messages of this seed-002 type"`
+	Since  string `json:"since,omitempty" jsonschema:"only messages created since then: a time (RFC 3339) or an age (90m, 12h, 2d)"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many (default 20)"`
+}
+
 type queueAgentIn struct {
 	Agent string `json:"agent,omitempty" jsonschema:"whose queue (default: the server's agent)"`
 }
@@ -523,6 +534,8 @@ var toolTable = []toolSpec{
 		desc: "Look at your mailbox without collecting anything, and at the messages you still have to acknowledge."}),
 	tool[queueIn, queueOut](toolSpec{name: "queue", effect: addsOnce,
 		desc: "Show your task queue: queued, running (with age) and finished tasks. A task whose runner died is recorded as failed on the way (its parent gets the failure)."}),
+	tool[searchIn, searchOut](toolSpec{name: "search", effect: reads,
+		desc: "Find messages whose subject, summary, body or payload contain every word of query (case-insensitive, whole words; \"quoted phrases\" as phrases), newest first, each with its thread, subject and a snippet; from, to, thread, kind, type and since narrow the search. An empty results list means nothing matched."}),
 	tool[noIn, agentsOut](toolSpec{name: "agents", effect: reads,
 		desc: "Every agent the store has seen: state (working, waiting, idle, gone), last activity, live leases, mailbox depth, teams and unacknowledged messages. A leader's check on who is alive."}),
 	tool[teamIn, teamOut](toolSpec{name: "team_create", effect: adds, cmd: []string{"team", "create"},
