@@ -135,9 +135,15 @@ func (s *Store) mailNames(dir, tid, agent string, upTo int) ([]string, error) {
 			break
 		}
 		if body, ok := checkLine(data[:i]); ok {
-			var h header
-			if h.decodeJSON(body) == nil {
-				note(&h)
+			// Most lines add no message (a renewal, a status change):
+			// their count alone says so, without decoding the header.
+			if n, ok := headerCount(body); ok && n != prev+1 {
+				prev = max(prev, n)
+			} else {
+				var h header
+				if h.decodeJSON(body) == nil {
+					note(&h)
+				}
 			}
 		}
 		data = data[i+1:]
@@ -158,6 +164,27 @@ func (s *Store) mailNames(dir, tid, agent string, upTo int) ([]string, error) {
 		names = append(names, markerName(&inbox.Message{EventID: a.ev, FromAgent: a.from, ThreadID: tid, Seq: seq}))
 	}
 	return names, nil
+}
+
+// countMember introduces a header line's message count: a member of the
+// header object itself (no record nested in a header has one).
+var countMember = []byte(`"message_count":`)
+
+// headerCount reads the message count of a header line's JSON without
+// decoding the rest of it; false when it cannot.
+func headerCount(body []byte) (int, bool) {
+	i := bytes.Index(body, countMember)
+	if i < 0 {
+		return 0, false
+	}
+	n, digits := 0, 0
+	for _, c := range body[i+len(countMember):] {
+		if c < '0' || c > '9' || digits == 9 {
+			break
+		}
+		n, digits = n*10+int(c-'0'), digits+1
+	}
+	return n, digits > 0
 }
 
 // moveCursor moves agent's read cursor on thread tid to message m when it
