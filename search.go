@@ -97,7 +97,7 @@ func words(s string) []string {
 	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 }
 
-// Selects reports whether m (in a thread with subject) passes the
+// Selects reports whether m passes the
 // filter's fields other than the query.
 func (f *SearchFilter) Selects(m *Message) bool {
 	switch {

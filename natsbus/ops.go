@@ -254,11 +254,7 @@ func (b *Bus) holderMessage(ctx context.Context, cmd, agent, tid, status string,
 		return nil, err
 	}
 	m0.Status = st.Status
-	read := b.readResult(ctx, agent)
-	if !inbox.IsTerminal(st.Status) {
-		read = keep
-	}
-	return read(b.mutateResult(ctx, tid, func(ch *change) error {
+	return b.readResult(ctx, agent)(b.mutateResult(ctx, tid, func(ch *change) error {
 		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey); err != nil {
 			return err
 		}

@@ -25,20 +25,21 @@ func (c *change) readAll(agent string) {
 }
 
 // readResult returns what passes a change's result on after collecting
-// what the change read for agent (its thread up to its newest message).
+// what the change read for agent: a claim (no message) or a finish by
+// agent reads the thread up to its newest message (see readAll); a
+// progress step, or a change whose message speaks for someone else (see
+// transition), reads nothing.
 func (b *Bus) readResult(ctx context.Context, agent string) func(*inbox.Result, error) (*inbox.Result, error) {
 	return func(res *inbox.Result, err error) (*inbox.Result, error) {
-		// (A change whose message speaks for someone else reads nothing:
-		// see transition.)
-		if err == nil && res != nil && res.Thread != nil && (res.Message == nil || res.Message.FromAgent == agent) {
+		if err != nil || res == nil || res.Thread == nil {
+			return res, err
+		}
+		if m := res.Message; m == nil || (m.FromAgent == agent && inbox.IsTerminal(res.Thread.Status)) {
 			b.collectRead(ctx, agent, res.Thread.ThreadID, res.Thread.MessageCount)
 		}
 		return res, err
 	}
 }
-
-// keep passes a result on as it is.
-func keep(res *inbox.Result, err error) (*inbox.Result, error) { return res, err }
 
 // collectRead collects agent's mail of thread tid up to message upTo: what
 // the agent has read in the thread. A failure leaves mail that was read
