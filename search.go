@@ -97,8 +97,8 @@ func words(s string) []string {
 	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 }
 
-// Selects reports whether m passes the
-// filter's fields other than the query.
+// Selects reports whether m passes the filter's fields other than the
+// query.
 func (f *SearchFilter) Selects(m *Message) bool {
 	switch {
 	case f.From != "" && m.FromAgent != f.From,
