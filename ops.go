@@ -102,6 +102,12 @@ type ListFilter struct {
 	// Mail includes mail threads, which are not work (SPEC §7): left
 	// out unless asked.
 	Mail bool
+	// RunID and TaskID keep only the threads of that run or task.
+	RunID, TaskID string
+	// Members keeps only the threads created by or assigned to one of
+	// them (a team's members); nil means any agent, an empty non-nil
+	// slice none.
+	Members []string
 }
 
 // ThreadView is one thread with its full history.

@@ -132,6 +132,9 @@ func (f ListFilter) Selects(t *Thread, statuses []string) bool {
 		f.AssignedTo != "" && t.AssignedTo != f.AssignedTo,
 		f.CreatedBy != "" && t.CreatedBy != f.CreatedBy,
 		f.Agent != "" && t.AssignedTo != f.Agent && t.CreatedBy != f.Agent,
+		f.RunID != "" && t.RunID != f.RunID,
+		f.TaskID != "" && t.TaskID != f.TaskID,
+		f.Members != nil && !slices.Contains(f.Members, t.AssignedTo) && !slices.Contains(f.Members, t.CreatedBy),
 		t.Mail && !f.Mail:
 		return false
 	}

@@ -81,7 +81,8 @@ func (r *fetchCmd) run(c *call) (*result, error) {
 var listCommand = &command{
 	name: "list", short: "filter all threads (leader's view)",
 	long: `List threads across all agents, newest first, filtered by --status,
---created-by, --assigned-to and --agent (created by or assigned to). Unlike
+--created-by, --assigned-to, --agent (created by or assigned to), --run,
+--task and --team (created by or assigned to a member). Unlike
 fetch, which shows a worker the work it could claim next (and hides threads
 leased by others), list shows every thread that matches, whatever its lease,
 and exits 0 even when nothing matches. Mail threads (a note to an agent, not
@@ -100,6 +101,7 @@ type listCmd struct {
 	createdBy, assignedTo string
 	limit                 int
 	mail                  bool
+	runID, taskID, team   string
 }
 
 func (r *listCmd) flags(fs *pflag.FlagSet, c *call) {
@@ -109,6 +111,9 @@ func (r *listCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.assignedTo, "assigned-to", "", "only threads assigned to this agent")
 	fs.IntVar(&r.limit, "limit", inbox.DefaultListLimit, "at most this many threads")
 	fs.BoolVar(&r.mail, "mail", false, "include mail threads (notes, not work), which list leaves out by default")
+	fs.StringVar(&r.runID, "run", "", "only threads of this run (send --run)")
+	fs.StringVar(&r.taskID, "task", "", "only threads of this task id (send --task)")
+	fs.StringVar(&r.team, "team", "", "only threads created by or assigned to a member of this team")
 }
 
 func (r *listCmd) run(c *call) (*result, error) {
@@ -116,9 +121,17 @@ func (r *listCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := inbox.ListFilter{CreatedBy: r.createdBy, AssignedTo: r.assignedTo, Statuses: r.statuses, Limit: r.limit, Mail: r.mail}
+	f := inbox.ListFilter{CreatedBy: r.createdBy, AssignedTo: r.assignedTo, Statuses: r.statuses, Limit: r.limit, Mail: r.mail,
+		RunID: r.runID, TaskID: r.taskID}
 	if c.g.agentSet {
 		f.Agent = c.g.agent
+	}
+	if r.team != "" {
+		t, err := s.Team(c.ctx, strings.TrimPrefix(r.team, "@"))
+		if err != nil {
+			return nil, err
+		}
+		f.Members = append([]string{}, t.Members...)
 	}
 	ts, err := s.List(c.ctx, f)
 	if err != nil {
