@@ -21,6 +21,7 @@ import (
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
 	"github.com/inbox-dev/inbox/cmd/internal/mcpserver"
+	"github.com/inbox-dev/inbox/cmd/internal/webserver"
 	"github.com/inbox-dev/inbox/internal/migrate"
 	"github.com/inbox-dev/inbox/natsbus"
 )
@@ -40,6 +41,7 @@ func main() {
 	cli.SetVersion(version)
 	cli.HideSecrets()
 	cli.ServeMCP = mcpserver.Serve
+	cli.ServeWeb = webserver.Serve
 	cli.MigrateToNATS = migrate.ToNATS
 	cli.MigrateFromNATS = migrate.ToDir
 	cli.OpenNATS = func(ctx context.Context, db string, create bool, source string) (inbox.Bus, bool, error) {

@@ -519,6 +519,15 @@ func Invoke(ctx context.Context, bus inbox.Bus, getenv func(string) string, cmd 
 	return b, code
 }
 
+// Failure is what command prints with --json when it fails with err (the
+// error shape), and its exit code: for a server that reports errors of
+// its own the way the CLI does.
+func Failure(command string, err error) ([]byte, int) {
+	var out bytes.Buffer
+	code := fail(&env{stdout: &out, stderr: io.Discard}, globals{json: true}, command, err)
+	return bytes.TrimSpace(out.Bytes()), code
+}
+
 // CommandFlags returns the flags of command name as a fresh flag set
 // nothing has parsed, or nil when there is no such command. It holds the
 // command's own flags (--agent among them where the command gives it a

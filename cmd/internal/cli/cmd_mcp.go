@@ -12,8 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -193,16 +191,7 @@ const mcpBinary = "inbox-mcp"
 
 // execMCP replaces this process with inbox-mcp (beside this binary, else
 // on PATH), given the same arguments.
-func execMCP(c *call) error {
-	bin := companion(mcpBinary)
-	if bin == "" {
-		return inbox.Errorf(inbox.ErrNotFound, "mcp_not_installed", "",
-			"inbox mcp runs the %s binary, found neither beside this one nor on PATH: build both with go build -o bin/ ./cmd/... (or go install ./cmd/...)", mcpBinary)
-	}
-	args := append([]string{mcpBinary}, c.raw...)
-	err := syscall.Exec(bin, args, os.Environ())
-	return inbox.Internal(fmt.Errorf("run %s: %w", bin, err))
-}
+func execMCP(c *call) error { return execCompanion(c, mcpBinary, "mcp_not_installed", "inbox mcp") }
 
 // companion returns the path of the companion binary name (inbox-mcp,
 // inbox-nats): beside this binary, else on PATH, else "".
@@ -226,19 +215,23 @@ func isExecutable(p string) bool {
 // loopback refuses an --http address that is not on the loopback
 // interface: a bearer token read from a local file is the server's only
 // credential, so only local processes may reach it.
-func loopback(addr string) error {
+func loopback(addr string) error { return loopbackAddr("http", addr) }
+
+// loopbackAddr refuses a --flag address that is not HOST:PORT on the
+// loopback interface.
+func loopbackAddr(flag, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err == nil {
 		_, err = strconv.Atoi(port)
 	}
 	if err != nil {
-		return usagef("http", "--http %q is not HOST:PORT (e.g. 127.0.0.1:8765)", addr)
+		return usagef(flag, "--%s %q is not HOST:PORT (e.g. 127.0.0.1:8765)", flag, addr)
 	}
 	if host == "localhost" {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return usagef("http", "--http %s is not a loopback address: the server listens on 127.0.0.1, ::1 or localhost only", addr)
+		return usagef(flag, "--%s %s is not a loopback address: the server listens on 127.0.0.1, ::1 or localhost only", flag, addr)
 	}
 	return nil
 }
@@ -249,35 +242,10 @@ func parseIdleTimeout(v string) (time.Duration, error) {
 	return parseDurationFlag("idle-timeout", v, "30m or 90s", ": idle sessions always expire")
 }
 
-// mcpTokenFile is where the HTTP server writes its token: --token-file
-// as given (made absolute), else mcp.token inside a directory store, else
-// (a nats:// store) mcp-nats-HASH.token in the user's configuration
-// directory, $XDG_CONFIG_HOME/inbox or $HOME/.config/inbox, HASH naming
-// the store without its credentials.
+// mcpTokenFile is where the HTTP server writes its token (tokenFilePath):
+// mcp.token inside a directory store unless --token-file says.
 func mcpTokenFile(given, db string, getenv func(string) string) (string, error) {
-	if given != "" {
-		p, err := filepath.Abs(given)
-		if err != nil {
-			return "", usagef("token-file", "--token-file %q: %v", given, err)
-		}
-		return p, nil
-	}
-	if !strings.Contains(db, "://") {
-		dir, err := filepath.Abs(db)
-		if err != nil {
-			return "", usagef("db", "--db %q: %v", db, err)
-		}
-		return filepath.Join(dir, "mcp.token"), nil
-	}
-	dir := ""
-	if d := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
-		dir = filepath.Join(d, "inbox")
-	} else if h := getenv("HOME"); filepath.IsAbs(h) {
-		dir = filepath.Join(h, ".config", "inbox")
-	} else {
-		return "", usagef("token-file", "a nats:// store keeps the MCP token in $XDG_CONFIG_HOME/inbox or $HOME/.config/inbox, and neither is set: give --token-file")
-	}
-	return filepath.Join(dir, "mcp-nats-"+storeHash(db)+".token"), nil
+	return tokenFilePath("mcp", given, db, getenv)
 }
 
 // storeHash names a store URL without its credentials or options: the

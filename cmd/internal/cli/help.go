@@ -36,6 +36,7 @@ var commands = []*command{
 	teamCommand,
 	ackCommand,
 	mcpCommand,
+	webCommand,
 	hookCommand,
 	runnerCommand,
 	fsckCommand,

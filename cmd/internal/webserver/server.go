@@ -1,0 +1,118 @@
+// Package webserver is `inbox web` (SPEC §15): a live dashboard of one
+// store for the people who run the agents, and the JSON API it is a thin
+// view over. Every read endpoint returns what the matching CLI command
+// prints with --json (it runs the command in-process, cli.Invoke); the
+// needs-attention list and the wait graph come from the rules in package
+// inbox; the live stream follows the event log once (Bus.Follow) and
+// pushes each event to every open page over Server-Sent Events, so the
+// page never polls and a page that reconnects resumes from its last event
+// id. The page itself (assets/) is embedded: go build alone builds it and
+// it loads nothing from outside the server's origin.
+//
+// It is only as open as the store: loopback only, a token drawn at start
+// and written to a file only the store's owner can read, traded on first
+// visit for an HttpOnly SameSite=Strict cookie; Host and Origin checked.
+package webserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/inbox-dev/inbox/cmd/internal/cli"
+	"github.com/inbox-dev/inbox/cmd/internal/localhttp"
+)
+
+// Serve serves the dashboard of cfg.Bus until ctx ends.
+func Serve(ctx context.Context, cfg cli.WebConfig) error {
+	ln, err := localhttp.Listen(cfg.Addr)
+	if err != nil && cfg.AnyPort && errors.Is(err, syscall.EADDRINUSE) {
+		host, _, _ := net.SplitHostPort(cfg.Addr)
+		fmt.Fprintf(cfg.Stderr, "inbox web: %s is in use, taking a free port\n", cfg.Addr)
+		ln, err = localhttp.Listen(net.JoinHostPort(host, "0"))
+	}
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	token, err := localhttp.NewToken()
+	if err != nil {
+		return err
+	}
+	if err := localhttp.WriteToken(cfg.TokenFile, token); err != nil {
+		return err
+	}
+	defer localhttp.RemoveToken(cfg.TokenFile, token)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := newServer(ctx, cfg, ln.Addr().(*net.TCPAddr).Port, token)
+	go s.hub.run(ctx)
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Stderr, nil).WithAttrs([]slog.Attr{slog.String("server", "inbox web")}), slog.LevelWarn)}
+	go func() {
+		<-ctx.Done()
+		s.hub.close()
+		sctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
+		defer stop()
+		srv.Shutdown(sctx)
+	}()
+	host := "127.0.0.1"
+	if ip := ln.Addr().(*net.TCPAddr).IP; ip.To4() == nil {
+		host = "[::1]"
+	}
+	if cfg.Ready != nil {
+		cfg.Ready("http://"+host+":"+strconv.Itoa(s.port)+"/?token="+token, token)
+	}
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve HTTP: %w", err)
+	}
+	return nil
+}
+
+// server is one dashboard: the store, this start's token and the hub
+// that fans the event log out to the open pages.
+type server struct {
+	cfg   cli.WebConfig
+	port  int
+	token string
+	hub   *hub
+}
+
+func newServer(ctx context.Context, cfg cli.WebConfig, port int, token string) *server {
+	if cfg.As == "" {
+		cfg.As = "human"
+	}
+	return &server{cfg: cfg, port: port, token: token, hub: newHub(cfg.Bus)}
+}
+
+// handler is every route behind the guard.
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.Handle("GET /assets/", assetHandler())
+	mux.HandleFunc("GET /api/info", s.info)
+	mux.HandleFunc("GET /api/agents", s.command("agents"))
+	mux.HandleFunc("GET /api/threads", s.command("list", "status", "agent", "created-by", "assigned-to", "limit", "mail", "run", "task", "team"))
+	mux.HandleFunc("GET /api/threads/{id}", s.thread)
+	mux.HandleFunc("GET /api/threads/{id}/events", s.threadEvents)
+	mux.HandleFunc("POST /api/threads/{id}/answer", s.answer)
+	mux.HandleFunc("POST /api/threads/{id}/cancel", s.cancel)
+	mux.HandleFunc("GET /api/queue", s.command("queue --all"))
+	mux.HandleFunc("GET /api/teams", s.command("team list"))
+	mux.HandleFunc("GET /api/search", s.search)
+	mux.HandleFunc("GET /api/attention", s.attention)
+	mux.HandleFunc("GET /api/waits", s.waits)
+	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("GET /api/blobs/{sha}", s.blob)
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "web", "not_found", "", "no such API endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	return s.guard(securityHeaders(mux))
+}
