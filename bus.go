@@ -150,6 +150,13 @@ type Bus interface {
 	// Waiting records that this process blocks for agent (AgentInfo's
 	// "waiting") until release is called.
 	Waiting(ctx context.Context, agent string) (release func())
+	// WaitingOn records, as Waiting does for w.Agent, that this process
+	// waits on what w names (a reply in a thread, mail from an agent)
+	// until release is called; Waits lists the waits so recorded that are
+	// in progress (their process is still there), oldest first, with
+	// their Since set: the wait graph's wait_reply and receive edges.
+	WaitingOn(ctx context.Context, w WaitInfo) (release func())
+	Waits(ctx context.Context) ([]WaitInfo, error)
 
 	// HeldLeases lists the unreleased leases and when they end.
 	HeldLeases(ctx context.Context) ([]LeaseExpiry, error)

@@ -56,6 +56,8 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"OfferedThreadOneWinner", testOfferedClaim},
 		{"Acknowledgments", testAcks},
 		{"RequestResponse", testRequestResponse},
+		{"Attention", testAttention},
+		{"WaitGraph", testWaitGraph},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

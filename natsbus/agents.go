@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -34,6 +35,12 @@ func (b *Bus) presenceSubject(agent string) string {
 // agent waited (left behind by a waiter that was killed, which makes the
 // agent "gone" until it acts again).
 func (b *Bus) Waiting(ctx context.Context, agent string) (release func()) {
+	return b.register(ctx, agent, nil)
+}
+
+// register records a wait of agent; what, when given, is what the wait is
+// on (WaitingOn), stored as the key's value instead of the time alone.
+func (b *Bus) register(ctx context.Context, agent string, what *inbox.WaitInfo) (release func()) {
 	if agent == "" || inbox.ValidateAgent("agent", agent) != nil {
 		return func() {}
 	}
@@ -41,16 +48,34 @@ func (b *Bus) Waiting(ctx context.Context, agent string) (release func()) {
 	if err != nil {
 		return func() {}
 	}
+	id := nuid.Next()
+	value := []byte(inbox.FormatTime(b.now()))
+	var own *nats.Subscription
+	if what != nil {
+		// A wait of its own answers on its own subject, so that Waits
+		// tells it from a killed one of the same agent.
+		what.Agent, what.Since = agent, string(value)
+		value, _ = json.Marshal(what)
+		if own, err = b.nc.Subscribe(b.presenceSubject(agent)+"."+id, func(m *nats.Msg) { m.Respond([]byte("waiting")) }); err != nil {
+			sub.Unsubscribe()
+			return func() {}
+		}
+	}
 	b.nc.Flush()
 	b.seen(ctx, agent)
-	k := "wait." + key(agent) + "." + nuid.Next()
+	k := "wait." + key(agent) + "." + id
 	rctx, cancel := b.ctx(ctx)
-	b.kv.Put(rctx, k, []byte(inbox.FormatTime(b.now())))
+	b.kv.Put(rctx, k, value)
 	cancel()
 	return func() {
-		rctx, cancel := b.ctx(ctx)
+		// Released also when ctx ended (an interrupted wait): the key
+		// must go all the same.
+		rctx, cancel := b.ctx(context.WithoutCancel(ctx))
 		b.kv.Delete(rctx, k)
 		cancel()
+		if own != nil {
+			own.Unsubscribe()
+		}
 		sub.Unsubscribe()
 		b.nc.Flush()
 	}
@@ -73,7 +98,7 @@ func (b *Bus) waits(ctx context.Context) map[string]time.Time {
 		}
 		var at time.Time
 		if e, err := b.kv.Get(rctx, k); err == nil {
-			at, _ = inbox.ParseTime(string(e.Value()))
+			at = waitBegan(e.Value())
 		}
 		if at.After(out[name]) || out[name].IsZero() {
 			out[name] = at

@@ -43,6 +43,13 @@ func (s *Store) Waiting(ctx context.Context, agent string) (release func()) {
 }
 
 func (s *Store) waiting(agent string) *presence {
+	return s.waitingWith(agent, nil)
+}
+
+// waitingWith registers a wait of agent whose file holds data (what the
+// wait is on, see waits.go; nothing for a plain wait), written before the
+// file comes into view so that a reader never sees it partly written.
+func (s *Store) waitingWith(agent string, data []byte) *presence {
 	if agent == "" || inbox.ValidateAgent("agent", agent) != nil || s.linkErr != nil {
 		return nil
 	}
@@ -69,6 +76,13 @@ func (s *Store) waiting(agent string) *presence {
 	}
 	if err != nil {
 		return nil
+	}
+	if len(data) > 0 {
+		if err := os.WriteFile(hidden, data, s.fileMode); err != nil {
+			os.Remove(hidden)
+			lk.Unlock()
+			return nil
+		}
 	}
 	// The file's time is when the wait began, on the clock activity is
 	// recorded with (a new file's own time comes from a coarser clock).
