@@ -154,6 +154,9 @@ func (s *Store) fsck(ctx context.Context, repair bool) (*inbox.FsckReport, error
 	if err := s.fsckIndex(headers, add, repair); err != nil {
 		return nil, err
 	}
+	if err := s.fsckSearch(ctx, headers, byEvent, add, repair); err != nil {
+		return nil, err
+	}
 
 	// 5. Idempotency links of thread-creating sends.
 	s.fsckIdem(headers, add, repair)

@@ -27,15 +27,20 @@ func (s *Store) indexErr(err error) error {
 	return inbox.Storage(err, "read index")
 }
 
-// Reindex rebuilds the index from the thread headers alone, with the store
-// locked. It returns the number of threads indexed.
+// Reindex rebuilds the index from the thread headers alone, and the
+// search index from their messages, with the store locked. It returns
+// the number of threads indexed.
 func (s *Store) Reindex(ctx context.Context) (int, error) {
 	unlock, err := s.lockAll(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer unlock()
-	return s.rebuildIndex()
+	n, err := s.rebuildIndex()
+	if err != nil {
+		return n, err
+	}
+	return n, s.reindexSearch(ctx)
 }
 
 // rebuildIndex rebuilds the index from nothing; the caller holds every
