@@ -57,7 +57,7 @@ type Finding struct {
 	// orphan_message, missing_message, stale_header, missing_event,
 	// bad_lease, missing_index, stale_index, stale_idempotency_record,
 	// stale_mailbox_entry, stale_task, orphan_blob, missing_blob,
-	// damaged_blob, stale_ack_entry, missing_ack_entry, stale_team.
+	// damaged_blob, stale_ack_entry, missing_ack_entry, stale_team, damaged_search_index, stale_search_index.
 	Check    string `json:"check"`
 	ThreadID string `json:"thread_id,omitempty"`
 	Path     string `json:"path,omitempty"`
