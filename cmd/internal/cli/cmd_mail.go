@@ -239,7 +239,17 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 			// mailbox, now, is the last word.
 			opt.Timeout = 0
 		}
+		// What it waits on is recorded for the wait graph once a first
+		// look (Timeout 0) found nothing: mail already there costs
+		// nothing more.
+		full := opt.Timeout
+		opt.Timeout = 0
 		m, err := s.Receive(ctx, agent, r.from, r.lifo, opt)
+		if m == nil && err == nil && full > 0 && ctx.Err() == nil {
+			defer s.WaitingOn(ctx, inbox.WaitInfo{Agent: agent, Reason: inbox.WaitOnReceive, From: r.from})()
+			opt.Timeout = full
+			m, err = s.Receive(ctx, agent, r.from, r.lifo, opt)
+		}
 		if m == nil && interrupted(in, err) {
 			return c.interruptedResult(in, -1, "before a message came for "+agent), nil
 		}

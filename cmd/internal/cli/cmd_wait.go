@@ -368,7 +368,21 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
 		Agent: c.g.agent}
 	f := inbox.ReplyFilter{Kinds: kinds, Types: types, RequestID: r.requestID}
-	w, err := s.WaitReply(ctx, r.thread, cur, f, c.waitOptions(timeout))
+	// The wait graph shows what a blocked agent waits on, recorded once a
+	// first look (Timeout 0) found nothing, so that a reply already there
+	// costs nothing more. With an agent the cursor is its read cursor or
+	// one given, the same for both looks.
+	opt := c.waitOptions(timeout)
+	record := timeout > 0 && c.g.agent != ""
+	if record {
+		opt.Timeout = 0
+	}
+	w, err := s.WaitReply(ctx, r.thread, cur, f, opt)
+	if record && err == nil && !w.Woke && ctx.Err() == nil {
+		defer s.WaitingOn(ctx, inbox.WaitInfo{Agent: c.g.agent, Reason: inbox.WaitForReply, ThreadID: r.thread})()
+		opt.Timeout = timeout
+		w, err = s.WaitReply(ctx, r.thread, cur, f, opt)
+	}
 	if res := c.waitInterrupted(in, w, err, r.afterEvent, "before a reply came in "+r.thread); res != nil {
 		return res, nil
 	}
