@@ -1,7 +1,7 @@
 // app.js: the dashboard's shell. It routes the hash (#/agents, #/thread/ID,
 // …) to a view, follows the server's event stream (/api/events, SSE) and,
-// on events, re-renders what they can change: bursts are coalesced into one
-// refresh at most ~30 ms after the first event; the page never polls and
+// on events, re-renders what they can change: bursts are coalesced, and a
+// refresh starts at most ~30 ms after the event that asks for it; the page never polls and
 // never reloads. After a render caused by events, body[data-last-event-id]
 // names the newest event it shows.
 
@@ -189,9 +189,15 @@ function connect() {
   };
 }
 
+let lastFlush = 0;
+
+// schedule refreshes soon after an event: at once (a few ms, for the rest of
+// the same network read) when the page has been quiet, else at most
+// DEBOUNCE_MS after the previous refresh, so a burst costs one or two.
 function schedule() {
   if (timer || running) return;
-  timer = setTimeout(flush, DEBOUNCE_MS);
+  const wait = Math.max(4, lastFlush + DEBOUNCE_MS - performance.now());
+  timer = setTimeout(flush, Math.min(wait, DEBOUNCE_MS));
 }
 
 async function flush() {
@@ -202,7 +208,6 @@ async function flush() {
   const events = batch.filter(Boolean);
   const maxId = events.reduce((m, e) => Math.max(m, Number(e.event_id) || 0), 0);
   try {
-    scheduleCounts();
     const route = ctx.route;
     const view = route && VIEWS[route.name];
     if (view && viewRoot && viewRoot.isConnected) {
@@ -211,7 +216,10 @@ async function flush() {
     }
   } finally {
     running = false;
+    lastFlush = performance.now();
     if (maxId) document.body.dataset.lastEventId = String(maxId);
+    // The counts come after the view: they never delay what the person is looking at.
+    scheduleCounts();
     if (pendingEvents.length) schedule();
   }
 }

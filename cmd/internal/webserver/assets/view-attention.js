@@ -49,7 +49,8 @@ function item(it, ctx) {
     tid ? threadLink(tid, it.subject || shortId(tid)) : null,
     h('span', {class: 'item-age muted'}, ageWords(it)));
   const facts = [];
-  if (agent) facts.push(h('span', null, it.kind === 'blocked' ? 'asked by ' : it.kind === 'unacknowledged' ? 'owed by ' : 'holder ', agentLink(agent)));
+  const role = {blocked: 'asked by ', request: 'asked by ', unacknowledged: 'owed by ', failed_task: 'agent '}[it.kind] || 'holder ';
+  if (agent && !(it.kind === 'failed_task' && agent === (it.task || it.name))) facts.push(h('span', null, role, agentLink(agent)));
   if (it.kind === 'blocked' || it.kind === 'request') {
     if (it.must_answer) facts.push(h('span', null, 'must answer: ', h('strong', null, agentLink(it.must_answer))));
   } else if (it.kind === 'unacknowledged' && (it.from_agent || it.sender)) {

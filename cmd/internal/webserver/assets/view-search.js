@@ -28,7 +28,7 @@ export const searchView = {
     const q = (p.get('q') || '').trim();
     const params = {q, limit: p.get('limit') || 50};
     for (const k of FIELDS) params[k] = p.get(k) || '';
-    const form = h('form', {class: 'filters', role: 'search', 'aria-label': 'Refine the search'},
+    const form = h('form', {class: 'filters search-filters', role: 'search', 'aria-label': 'Refine the search'},
       h('div', {class: 'field field-wide'}, h('label', {for: 'sq'}, 'Words'), h('input', {id: 'sq', name: 'q', value: q, type: 'search', placeholder: 'words or "a phrase"', autocomplete: 'off'})),
       FIELDS.map((k) => h('div', {class: 'field'}, h('label', {for: `s-${k}`}, k), h('input', {id: `s-${k}`, name: k, value: params[k], autocomplete: 'off',
         placeholder: k === 'since' ? '2h, or a time' : k === 'kind' ? 'question, answer…' : ''}))),

@@ -184,7 +184,7 @@ function message(m) {
   const payload = jsonText(m.payload_json);
   const long = (m.body || '').length > 1600;
   const body = m.body && m.body !== m.summary ? h('div', {class: 'msg-body'}, m.body) : null;
-  return h('li', {class: `msg kind-${m.kind || 'x'}`, id: `msg-${m.seq}`, 'data-message-id': m.message_id},
+  return h('li', {class: `msg msg-${m.kind || 'x'}`, id: `msg-${m.seq}`, 'data-message-id': m.message_id},
     h('div', {class: 'msg-head'},
       h('span', {class: 'msg-from'}, agentLink(m.from_agent)),
       m.to_agent ? h('span', {class: 'muted'}, ' → ', agentLink(m.to_agent)) : null,
@@ -201,28 +201,30 @@ function message(m) {
 
 const LEASE_EVENTS = new Set(['thread_claimed', 'lease_renewed', 'lease_expired', 'thread_done', 'thread_failed', 'thread_cancelled']);
 
-function eventsTable(events, leaseOnly) {
-  const rows = events.filter((e) => !leaseOnly || LEASE_EVENTS.has(e.event_type));
-  if (!rows.length) return h('p', {class: 'muted'}, leaseOnly ? 'Never claimed.' : 'No events.');
+function leaseHistory(events) {
+  const rows = events.filter((e) => LEASE_EVENTS.has(e.event_type));
+  if (!rows.length) return h('p', {class: 'muted'}, 'Never claimed.');
+  return h('ol', {class: 'lease-history'}, rows.map((e) => {
+    const p = e.payload_json || {};
+    return h('li', {class: `lh lh-${e.event_type}`, 'data-event-id': e.event_id},
+      h('div', {class: 'lh-what'}, h('strong', null, e.event_type.replace(/^thread_/, '').replace(/_/g, ' ')), ' ', agentLink(e.agent),
+        p.lease_token !== undefined ? h('span', {class: 'token small'}, ` token ${p.lease_token}`) : null),
+      h('div', {class: 'muted small'}, when(e.created_at),
+        p.expires_at ? ` · until ${new Date(p.expires_at).toLocaleTimeString()}` : ''));
+  }));
+}
+
+function eventsTable(events) {
+  if (!events.length) return h('p', {class: 'muted'}, 'No events.');
   return h('div', {class: 'table-wrap'}, h('table', {class: 'table compact cards-on-phone'},
-    h('thead', null, h('tr', null, (leaseOnly ? ['When', 'What', 'Agent', 'Token', 'Expires'] : ['#', 'When', 'Event', 'Agent', 'Status', 'Summary']).map((c) => h('th', {scope: 'col'}, c)))),
-    h('tbody', null, rows.map((e) => {
-      const p = e.payload_json || {};
-      return leaseOnly
-        ? h('tr', {'data-event-id': e.event_id},
-          h('td', {'data-label': 'When', class: 'nowrap'}, when(e.created_at)),
-          h('td', {'data-label': 'What'}, e.event_type.replace(/_/g, ' ')),
-          h('td', {'data-label': 'Agent'}, agentLink(e.agent)),
-          h('td', {'data-label': 'Token', class: 'num'}, p.lease_token ?? ''),
-          h('td', {'data-label': 'Expires', class: 'nowrap'}, p.expires_at ? new Date(p.expires_at).toLocaleTimeString() : ''))
-        : h('tr', {'data-event-id': e.event_id},
-          h('td', {'data-label': '#', class: 'num muted'}, e.event_id),
-          h('td', {'data-label': 'When', class: 'nowrap'}, when(e.created_at)),
-          h('td', {'data-label': 'Event'}, h('span', {class: `ev ev-${e.event_type}`}, e.event_type)),
-          h('td', {'data-label': 'Agent'}, agentLink(e.agent)),
-          h('td', {'data-label': 'Status'}, e.status ? statusBadge(e.status) : ''),
-          h('td', {'data-label': 'Summary', class: 'wrap'}, e.summary || ''));
-    }))));
+    h('thead', null, h('tr', null, ['#', 'When', 'Event', 'Agent', 'Status', 'Summary'].map((c) => h('th', {scope: 'col'}, c)))),
+    h('tbody', null, events.map((e) => h('tr', {'data-event-id': e.event_id},
+      h('td', {'data-label': '#', class: 'num muted'}, e.event_id),
+      h('td', {'data-label': 'When', class: 'nowrap'}, when(e.created_at)),
+      h('td', {'data-label': 'Event'}, h('span', {class: `ev ev-${e.event_type}`}, e.event_type)),
+      h('td', {'data-label': 'Agent'}, agentLink(e.agent)),
+      h('td', {'data-label': 'Status'}, e.status ? statusBadge(e.status) : ''),
+      h('td', {'data-label': 'Summary', class: 'wrap'}, e.summary || ''))))));
 }
 
 const SHOW_LAST = 300;
@@ -288,9 +290,9 @@ export const threadView = {
             live && t.status !== 'blocked' ? h('div', {class: 'form-actions'}, cancelButton(t.thread_id, ctx, t.subject)) : null),
           h('section', {class: 'block'},
             h('div', {class: 'block-head'}, h('h2', null, 'Lease history')),
-            eventsTable(events, true)))),
+            leaseHistory(events)))),
       h('details', {class: 'block events-block', 'data-keep': 'thread-events', open: true},
         h('summary', null, h('h2', null, `Events (${events.length})`)),
-        ev.status === 'rejected' ? h('p', {class: 'error-box'}, ev.reason.message) : eventsTable(events, false)));
+        ev.status === 'rejected' ? h('p', {class: 'error-box'}, ev.reason.message) : eventsTable(events)));
   },
 };

@@ -22,7 +22,7 @@ function layout(ids) {
     return {pos, r: 0};
   }
   // Enough room on the circle for each node and its label.
-  const r = Math.max(110, (n * (NODE_R * 2 + 70)) / (2 * Math.PI));
+  const r = Math.max(n === 2 ? 130 : 170, (n * (NODE_R * 2 + 110)) / (2 * Math.PI));
   const start = n === 2 ? Math.PI : -Math.PI / 2;
   ids.forEach((id, i) => {
     const a = start + (2 * Math.PI * i) / n;
@@ -38,14 +38,14 @@ function graph(nodes, edges, cycles) {
   // Agents on a cycle first, next to each other, so a deadlock reads as a loop.
   const ids = [...new Set([...cycles.flat(), ...edges.flatMap((e) => [e.from, e.to])])];
   const {pos, r} = layout(ids);
-  const pad = NODE_R + 80;
+  const pad = NODE_R + 40;
   const size = 2 * (r + pad);
   const svg = s('svg', {class: 'waits-graph', viewBox: `${-size / 2} ${-size / 2} ${size} ${size}`, role: 'img',
     'aria-label': `Wait graph: ${ids.length} agents, ${edges.length} waits, ${cycles.length} deadlock${cycles.length === 1 ? '' : 's'}`},
   s('defs', null,
-    s('marker', {id: 'arrow', viewBox: '0 0 10 10', refX: '9', refY: '5', markerWidth: '7', markerHeight: '7', orient: 'auto-start-reverse'},
+    s('marker', {id: 'arrow', viewBox: '0 0 10 10', refX: '9', refY: '5', markerUnits: 'userSpaceOnUse', markerWidth: '13', markerHeight: '13', orient: 'auto-start-reverse'},
       s('path', {d: 'M0 0L10 5L0 10z', class: 'arrow'})),
-    s('marker', {id: 'arrow-cycle', viewBox: '0 0 10 10', refX: '9', refY: '5', markerWidth: '7', markerHeight: '7', orient: 'auto-start-reverse'},
+    s('marker', {id: 'arrow-cycle', viewBox: '0 0 10 10', refX: '9', refY: '5', markerUnits: 'userSpaceOnUse', markerWidth: '13', markerHeight: '13', orient: 'auto-start-reverse'},
       s('path', {d: 'M0 0L10 5L0 10z', class: 'arrow arrow-cycle'}))));
   const edgeLayer = s('g', {class: 'edges'});
   const labelLayer = s('g', {class: 'edge-labels'});
