@@ -1,0 +1,195 @@
+package webserver
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inbox-dev/inbox/internal/testproc"
+)
+
+// What the browser tests and benchmarks share: stores made with the real
+// CLI, and inbox web started as a process, as a person starts it.
+
+// inboxCLI runs the CLI with --json on db and returns its output decoded;
+// it fails tb unless the exit code is 0.
+func inboxCLI(tb testing.TB, db string, args ...string) map[string]any {
+	tb.Helper()
+	cmd := exec.Command(testproc.Installed(tb, "inbox"), append(args, "--db", db, "--json")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("inbox %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	var v map[string]any
+	if err := json.Unmarshal(out, &v); err != nil {
+		tb.Fatalf("inbox %s printed no JSON object: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return v
+}
+
+// threadOf is the thread id in a CLI result ({"thread":{"thread_id":…}}).
+func threadOf(tb testing.TB, v map[string]any) string {
+	tb.Helper()
+	th, _ := v["thread"].(map[string]any)
+	id, _ := th["thread_id"].(string)
+	if id == "" {
+		tb.Fatalf("no thread id in %v", v)
+	}
+	return id
+}
+
+// newStore is a new directory store, initialised with the CLI.
+func newStore(tb testing.TB) string {
+	tb.Helper()
+	db := filepath.Join(tb.TempDir(), "store")
+	inboxCLI(tb, db, "init")
+	return db
+}
+
+// dashboard is a running inbox web process.
+type dashboard struct {
+	cmd *exec.Cmd
+	// url is the URL it printed (with ?token=), base its origin with no
+	// path (http://127.0.0.1:PORT).
+	url, base, token string
+	stderr           *lockedBuffer
+}
+
+// startDashboard starts inbox web on db, on a free loopback port, and
+// waits for its first line: {"ok":true,"command":"web","url":…}.
+func startDashboard(tb testing.TB, db string, args ...string) *dashboard {
+	tb.Helper()
+	cmd := exec.Command(testproc.Installed(tb, "inbox"),
+		append([]string{"web", "--db", db, "--addr", "127.0.0.1:0", "--json"}, args...)...)
+	cmd.Env = append(os.Environ(), "INBOX_AGENT=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := &dashboard{cmd: cmd, stderr: &lockedBuffer{}}
+	cmd.Stderr = d.stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	tb.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+			tb.Errorf("inbox web did not stop within 10 s of SIGTERM")
+		}
+	})
+	first := make(chan []byte, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			first <- append([]byte(nil), sc.Bytes()...)
+		}
+		close(first)
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case line, ok := <-first:
+		if !ok {
+			<-exited
+			tb.Fatalf("inbox web ended without a first line; stderr:\n%s", d.stderr)
+		}
+		var v struct {
+			OK      bool   `json:"ok"`
+			Command string `json:"command"`
+			URL     string `json:"url"`
+			Token   string `json:"token"`
+		}
+		if err := json.Unmarshal(line, &v); err != nil || !v.OK || v.Command != "web" || v.Token == "" {
+			tb.Fatalf("first line of inbox web: %s (%v)", line, err)
+		}
+		base, _, ok := strings.Cut(v.URL, "/?token=")
+		if !ok {
+			tb.Fatalf("inbox web's URL %q carries no ?token=", v.URL)
+		}
+		d.url, d.base, d.token = v.URL, base, v.Token
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("inbox web did not start within 60 s; stderr:\n%s", d.stderr)
+	}
+	return d
+}
+
+// get sends GET path with the token as a bearer token and the headers
+// hdr (name, value, …), and returns the status and body.
+func (d *dashboard) get(tb testing.TB, path string, hdr ...string) (int, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodGet, d.base+path, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, b
+}
+
+// peakRSS is the server's peak resident set (VmHWM) in bytes.
+func (d *dashboard) peakRSS(tb testing.TB) int64 {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(d.cmd.Process.Pid) + "/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				tb.Fatalf("VmHWM %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatalf("no VmHWM in /proc/%d/status", d.cmd.Process.Pid)
+	return 0
+}
+
+// lockedBuffer is a process's stderr, written by exec's copier while a
+// test reads it for a failure message.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
