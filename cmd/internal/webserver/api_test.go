@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -495,3 +496,41 @@ func TestEventStreamResumes(t *testing.T) {
 }
 
 var osStat = os.Stat
+
+// TestAddrInUse: a port given with --addr that is taken is a conflict
+// (20) naming the flag; the default port, when taken, gives way to a free
+// one, said on stderr.
+func TestAddrInUse(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "store")
+	run(t, db, "init")
+	w := startWeb(t, db)
+	addr := strings.TrimPrefix(w.base, "http://")
+	out, code := runCode(t, db, "web", "--addr", addr)
+	if code != 20 || jget(t, out, "error.code") != "address_in_use" || jget(t, out, "error.field") != "addr" {
+		t.Errorf("a second server on %s: exit %d %s", addr, code, out)
+	}
+	// Take the default port (if something else holds it, it is taken
+	// all the same).
+	if ln, err := net.Listen("tcp", "127.0.0.1:7878"); err == nil {
+		defer ln.Close()
+	}
+	cmd := exec.Command("inbox", "web", "--db", db, "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		cmd.Wait()
+		t.Fatalf("inbox web with the default port taken printed nothing: %s", stderr.String())
+	}
+	if u := jget(t, sc.Bytes(), "url"); !strings.HasPrefix(u, "http://127.0.0.1:") || strings.HasPrefix(u, "http://127.0.0.1:7878/") {
+		t.Errorf("with 7878 taken the server is at %s", u)
+	}
+	if !strings.Contains(stderr.String(), "127.0.0.1:7878 is in use, taking a free port") {
+		t.Errorf("stderr does not say the default port was taken: %q", stderr.String())
+	}
+}
