@@ -515,22 +515,22 @@ func TestAddrInUse(t *testing.T) {
 		defer ln.Close()
 	}
 	cmd := exec.Command("inbox", "web", "--db", db, "--json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr, _ := cmd.StderrPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	// It says so on stderr before it listens, then prints its address.
+	errs := bufio.NewScanner(stderr)
+	if !errs.Scan() || !strings.Contains(errs.Text(), "127.0.0.1:7878 is in use, taking a free port") {
+		t.Errorf("stderr does not say the default port was taken: %q", errs.Text())
+	}
 	sc := bufio.NewScanner(stdout)
 	if !sc.Scan() {
-		cmd.Wait()
-		t.Fatalf("inbox web with the default port taken printed nothing: %s", stderr.String())
+		t.Fatal("inbox web with the default port taken printed nothing")
 	}
 	if u := jget(t, sc.Bytes(), "url"); !strings.HasPrefix(u, "http://127.0.0.1:") || strings.HasPrefix(u, "http://127.0.0.1:7878/") {
 		t.Errorf("with 7878 taken the server is at %s", u)
-	}
-	if !strings.Contains(stderr.String(), "127.0.0.1:7878 is in use, taking a free port") {
-		t.Errorf("stderr does not say the default port was taken: %q", stderr.String())
 	}
 }
