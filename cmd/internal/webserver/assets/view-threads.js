@@ -208,7 +208,7 @@ function leaseHistory(events) {
     const p = e.payload_json || {};
     return h('li', {class: `lh lh-${e.event_type}`, 'data-event-id': e.event_id},
       h('div', {class: 'lh-what'}, h('strong', null, e.event_type.replace(/^thread_/, '').replace(/_/g, ' ')), ' ', agentLink(e.agent),
-        p.lease_token !== undefined ? h('span', {class: 'token small'}, ` token ${p.lease_token}`) : null),
+        p.lease_token !== undefined ? h('span', {class: 'token small lh-token'}, `token ${p.lease_token}`) : null),
       h('div', {class: 'muted small'}, when(e.created_at),
         p.expires_at ? ` · until ${new Date(p.expires_at).toLocaleTimeString()}` : ''));
   }));
@@ -251,6 +251,8 @@ export const threadView = {
     const events = ev.status === 'fulfilled' ? ev.value.events || [] : [];
     const live = !TERMINAL.has(t.status);
     const lastQ = [...msgs].reverse().find((m) => m.kind === 'question');
+    // An answer newer than the question: the worker resumes when it wakes.
+    const answered = lastQ && msgs.find((m) => m.kind === 'answer' && Number(m.seq) > Number(lastQ.seq));
     const hidden = expanded.has(id) ? 0 : Math.max(0, msgs.length - SHOW_LAST);
     const showAll = h('button', {type: 'button', class: 'btn btn-quiet'}, `Show ${hidden} earlier message${hidden > 1 ? 's' : ''}`);
     showAll.addEventListener('click', () => {
@@ -271,7 +273,14 @@ export const threadView = {
           h('code', {class: 'muted small'}, t.thread_id))),
       h('div', {class: 'thread-grid'},
         h('div', {class: 'thread-main'},
-          t.status === 'blocked'
+          t.status === 'blocked' && answered
+            ? h('section', {class: 'block answered-block', 'data-answered': 'true'},
+              h('div', {class: 'block-head'}, h('h2', null, 'Answered'),
+                h('span', {class: 'muted'}, agentLink(answered.from_agent), ' answered ', when(answered.created_at), '; ', agentLink((lastQ && lastQ.from_agent) || t.assigned_to), ' resumes when it wakes.')),
+              h('blockquote', {class: 'question answer'}, h('p', {class: 'q-summary'}, answered.summary || answered.body || '')),
+              h('div', {class: 'form-actions'}, cancelButton(t.thread_id, ctx, t.subject)))
+            : null,
+          t.status === 'blocked' && !answered
             ? h('section', {class: 'block answer-block'},
               h('div', {class: 'block-head'}, h('h2', null, `${(lastQ && lastQ.from_agent) || t.assigned_to || 'The worker'} waits for an answer`)),
               lastQ ? h('blockquote', {class: 'question'}, h('p', {class: 'q-summary'}, lastQ.summary || ''), lastQ.body && lastQ.body !== lastQ.summary ? h('p', {class: 'q-body'}, lastQ.body) : null) : null,
