@@ -81,7 +81,70 @@ func (ix *searchIndex) covered() searchindex.Covered {
 // leaves base nil (and so the delta); a delta that is damaged or adds to
 // another base is left out. Errors other than a missing file count as
 // damage: the index is derived, so a file it cannot read is rebuilt.
+//
+// A process keeps the files it last read of each store (searchCache) and
+// reads them again only when they were replaced, so that a long-lived
+// process (the MCP server, the dashboard) pays for a search alone.
 func (s *Store) loadSearchIndex() *searchIndex {
+	id := s.searchFileIDs()
+	searchCache.Lock()
+	c := searchCache.byDir[s.dir]
+	searchCache.Unlock()
+	if c != nil && c.id.same(id) {
+		return c.ix
+	}
+	ix := s.readSearchIndex()
+	if len(ix.damaged) == 0 && ix.base != nil {
+		searchCache.Lock()
+		if searchCache.byDir == nil {
+			searchCache.byDir = map[string]*cachedSearch{}
+		}
+		searchCache.byDir[s.dir] = &cachedSearch{id: id, ix: ix}
+		searchCache.Unlock()
+	}
+	return ix
+}
+
+// searchCache holds, per store directory, the index files this process
+// read last. The files are never written in place, only replaced by a
+// rename, so a file that has the inode, size and time it had is the one
+// read; the identities are taken before the files are read, so that a
+// file replaced meanwhile is read again next time, never missed.
+var searchCache struct {
+	sync.Mutex
+	byDir map[string]*cachedSearch
+}
+
+type cachedSearch struct {
+	id searchFileIDs
+	ix *searchIndex
+}
+
+// searchFileIDs identify the base and delta files (nil: not there).
+type searchFileIDs [2]os.FileInfo
+
+func (s *Store) searchFileIDs() searchFileIDs {
+	var id searchFileIDs
+	for i, name := range []string{searchBaseFile, searchDeltaFile} {
+		if fi, err := os.Lstat(s.searchFile(name)); err == nil {
+			id[i] = fi
+		}
+	}
+	return id
+}
+
+func (id searchFileIDs) same(o searchFileIDs) bool {
+	for i := range id {
+		a, b := id[i], o[i]
+		if (a == nil) != (b == nil) || a != nil && !(os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())) {
+			return false
+		}
+	}
+	return true
+}
+
+// readSearchIndex reads the index's files (see loadSearchIndex).
+func (s *Store) readSearchIndex() *searchIndex {
 	ix := &searchIndex{}
 	var base, delta []byte
 	var baseErr, deltaErr error
