@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
 )
 
@@ -214,14 +216,40 @@ func (s *server) blob(w http.ResponseWriter, r *http.Request) {
 	io.Copy(w, rc)
 }
 
-// attention serves the needs-attention list.
+// attention serves the needs-attention list (inbox.Attention).
 func (s *server) attention(w http.ResponseWriter, r *http.Request) {
-	writeErr(w, "attention", errors.New("not yet"))
+	if _, err := flagsOf(r, "attention"); err != nil {
+		writeErr(w, "attention", err)
+		return
+	}
+	rep, err := s.tracker.Attention(r.Context(), time.Now(), inbox.AttentionOptions{})
+	if err != nil {
+		writeErr(w, "attention", err)
+		return
+	}
+	writeValue(w, http.StatusOK, struct {
+		OK      bool   `json:"ok"`
+		Command string `json:"command"`
+		*inbox.AttentionReport
+	}{true, "attention", rep})
 }
 
-// waits serves the wait graph.
+// waits serves the wait graph (inbox.WaitGraph).
 func (s *server) waits(w http.ResponseWriter, r *http.Request) {
-	writeErr(w, "waits", errors.New("not yet"))
+	if _, err := flagsOf(r, "waits"); err != nil {
+		writeErr(w, "waits", err)
+		return
+	}
+	g, err := s.tracker.WaitGraph(r.Context(), time.Now())
+	if err != nil {
+		writeErr(w, "waits", err)
+		return
+	}
+	writeValue(w, http.StatusOK, struct {
+		OK      bool   `json:"ok"`
+		Command string `json:"command"`
+		*inbox.WaitGraphReport
+	}{true, "waits", g})
 }
 
 // apiError is a refusal of the API itself (not of a command it runs).

@@ -534,3 +534,46 @@ func TestAddrInUse(t *testing.T) {
 		t.Errorf("with 7878 taken the server is at %s", u)
 	}
 }
+
+// TestAttentionAndWaits: a blocked question needs attention until an
+// answer lands (while the thread is still blocked); two workers blocked
+// on each other's questions are a cycle of the wait graph.
+func TestAttentionAndWaits(t *testing.T) {
+	backends(t, func(t *testing.T, db string) {
+		// w2 asks w1 for one thing, w1 asks w2 for another; each blocks
+		// on a question to the other.
+		a := jget(t, run(t, db, "send", "--from", "w2", "--to", "w1", "--subject", "a for w2"), "thread.thread_id")
+		b := jget(t, run(t, db, "send", "--from", "w1", "--to", "w2", "--subject", "b for w1"), "thread.thread_id")
+		run(t, db, "claim", "--agent", "w1", "--thread", a)
+		run(t, db, "update", "--agent", "w1", "--thread", a, "--status", "blocked", "--summary", "need b first")
+		run(t, db, "claim", "--agent", "w2", "--thread", b)
+		run(t, db, "update", "--agent", "w2", "--thread", b, "--status", "blocked", "--summary", "need a first")
+		w := startWeb(t, db)
+		st, got := w.do(t, "GET", "/api/waits", "")
+		if st != 200 || jget(t, got, "command") != "waits" || jget(t, got, "cycles") != `[["w1","w2"]]` {
+			t.Fatalf("waits: %d %s", st, got)
+		}
+		if jget(t, got, "edges.0.reason") != "blocked" {
+			t.Errorf("waits' edges: %s", got)
+		}
+		st, got = w.do(t, "GET", "/api/attention", "")
+		if st != 200 || jget(t, got, "command") != "attention" || jget(t, got, "counts.blocked") != "2" {
+			t.Fatalf("attention: %d %s", st, got)
+		}
+		// An answer takes the question off the list before the worker
+		// resumes, and breaks the cycle.
+		if st, got := w.do(t, "POST", "/api/threads/"+a+"/answer", `{"from":"w2","summary":"go ahead"}`); st != 200 {
+			t.Fatalf("answer: %d %s", st, got)
+		}
+		_, got = w.do(t, "GET", "/api/attention", "")
+		if jget(t, got, "counts.blocked") != "1" || jget(t, got, "items.0.thread_id") != b || jget(t, got, "items.0.summary") != "need a first" {
+			t.Errorf("attention after the answer: %s", got)
+		}
+		if _, got = w.do(t, "GET", "/api/waits", ""); jget(t, got, "cycles") != "[]" {
+			t.Errorf("waits after the answer: %s", got)
+		}
+		if st, got := w.do(t, "GET", "/api/waits?colour=red", ""); st != 400 {
+			t.Errorf("waits with an unknown parameter: %d %s", st, got)
+		}
+	})
+}

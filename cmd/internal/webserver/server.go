@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
 	"github.com/inbox-dev/inbox/cmd/internal/localhttp"
 )
@@ -83,13 +84,20 @@ type server struct {
 	port  int
 	token string
 	hub   *hub
+	// tracker keeps what the needs-attention list and the wait graph
+	// need of the event log, so that a call reads only the new events.
+	tracker *inbox.AttentionTracker
 }
 
 func newServer(ctx context.Context, cfg cli.WebConfig, port int, token string) *server {
 	if cfg.As == "" {
 		cfg.As = "human"
 	}
-	return &server{cfg: cfg, port: port, token: token, hub: newHub(cfg.Bus)}
+	s := &server{cfg: cfg, port: port, token: token, hub: newHub(cfg.Bus), tracker: inbox.NewAttentionTracker(cfg.Bus)}
+	// The tracker's first call reads the whole log: done now, not on the
+	// first page's time.
+	go s.tracker.Attention(ctx, time.Now(), inbox.AttentionOptions{})
+	return s
 }
 
 // handler is every route behind the guard.
