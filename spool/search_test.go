@@ -426,3 +426,19 @@ func TestSearchIndexConcurrent(t *testing.T) {
 		t.Fatalf("fsck after concurrent searches: %v, %+v", err, rep)
 	}
 }
+
+// TestSearchIndexUnsaved: where the index cannot be saved (index/ gone),
+// a search still answers, from an index made for it alone.
+func TestSearchIndexUnsaved(t *testing.T) {
+	s, db := storetest.New(t, spool.Options{})
+	var tids []string
+	randomStore(t, rand.New(rand.NewPCG(15, 16)), s, &tids, 30)
+	f := inbox.SearchFilter{Query: "the", Limit: 9}
+	want := scanSearch(t, s, tids, f)
+	if err := os.RemoveAll(filepath.Join(db, "index")); err != nil {
+		t.Fatal(err)
+	}
+	if got := search(t, s, f); !slices.Equal(got, want) {
+		t.Fatalf("without index/: got %v, want %v", got, want)
+	}
+}

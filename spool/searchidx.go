@@ -216,36 +216,49 @@ func (s *Store) currentSearchIndex(ctx context.Context) (*searchIndex, error) {
 	}
 	lk := flock.New(s.lockFile(searchLockFile), flock.SetPermissions(s.fileMode))
 	if err := s.lockWithin(ctx, lk, "search index"); err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// No lock (a store this user may only read, another process
+		// rebuilding for longer than the lock timeout): the index is
+		// brought up to date all the same, and its files are left to
+		// the next search.
+	} else {
+		defer lk.Unlock()
 	}
-	defer lk.Unlock()
-	return s.updateSearchIndex(ctx, false)
+	ix, err := s.updateSearchIndex(ctx, false)
+	if ix != nil {
+		return ix, nil // an index not saved is derived data lost, not a failure
+	}
+	return nil, err
 }
 
 // updateSearchIndex brings the index up to date (rebuilt from the
 // threads when it cannot be trusted, or when rebuild says so) and saves
-// it; the caller holds the search lock.
+// it; the caller holds the search lock. When only the saving failed it
+// returns the index with the error.
 func (s *Store) updateSearchIndex(ctx context.Context, rebuild bool) (*searchIndex, error) {
 	ix := s.loadSearchIndex() // as another search may have left it
 	stale, behind := true, true
 	if ix.base != nil && !rebuild {
 		stale, behind = s.coveredState(ix.covered())
 	}
+	var saveErr error
 	if stale {
-		var err error
-		if ix, err = s.rebuildSearchIndex(ctx); err != nil {
-			return nil, err
+		if ix, saveErr = s.rebuildSearchIndex(ctx); ix == nil {
+			return nil, saveErr
 		}
 		_, behind = s.coveredState(ix.covered())
 	}
 	if !behind {
-		return ix, nil
+		return ix, saveErr
 	}
-	return s.catchUpSearchIndex(ctx, ix)
+	nix, err := s.catchUpSearchIndex(ctx, ix)
+	return nix, errors.Join(saveErr, err)
 }
 
 // catchUpSearchIndex files the messages the events past ix's end add,
-// and saves the index.
+// and saves the index (see updateSearchIndex for errors).
 func (s *Store) catchUpSearchIndex(ctx context.Context, ix *searchIndex) (*searchIndex, error) {
 	from := ix.covered()
 	b := searchindex.NewBuilder()
@@ -291,10 +304,7 @@ func (s *Store) catchUpSearchIndex(ctx context.Context, ix *searchIndex) (*searc
 		}
 	}
 	if added.Len() <= max(minSearchDelta, ix.base.Len()/8) {
-		if err := s.saveSearchFile(searchDeltaFile, data); err != nil {
-			return nil, err
-		}
-		return &searchIndex{base: ix.base, delta: added}, nil
+		return &searchIndex{base: ix.base, delta: added}, s.saveSearchFile(searchDeltaFile, data)
 	}
 	if data, err = searchindex.Merge(ix.base, added, searchindex.Meta{Covered: last}); err != nil {
 		return nil, inbox.Storage(err, "build the search index")
@@ -303,10 +313,7 @@ func (s *Store) catchUpSearchIndex(ctx context.Context, ix *searchIndex) (*searc
 	if err != nil {
 		return nil, inbox.Storage(err, "build the search index")
 	}
-	if err := s.saveSearchBase(data); err != nil {
-		return nil, err
-	}
-	return &searchIndex{base: base}, nil
+	return &searchIndex{base: base}, s.saveSearchBase(data)
 }
 
 // fileEvent adds to b the message ev adds, if any: the one its line
@@ -374,7 +381,7 @@ func fileMessage(b *searchindex.Builder, m *inbox.Message, eventID int64, subjec
 // rebuildSearchIndex makes a new base from the live threads' messages and
 // saves it: every message up to the log's last event when it starts
 // (later ones a catch-up files from the log). The caller holds the search
-// lock.
+// lock. When only the saving failed it returns the index with the error.
 func (s *Store) rebuildSearchIndex(ctx context.Context) (*searchIndex, error) {
 	lastID, end, err := s.log.lastID()
 	if err != nil {
@@ -469,10 +476,7 @@ func (s *Store) rebuildSearchIndex(ctx context.Context) (*searchIndex, error) {
 	if err != nil {
 		return nil, inbox.Storage(err, "build the search index")
 	}
-	if err := s.saveSearchBase(data); err != nil {
-		return nil, err
-	}
-	return &searchIndex{base: base}, nil
+	return &searchIndex{base: base}, s.saveSearchBase(data)
 }
 
 // saveSearchBase writes a new base, then removes the delta, which adds
