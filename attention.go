@@ -109,8 +109,9 @@ func Attention(ctx context.Context, bus Bus, now time.Time, opt AttentionOptions
 type AttentionTracker struct {
 	bus Bus
 
-	mu   sync.Mutex
-	upTo int64 // the last event looked at
+	mu    sync.Mutex
+	built bool  // the log was read once
+	upTo  int64 // the last event looked at
 	// requests are the open requests by thread and request id; closed
 	// the answered ones (a later message carrying the id answers again,
 	// it asks nothing).
@@ -144,20 +145,58 @@ func NewAttentionTracker(bus Bus) *AttentionTracker {
 		asks: map[string]*ackAsk{}, asksIn: map[string][]string{}, failures: map[string]*Message{}}
 }
 
+// Feed hands the tracker an event the caller follows (Bus.Follow), so
+// that a later call does not read the log again: events are to be fed in
+// order. An event it has seen is ignored; one after a gap (an event id
+// not next to the last one seen) makes it read the log up to it.
+func (t *AttentionTracker) Feed(ctx context.Context, ev *Event) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case !t.built || ev.EventID > t.upTo+1:
+		return t.catchUp(ctx)
+	case ev.EventID <= t.upTo:
+		return nil
+	}
+	if err := t.noteEvent(ctx, ev); err != nil {
+		return fmt.Errorf("read event %d's message: %w", ev.EventID, err)
+	}
+	t.upTo = ev.EventID
+	return nil
+}
+
+// historian is a backend that hands out its event log with the messages
+// the events added (spool's and natsbus's History, which migrate reads):
+// the tracker's first catch-up reads it instead of each message's file.
+type historian interface {
+	History(fn func(e *HistoryEntry) error) error
+}
+
+type historianCtx interface {
+	History(ctx context.Context, fn func(e *HistoryEntry) error) error
+}
+
 // catchUp reads the events after the last one looked at, and the
-// messages they add. Called with t.mu held.
+// messages they add; nothing when the log has no newer event. Called
+// with t.mu held.
 func (t *AttentionTracker) catchUp(ctx context.Context) error {
+	last, err := t.bus.LastEventID(ctx)
+	if err != nil {
+		return fmt.Errorf("read the event log's end: %w", err)
+	}
+	if t.built && last <= t.upTo {
+		return nil
+	}
+	if !t.built {
+		t.built = true
+		if err := t.readHistory(ctx); err != nil {
+			return err
+		}
+	}
 	var merr error
-	err := t.bus.Events(ctx, t.upTo, func(ev *Event) bool {
-		if ev.MessageID != "" && ev.ThreadID != "" {
-			m, err := t.messageOf(ctx, ev)
-			if err != nil {
-				merr = err
-				return false
-			}
-			if m != nil {
-				t.note(m)
-			}
+	err = t.bus.Events(ctx, t.upTo, func(ev *Event) bool {
+		if merr = t.noteEvent(ctx, ev); merr != nil {
+			return false
 		}
 		t.upTo = ev.EventID
 		return ctx.Err() == nil
@@ -169,6 +208,43 @@ func (t *AttentionTracker) catchUp(ctx context.Context) error {
 		return fmt.Errorf("read the event log after event %d: %w", t.upTo, err)
 	}
 	return nil
+}
+
+// readHistory reads the whole log with its messages when the backend
+// hands it out so (historian); the events after it are read as any.
+func (t *AttentionTracker) readHistory(ctx context.Context) error {
+	fn := func(e *HistoryEntry) error {
+		if e.Message != nil {
+			t.note(e.Message)
+		} else if err := t.noteEvent(ctx, &e.Event); err != nil {
+			return err // a line without its message (format 1)
+		}
+		t.upTo = e.Event.EventID
+		return ctx.Err()
+	}
+	var err error
+	switch h := t.bus.(type) {
+	case historian:
+		err = h.History(fn)
+	case historianCtx:
+		err = h.History(ctx, fn)
+	}
+	if err != nil {
+		return fmt.Errorf("read the event log: %w", err)
+	}
+	return nil
+}
+
+// noteEvent notes the message ev added, if any.
+func (t *AttentionTracker) noteEvent(ctx context.Context, ev *Event) error {
+	if ev.MessageID == "" || ev.ThreadID == "" {
+		return nil
+	}
+	m, err := t.messageOf(ctx, ev)
+	if m != nil {
+		t.note(m)
+	}
+	return err
 }
 
 // messageOf reads the message event ev added: the thread's last message

@@ -142,6 +142,28 @@ func testAttention(t *testing.T, b inbox.Bus) {
 		t.Errorf("a lease taken back is still listed: %+v", r.Items)
 	}
 
+	// A tracker fed the events it follows agrees, whether they come in
+	// order or after a gap.
+	fed := inbox.NewAttentionTracker(b)
+	ok(fed.Attention(ctx, time.Now(), inbox.AttentionOptions{}))(t)
+	last := ok(b.LastEventID(ctx))(t)
+	req2 := ok(b.Send(ctx, inbox.SendInput{From: "lead", To: "w3", Subject: "and you?", Content: inbox.Content{Request: true}}))(t)
+	req3 := ok(b.Send(ctx, inbox.SendInput{From: "lead", To: "w4", Subject: "and you?", Content: inbox.Content{Request: true}}))(t)
+	var evs []*inbox.Event
+	if err := b.Events(ctx, last, func(ev *inbox.Event) bool { evs = append(evs, ev); return true }); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if err := fed.Feed(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fr := ok(fed.Attention(ctx, time.Now(), inbox.AttentionOptions{}))(t)
+	if attentionItem(fr, inbox.AttentionRequest, req2.Thread.ThreadID) == nil || attentionItem(fr, inbox.AttentionRequest, req3.Thread.ThreadID) == nil {
+		t.Errorf("fed tracker: %+v", fr.Items)
+	}
+	r = report(time.Now())
+
 	// The one-off computation reads the whole log and agrees.
 	again := ok(inbox.Attention(ctx, b, time.Now(), inbox.AttentionOptions{}))(t)
 	if !slices.EqualFunc(again.Items, r.Items, func(x, y inbox.AttentionItem) bool { return x.Kind == y.Kind && x.ThreadID == y.ThreadID }) {
