@@ -30,10 +30,13 @@ func BenchmarkSendToPage(b *testing.B) {
 	p.do("open the threads board", chromedp.Navigate(d.url+"#/threads"))
 	p.waitFor(`[data-view="threads"] [data-thread-id="` + first + `"]`)
 	b.ResetTimer()
-	lat := sendToPage(b, p, db, b.N)
+	shown, pushed := sendToPage(b, p, db, b.N)
 	b.StopTimer()
-	b.ReportMetric(percentile(lat, 50), "p50-ms")
-	b.ReportMetric(percentile(lat, 99), "p99-ms")
+	b.ReportMetric(percentile(shown, 50), "p50-ms")
+	b.ReportMetric(percentile(shown, 99), "p99-ms")
+	if len(pushed) > 0 {
+		b.ReportMetric(percentile(pushed, 50), "push-p50-ms")
+	}
 }
 
 // BenchmarkFirstPaint measures the dashboard's first meaningful paint on

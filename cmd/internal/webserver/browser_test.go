@@ -59,13 +59,15 @@ func TestBrowser(t *testing.T) {
 		p := openTab(t, browser)
 		p.do("open the threads board", chromedp.Navigate(d.url+"#/threads"))
 		p.waitFor(`[data-view="threads"] [data-thread-id="` + first + `"]`)
-		lat := sendToPage(t, p, db, 50)
+		shown, pushed := sendToPage(t, p, db, 50)
 		if got := eval[string](p, "window.__noReload"); got != "still here" {
 			t.Fatalf("the page was reloaded (its window variable is %q)", got)
 		}
-		p50, p99 := percentile(lat, 50), percentile(lat, 99)
 		t.Logf("CLI send exit → its thread on the open page, %d sends: p50 %.1f ms, p99 %.1f ms, max %.1f ms (the issue's target: p50 ≤ 100, p99 ≤ 500)",
-			len(lat), p50, p99, slices.Max(lat))
+			len(shown), percentile(shown, 50), percentile(shown, 99), slices.Max(shown))
+		if len(pushed) > 0 {
+			t.Logf("of which the server's push (send exit → its event in the page): p50 %.1f ms, p99 %.1f ms", percentile(pushed, 50), percentile(pushed, 99))
+		}
 	})
 
 	t.Run("answer wakes wait-reply", func(t *testing.T) {
@@ -238,6 +240,7 @@ func browseTeamStore(t *testing.T, browser context.Context, s *richStore) {
 			fmt.Fprint(w, evilPage)
 		}))
 		t.Cleanup(evil.Close)
+		p.forget()
 		p.do("open the other origin's page", chromedp.Navigate(evil.URL+"/"))
 		wait[bool](p, "the other origin's script", `!!window.__evil`)
 		results := eval[map[string]string](p, `window.__evil.run(`+jsString(s.d.base)+`, `+jsString(s.blocked)+`)`)
@@ -316,15 +319,18 @@ window.__evil = {run: async (base, thread) => {
 
 // sendToPage sends n new threads with the CLI while p shows the threads
 // board, and returns for each the time from the send process's exit to
-// its thread's element in the page, in milliseconds. The page records
+// its thread's element in the page, in milliseconds, and to the thread's
+// event reaching the page over a stream of its own (what the server's
+// push costs, before the page fetches and renders). The page records
 // when each thread id first shows (a MutationObserver, on the wall clock
 // both sides read); the window variable it sets first must survive: the
 // page is never reloaded.
-func sendToPage(tb testing.TB, p *tab, db string, n int) []float64 {
+func sendToPage(tb testing.TB, p *tab, db string, n int) (shown, pushed []float64) {
 	tb.Helper()
-	eval[chromedp.Void](p, `(() => {
+	wait[bool](p, "the probe's own event stream", `(() => {
   window.__noReload = "still here";
   window.__seen = {};
+  window.__pushed = {};
   const mark = () => {
     const now = performance.timeOrigin + performance.now();
     for (const el of document.querySelectorAll('[data-view="threads"] [data-thread-id]')) {
@@ -334,9 +340,21 @@ func sendToPage(tb testing.TB, p *tab, db string, n int) []float64 {
   };
   mark();
   new MutationObserver(mark).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ["data-thread-id"]});
+  return new Promise((resolve) => {
+    const es = new EventSource("/api/events");
+    const on = (e) => {
+      const now = performance.timeOrigin + performance.now();
+      try {
+        const ev = JSON.parse(e.data);
+        if (ev.thread_id && !(ev.thread_id in window.__pushed)) window.__pushed[ev.thread_id] = now;
+      } catch {}
+    };
+    es.addEventListener("event", on);
+    es.onmessage = on;
+    es.onopen = () => resolve(true);
+  });
 })()`)
 	inbox := testproc.Installed(tb, "inbox")
-	lat := make([]float64, 0, n)
 	for i := range n {
 		cmd := exec.Command(inbox, "send", "--db", db, "--json", "--from", "lead", "--to", "w1", "--subject", fmt.Sprintf("live %d", i))
 		out, err := cmd.Output()
@@ -350,9 +368,13 @@ func sendToPage(tb testing.TB, p *tab, db string, n int) []float64 {
 		}
 		id := threadOf(tb, v)
 		seen := wait[float64](p, "thread "+id+" on the page", `window.__seen[`+jsString(id)+`]`)
-		lat = append(lat, seen-exited)
+		push := eval[float64](p, `window.__pushed[`+jsString(id)+`] || 0`)
+		shown = append(shown, seen-exited)
+		if push > 0 {
+			pushed = append(pushed, push-exited)
+		}
 	}
-	return lat
+	return shown, pushed
 }
 
 // percentile is the q-th percentile of xs (nearest rank).

@@ -280,6 +280,13 @@ func (p *tab) requested() []string {
 	return append([]string(nil), p.requests...)
 }
 
+// forget drops what the tab recorded of its requests and responses so far.
+func (p *tab) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests, p.urls, p.statuses = nil, map[network.RequestID]string{}, map[string][]int64{}
+}
+
 // statusesOf are the HTTP statuses the tab got for u so far.
 func (p *tab) statusesOf(u string) []int64 {
 	p.mu.Lock()
