@@ -32,41 +32,67 @@ function ageWords(it) {
   return null;
 }
 
+// question is what the item asks or says: a question object, else the
+// summary and body the item carries.
 function question(it) {
-  const q = it.question || it.message || null;
-  if (!q) return null;
-  return h('blockquote', {class: 'question'},
+  const q = it.question || it.message || (it.summary || it.body ? {summary: it.summary, body: it.body} : null);
+  if (!q || (!q.summary && !q.body)) return null;
+  const failed = it.kind === 'failed_task' || it.kind === 'expired_lease' || it.kind === 'gone_with_lease';
+  return h('blockquote', {class: `question${failed ? ' failure' : ''}`},
     q.summary ? h('p', {class: 'q-summary'}, q.summary) : null,
     q.body && q.body !== q.summary ? h('p', {class: 'q-body'}, q.body) : null);
+}
+
+function names(list) {
+  return list.map((n, i) => [i ? ', ' : '', agentLink(n)]);
+}
+
+// facts says who is involved, in the words of the item's kind.
+function facts(it) {
+  const out = [];
+  const agent = who(it);
+  const owed = Array.isArray(it.waiting_on) ? it.waiting_on : it.must_answer ? [it.must_answer] : [];
+  switch (it.kind) {
+    case 'blocked':
+    case 'request':
+      if (agent) out.push(h('span', null, 'asked by ', agentLink(agent)));
+      if (owed.length) out.push(h('span', {class: 'must'}, 'must answer: ', h('strong', null, names(owed))));
+      break;
+    case 'unacknowledged':
+      if (agent) out.push(h('span', null, 'sent by ', agentLink(agent)));
+      if (owed.length) out.push(h('span', {class: 'must'}, 'no ack yet from ', h('strong', null, names(owed))));
+      break;
+    case 'failed_task':
+      if (agent) out.push(h('span', null, 'task ', h('code', null, it.task || it.name || agent)));
+      if (owed.length) out.push(h('span', null, 'reported to ', names(owed)));
+      out.push(h('a', {href: '#/queue'}, 'queue'));
+      break;
+    default:
+      if (agent) out.push(h('span', null, 'holder ', agentLink(agent)));
+      if (owed.length) out.push(h('span', null, 'waiting on ', names(owed)));
+  }
+  if (it.lease_token !== undefined) out.push(h('span', {class: 'muted'}, `token ${it.lease_token}`));
+  if (it.expires_at && it.kind !== 'expired_lease') out.push(h('span', {class: 'muted'}, 'lease ', when(it.expires_at, 'expired')));
+  if (it.message_id) out.push(h('code', {class: 'muted small', title: it.message_id}, shortId(it.message_id)));
+  return out;
 }
 
 function item(it, ctx) {
   const k = KINDS[it.kind] || {one: it.kind || 'item', tone: 'info'};
   const tid = it.thread_id;
-  const agent = who(it);
   const head = h('div', {class: 'item-head'},
     h('span', {class: `kind-tag tone-${k.tone}`}, k.one),
     tid ? threadLink(tid, it.subject || shortId(tid)) : null,
     h('span', {class: 'item-age muted'}, ageWords(it)));
-  const facts = [];
-  const role = {blocked: 'asked by ', request: 'asked by ', unacknowledged: 'owed by ', failed_task: 'agent '}[it.kind] || 'holder ';
-  if (agent && !(it.kind === 'failed_task' && agent === (it.task || it.name))) facts.push(h('span', null, role, agentLink(agent)));
-  if (it.kind === 'blocked' || it.kind === 'request') {
-    if (it.must_answer) facts.push(h('span', null, 'must answer: ', h('strong', null, agentLink(it.must_answer))));
-  } else if (it.kind === 'unacknowledged' && (it.from_agent || it.sender)) {
-    facts.push(h('span', null, 'from ', agentLink(it.from_agent || it.sender)));
-  }
-  if (it.task || it.name) facts.push(h('span', null, 'task ', h('code', null, it.task || it.name)));
-  if (it.message_id && !(it.question && it.question.message_id === it.message_id)) facts.push(h('span', {class: 'muted'}, h('code', null, shortId(it.message_id))));
-  if (it.lease_token !== undefined) facts.push(h('span', {class: 'muted'}, `token ${it.lease_token}`));
-  const err = it.error || it.failure || it.reason;
+  const f = facts(it);
+  const err = it.error || it.failure;
   const actions = [];
   const open = tid && !['done', 'failed', 'cancelled'].includes(it.status);
   if (it.kind === 'blocked' && tid) actions.push(answerForm(tid, ctx, {extra: cancelButton(tid, ctx, it.subject)}));
   else if (open && ['request', 'gone_with_lease', 'expired_lease'].includes(it.kind)) actions.push(h('div', {class: 'form-actions'}, cancelButton(tid, ctx, it.subject)));
   return h('article', {class: `item tone-${k.tone}`, 'data-kind': it.kind || '', 'data-thread-id': tid || null},
     head,
-    facts.length ? h('div', {class: 'facts'}, facts) : null,
+    f.length ? h('div', {class: 'facts'}, f) : null,
     question(it),
     err && typeof err === 'string' ? h('p', {class: 'item-error'}, err) : null,
     it.partial_output ? h('pre', {class: 'tail'}, String(it.partial_output).slice(-2000)) : null,

@@ -26,7 +26,7 @@ function card(t) {
   return h('li', {class: 'card-item'}, h('a', {class: `card st-${t.status}`, href: `#/thread/${encodeURIComponent(t.thread_id)}`, 'data-thread-id': t.thread_id},
     h('span', {class: 'card-subject'}, t.subject || '(no subject)'),
     h('span', {class: 'card-meta'},
-      h('span', {class: 'who', title: `created by ${t.created_by || '?'}, assigned to ${t.assigned_to || 'nobody yet'}`}, t.created_by || '?', ' → ', t.assigned_to || 'anyone'),
+      h('span', {class: 'who', title: `created by ${t.created_by || '?'}, assigned to ${t.assigned_to || 'nobody yet'}`}, t.created_by || '?', ' → ', t.assigned_to || '…'),
       pri,
       t.mail ? h('span', {class: 'chip chip-mail'}, icon('mail'), 'mail') : null),
     h('span', {class: 'card-foot muted'},
@@ -110,6 +110,21 @@ function affected(root, events) {
   return out;
 }
 
+// placeNew shows a new work thread at once from its pushed event (which
+// carries its id, subject, creator and status); the column's fetch that
+// follows fills in the rest (its assignee, priority).
+function placeNew(board, events) {
+  for (const e of events) {
+    if (e.event_type !== 'thread_created' || e.kind !== 'task' || !e.thread_id) continue;
+    const col = board.querySelector(`.col[data-status="${CSS.escape(e.status || 'pending')}"]`);
+    if (!col || board.querySelector(`.card[data-thread-id="${CSS.escape(e.thread_id)}"]`)) continue;
+    const list = col.querySelector('.cards');
+    for (const el of list.querySelectorAll('.col-empty')) el.remove();
+    list.prepend(card({thread_id: e.thread_id, subject: e.summary, created_by: e.agent, assigned_to: '', status: e.status || 'pending',
+      run_id: e.run_id, task_id: e.task_id, message_count: 1, updated_at: e.created_at}));
+  }
+}
+
 export const threadsView = {
   title: () => 'Threads',
   relevant: (events) => events.some((e) => e.thread_id),
@@ -120,6 +135,7 @@ export const threadsView = {
     let board = root.querySelector('.board');
     if (events && board) {
       const want = affected(root, events);
+      if (!FILTERS.some((k) => f[k])) placeNew(board, events);
       await Promise.all(statuses.filter((s) => want.has(s)).map((s) => fillColumn(board.querySelector(`.col[data-status="${s}"]`), s, f, ctx)));
       return;
     }
