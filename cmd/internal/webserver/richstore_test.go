@@ -1,6 +1,9 @@
 package webserver
 
-import "testing"
+import (
+	"path/filepath"
+	"testing"
+)
 
 // richStore is a store that looks like a team at work, made with the CLI:
 // a lead and four workers in a team; threads pending, in progress,
@@ -17,7 +20,9 @@ type richStore struct {
 
 func newRichStore(tb testing.TB) *richStore {
 	tb.Helper()
-	db := newStore(tb)
+	// Where a project keeps its store, as the screenshot shows it.
+	db := filepath.Join(tb.TempDir(), "shop", ".agents", "inbox")
+	inboxCLI(tb, db, "init")
 	s := &richStore{db: db, lead: "lead"}
 	cli := func(args ...string) map[string]any { return inboxCLI(tb, db, args...) }
 	send := func(to, subject, body string) string {
