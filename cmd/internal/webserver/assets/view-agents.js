@@ -3,11 +3,12 @@
 // cannot stop (a live lease or mail waiting) flagged.
 
 import * as api from './api.js';
-import {agentLink, empty, h, leaseBar, stateBadge, threadLink, when} from './dom.js';
+import {agentLink, empty, h, leaseBar, stateBadge, statusBadge, threadLink, when} from './dom.js';
 
 const ORDER = {working: 0, waiting: 1, idle: 2, gone: 3};
 
-// leases caches each held thread's lease; an event on the thread drops its entry.
+// leases caches each held thread's lease, subject and status; an event on
+// the thread drops its entry.
 const leases = new Map();
 
 function cannotStop(a) {
@@ -19,10 +20,11 @@ function cannotStop(a) {
 }
 
 function leaseCell(tid) {
-  const box = h('div', {class: 'holds', 'data-lease-thread': tid}, threadLink(tid));
-  const l = leases.get(tid);
-  if (l) box.appendChild(leaseBar(l));
-  else if (l === undefined) box.appendChild(h('div', {class: 'lease lease-loading', 'aria-hidden': 'true'}, h('div', {class: 'lease-track'})));
+  const held = leases.get(tid);
+  const box = h('div', {class: 'holds', 'data-lease-thread': tid},
+    h('div', {class: 'holds-title'}, threadLink(tid, held && held.subject ? held.subject : null), held && held.status ? statusBadge(held.status) : null));
+  if (held && held.lease) box.appendChild(leaseBar(held.lease));
+  else if (held === undefined) box.appendChild(h('div', {class: 'lease lease-loading', 'aria-hidden': 'true'}, h('div', {class: 'lease-track'})));
   return box;
 }
 
@@ -67,7 +69,7 @@ async function fillLeases(root, list, ctx) {
       const tid = queue.shift();
       try {
         const v = await api.get(api.threadPath(tid));
-        leases.set(tid, v.lease || null);
+        leases.set(tid, {lease: v.lease || null, subject: (v.thread || {}).subject || '', status: (v.thread || {}).status || ''});
       } catch {
         leases.set(tid, null);
       }
