@@ -38,8 +38,7 @@ function graph(nodes, edges, cycles) {
   // Agents on a cycle first, next to each other, so a deadlock reads as a loop.
   const ids = [...new Set([...cycles.flat(), ...edges.flatMap((e) => [e.from, e.to])])];
   const {pos, r} = layout(ids);
-  const pad = NODE_R + 40;
-  const size = 2 * (r + pad);
+  const size = 2 * (r + NODE_R + 60);
   const svg = s('svg', {class: 'waits-graph', viewBox: `${-size / 2} ${-size / 2} ${size} ${size}`, role: 'img',
     'aria-label': `Wait graph: ${ids.length} agents, ${edges.length} waits, ${cycles.length} deadlock${cycles.length === 1 ? '' : 's'}`},
   s('defs', null,
@@ -89,14 +88,34 @@ function graph(nodes, edges, cycles) {
   for (const id of ids) {
     const p = pos.get(id);
     const st = state.get(id) || 'unknown';
-    const below = p.y >= -1;
+    // The name goes outside the circle, away from the middle, where no arrow arrives.
+    const len = Math.hypot(p.x, p.y);
+    const ux = len ? p.x / len : 0;
+    const uy = len ? p.y / len : 1;
+    const lx = p.x + ux * (NODE_R + 8);
+    const ly = p.y + uy * (NODE_R + 8) + (uy > 0.3 ? 12 : uy < -0.3 ? -2 : 5);
+    const anchor = ux > 0.3 ? 'start' : ux < -0.3 ? 'end' : 'middle';
     nodeLayer.appendChild(s('a', {href: `#/threads?agent=${encodeURIComponent(id)}`, class: `node node-${st}${inCycle.has(id) ? ' node-cycle' : ''}`, 'data-agent': id},
       s('title', null, `${id} (${st})`),
       s('circle', {cx: p.x.toFixed(1), cy: p.y.toFixed(1), r: NODE_R}),
       s('text', {x: p.x.toFixed(1), y: p.y.toFixed(1), class: 'node-initial', 'text-anchor': 'middle', 'dominant-baseline': 'central'}, initials(id)),
-      s('text', {x: p.x.toFixed(1), y: (p.y + (below ? NODE_R + 16 : -NODE_R - 10)).toFixed(1), class: 'node-label', 'text-anchor': 'middle'}, id)));
+      s('text', {x: lx.toFixed(1), y: ly.toFixed(1), class: 'node-label', 'text-anchor': anchor}, id)));
   }
   svg.append(edgeLayer, labelLayer, nodeLayer);
+  // Fit the picture to what it holds: the circles, their names, any loop.
+  let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
+  for (const id of ids) {
+    const p = pos.get(id);
+    const len = Math.hypot(p.x, p.y);
+    const ux = len ? p.x / len : 0;
+    const w = 8 * String(id).length;
+    x0 = Math.min(x0, p.x - NODE_R - (ux < -0.3 ? w + 10 : ux > 0.3 ? 0 : w / 2));
+    x1 = Math.max(x1, p.x + NODE_R + (ux > 0.3 ? w + 10 : ux < -0.3 ? 0 : w / 2));
+    y0 = Math.min(y0, p.y - NODE_R - 70);
+    y1 = Math.max(y1, p.y + NODE_R + 30);
+  }
+  const m = 12;
+  svg.setAttribute('viewBox', `${(x0 - m).toFixed(0)} ${(y0 - m).toFixed(0)} ${(x1 - x0 + 2 * m).toFixed(0)} ${(y1 - y0 + 2 * m).toFixed(0)}`);
   return svg;
 }
 
