@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/index"
 )
 
 // Presence (SPEC §7). agents/<name> is an empty file an agent gets the
@@ -158,7 +160,24 @@ func (s *Store) Agents(ctx context.Context) ([]*inbox.AgentInfo, error) {
 		}
 		counted := map[string]bool{}
 		var lapsed time.Time // the latest lease of a that ran out unreleased
+		// A pending thread holds no lease and says nothing of its agent
+		// that its mail did not (the mailbox's time above): its index
+		// entry is counted without reading its header, once the threads
+		// that can hold a lease are (a thread caught by a reader between
+		// two statuses is counted once). A store of 100,000 threads
+		// waiting for 30 agents answers in a fraction of a second instead
+		// of reading every header.
+		slices.SortStableFunc(open, func(x, y index.Entry) int {
+			return cmp.Compare(btoi(x.Status == inbox.StatusPending), btoi(y.Status == inbox.StatusPending))
+		})
 		for _, e := range open {
+			if e.Status == inbox.StatusPending {
+				if e.AssignedTo == a.Agent && !counted[e.ThreadID] {
+					counted[e.ThreadID] = true
+					a.Assigned++
+				}
+				continue
+			}
 			h, err := s.readHeader(e.ThreadID)
 			if err != nil || h.Status != e.Status || h.AssignedTo != a.Agent || counted[e.ThreadID] {
 				continue
@@ -217,4 +236,11 @@ func (s *Store) Agents(ctx context.Context) ([]*inbox.AgentInfo, error) {
 func parseTimeOr(s string) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, s)
 	return t
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
