@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/storetest"
@@ -108,7 +109,7 @@ func randomStore(t *testing.T, r *rand.Rand, s *spool.Store, tids *[]string, n i
 	}
 }
 
-func randomFilter(r *rand.Rand) inbox.SearchFilter {
+func randomFilter(r *rand.Rand, since time.Time) inbox.SearchFilter {
 	f := inbox.SearchFilter{Query: randomWords(r, 1+r.IntN(2)), Limit: []int{0, 1, 3, 500}[r.IntN(4)]}
 	if r.IntN(4) == 0 {
 		f.Query = `"` + f.Query + `"`
@@ -120,6 +121,8 @@ func randomFilter(r *rand.Rand) inbox.SearchFilter {
 		f.To = "cat"
 	case 2:
 		f.Kind = inbox.KindQuestion
+	case 3:
+		f.Since = since
 	}
 	return f
 }
@@ -132,16 +135,19 @@ func TestSearchIndexMatchesScan(t *testing.T) {
 	s, db := storetest.New(t, spool.Options{})
 	r := rand.New(rand.NewPCG(7, 8))
 	var tids []string
+	var since time.Time
 	compare := func(round string) {
 		t.Helper()
 		for range 40 {
-			f := randomFilter(r)
+			f := randomFilter(r, since)
 			if got, want := search(t, s, f), scanSearch(t, s, tids, f); !slices.Equal(got, want) {
 				t.Fatalf("%s: search %+v: got %v, want %v", round, f, got, want)
 			}
 		}
 	}
-	randomStore(t, r, s, &tids, 300)
+	randomStore(t, r, s, &tids, 150)
+	since = time.Now()
+	randomStore(t, r, s, &tids, 150)
 	compare("first build")
 	if len(searchFiles(db)) == 0 {
 		t.Fatal("no index file after a search")

@@ -246,30 +246,14 @@ func (w *writer) encode(meta Meta) ([]byte, error) {
 	for _, v := range []int{tb, mb, len(w.posts), 0} {
 		out = le.AppendUint32(out, uint32(v))
 	}
-	off := 0
-	out = le.AppendUint32(out, 0)
-	for _, t := range w.threads {
-		off += len(t)
-		out = le.AppendUint32(out, uint32(off))
-	}
-	for _, t := range w.threads {
-		out = append(out, t...)
-	}
+	out = appendStrings(out, w.threads)
 	for _, d := range w.docs {
 		out = le.AppendUint64(out, uint64(d.eventID))
 		out = le.AppendUint64(out, uint64(d.created))
 		out = le.AppendUint32(out, d.thread)
 		out = le.AppendUint32(out, d.seq)
 	}
-	off = 0
-	out = le.AppendUint32(out, 0)
-	for _, t := range w.terms {
-		off += len(t)
-		out = le.AppendUint32(out, uint32(off))
-	}
-	for _, t := range w.terms {
-		out = append(out, t...)
-	}
+	out = appendStrings(out, w.terms)
 	for _, o := range w.postOff {
 		out = le.AppendUint32(out, uint32(o))
 	}
@@ -279,4 +263,19 @@ func (w *writer) encode(meta Meta) ([]byte, error) {
 	}
 	out = append(out, w.posts...)
 	return le.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil
+}
+
+// appendStrings appends a table of strings: their end offsets after a
+// 0, then their bytes.
+func appendStrings(out []byte, ss []string) []byte {
+	off := 0
+	out = binary.LittleEndian.AppendUint32(out, 0)
+	for _, t := range ss {
+		off += len(t)
+		out = binary.LittleEndian.AppendUint32(out, uint32(off))
+	}
+	for _, t := range ss {
+		out = append(out, t...)
+	}
+	return out
 }

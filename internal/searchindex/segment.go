@@ -209,24 +209,33 @@ func (s *Segment) Candidates(terms []string) []uint32 {
 	return cands
 }
 
+// reader walks a posting list.
+type reader struct {
+	p       []byte
+	d       uint64
+	started bool
+}
+
+// next returns the list's next number; false at its end.
+func (r *reader) next() (uint64, bool) {
+	v, k := binary.Uvarint(r.p)
+	if k <= 0 {
+		return 0, false
+	}
+	r.p = r.p[k:]
+	if r.started {
+		r.d += v
+	} else {
+		r.d, r.started = v, true
+	}
+	return r.d, true
+}
+
 // decodeAll decodes a posting list, keeping the numbers below n.
 func decodeAll(p []byte, n int) []uint32 {
 	out := make([]uint32, 0, len(p))
-	var d uint64
-	for first := true; len(p) > 0; first = false {
-		v, k := binary.Uvarint(p)
-		if k <= 0 {
-			break
-		}
-		p = p[k:]
-		if first {
-			d = v
-		} else {
-			d += v
-		}
-		if d >= uint64(n) {
-			break
-		}
+	r := reader{p: p}
+	for d, ok := r.next(); ok && d < uint64(n); d, ok = r.next() {
 		out = append(out, uint32(d))
 	}
 	return out
@@ -236,19 +245,9 @@ func decodeAll(p []byte, n int) []uint32 {
 // holds, reusing cands.
 func intersect(cands []uint32, p []byte) []uint32 {
 	out := cands[:0]
-	var d uint64
+	r := reader{p: p}
 	i := 0
-	for first := true; len(p) > 0 && i < len(cands); first = false {
-		v, k := binary.Uvarint(p)
-		if k <= 0 {
-			break
-		}
-		p = p[k:]
-		if first {
-			d = v
-		} else {
-			d += v
-		}
+	for d, ok := r.next(); ok && i < len(cands); d, ok = r.next() {
 		for i < len(cands) && uint64(cands[i]) < d {
 			i++
 		}
