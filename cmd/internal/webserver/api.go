@@ -2,6 +2,7 @@ package webserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,10 +35,29 @@ func statusOf(code int) int {
 // invoke runs the CLI command (words of cmd, then args) against the
 // store and writes its JSON with the status of its exit code.
 func (s *server) invoke(w http.ResponseWriter, r *http.Request, cmd string, args []string) {
-	words := strings.Fields(cmd)
-	out, code := cli.Invoke(r.Context(), s.cfg.Bus, s.getenv, words[0], append(words[1:], args...))
-	writeJSON(w, statusOf(code), out)
+	st, b := s.runCLI(r.Context(), cmd, args)
+	writeJSON(w, st, b)
 }
+
+// runCLI runs the CLI command (words of cmd, then args) and returns the
+// HTTP status of its exit code and its JSON.
+func (s *server) runCLI(ctx context.Context, cmd string, args []string) (int, []byte) {
+	words := strings.Fields(cmd)
+	out, code := cli.Invoke(ctx, s.cfg.Bus, s.getenv, words[0], append(words[1:], args...))
+	return statusOf(code), out
+}
+
+// agents serves inbox agents --json, from the cache while no event came.
+func (s *server) agents(w http.ResponseWriter, r *http.Request) {
+	if _, err := flagsOf(r, "agents"); err != nil {
+		writeErr(w, "agents", err)
+		return
+	}
+	st, b := s.cache.get(r.Context(), "agents", s.agentsJSON)
+	writeJSON(w, st, b)
+}
+
+func (s *server) agentsJSON(ctx context.Context) (int, []byte) { return s.runCLI(ctx, "agents", nil) }
 
 // getenv is the environment the API's commands see: the server's own,
 // but for INBOX_AGENT, which would quietly narrow what a person sees
@@ -234,18 +254,24 @@ func (s *server) attention(w http.ResponseWriter, r *http.Request) {
 	}{true, "attention", rep})
 }
 
-// waits serves the wait graph (inbox.WaitGraph).
+// waits serves the wait graph (inbox.WaitGraph), from the cache while
+// no event came: it reads every agent.
 func (s *server) waits(w http.ResponseWriter, r *http.Request) {
 	if _, err := flagsOf(r, "waits"); err != nil {
 		writeErr(w, "waits", err)
 		return
 	}
-	g, err := s.tracker.WaitGraph(r.Context(), time.Now())
+	st, b := s.cache.get(r.Context(), "waits", s.waitsJSON)
+	writeJSON(w, st, b)
+}
+
+func (s *server) waitsJSON(ctx context.Context) (int, []byte) {
+	g, err := s.tracker.WaitGraph(ctx, time.Now())
 	if err != nil {
-		writeErr(w, "waits", err)
-		return
+		b, code := cli.Failure("waits", err)
+		return statusOf(code), b
 	}
-	writeValue(w, http.StatusOK, struct {
+	return marshal(struct {
 		OK      bool   `json:"ok"`
 		Command string `json:"command"`
 		*inbox.WaitGraphReport
@@ -287,11 +313,20 @@ func writeError(w http.ResponseWriter, status int, command, code, field, msg str
 }
 
 func writeValue(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"ok":false,"error":{"code":"internal_error","message":"encode"}}`)
+	st, b := marshal(v)
+	if st != http.StatusOK {
+		status = st
 	}
 	writeJSON(w, status, b)
+}
+
+// marshal encodes an answer: 200 and its JSON, or 500 and the error shape.
+func marshal(v any) (int, []byte) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return http.StatusInternalServerError, []byte(`{"ok":false,"command":"web","error":{"code":"internal_error","message":"encode the answer: ` + strings.ReplaceAll(err.Error(), `"`, `'`) + `"}}`)
+	}
+	return http.StatusOK, b
 }
 
 func writeJSON(w http.ResponseWriter, status int, b []byte) {

@@ -178,3 +178,47 @@ func TestInProcessStatusOf(t *testing.T) {
 		}
 	}
 }
+
+// TestInProcessCache: callers at one event id share one computation; a
+// new event makes the next caller compute again; a failure is not kept.
+func TestInProcessCache(t *testing.T) {
+	var mu sync.Mutex
+	id, computed := int64(1), 0
+	c := newCache(func(context.Context) (int64, error) { mu.Lock(); defer mu.Unlock(); return id, nil })
+	release := make(chan struct{})
+	status := 200
+	compute := func(context.Context) (int, []byte) {
+		<-release
+		mu.Lock()
+		defer mu.Unlock()
+		computed++
+		return status, []byte(strconv.Itoa(computed))
+	}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st, b := c.get(context.Background(), "k", compute); st != 200 || string(b) != "1" {
+				t.Errorf("a caller got %d %s, want the one computation's 200 1", st, b)
+			}
+		}()
+	}
+	close(release) // every caller is either waiting for the computation or yet to come: all get its answer
+	wg.Wait()
+	if _, b := c.get(context.Background(), "k", compute); string(b) != "1" || computed != 1 {
+		t.Errorf("at the same event id: %s after %d computations", b, computed)
+	}
+	mu.Lock()
+	id, status = 2, 500
+	mu.Unlock()
+	if st, _ := c.get(context.Background(), "k", compute); st != 500 {
+		t.Errorf("a new event: %d, want the new computation's 500", st)
+	}
+	mu.Lock()
+	status = 200
+	mu.Unlock()
+	if st, b := c.get(context.Background(), "k", compute); st != 200 || string(b) != "3" {
+		t.Errorf("after a failure: %d %s, want a new computation", st, b)
+	}
+}

@@ -87,16 +87,26 @@ type server struct {
 	// tracker keeps what the needs-attention list and the wait graph
 	// need of the event log, so that a call reads only the new events.
 	tracker *inbox.AttentionTracker
+	// cache keeps the answers that read the whole store (agents, the
+	// wait graph) while no event comes.
+	cache *cache
 }
 
 func newServer(ctx context.Context, cfg cli.WebConfig, port int, token string) *server {
 	if cfg.As == "" {
 		cfg.As = "human"
 	}
-	s := &server{cfg: cfg, port: port, token: token, hub: newHub(cfg.Bus), tracker: inbox.NewAttentionTracker(cfg.Bus)}
-	// The tracker's first call reads the whole log: done now, not on the
-	// first page's time.
-	go s.tracker.Attention(ctx, time.Now(), inbox.AttentionOptions{})
+	s := &server{cfg: cfg, port: port, token: token, tracker: inbox.NewAttentionTracker(cfg.Bus),
+		cache: newCache(cfg.Bus.LastEventID)}
+	s.hub = newHub(cfg.Bus)
+	s.hub.feed = func(ev *inbox.Event) { s.tracker.Feed(ctx, ev) }
+	// What reads the whole log or store is done now, not on the first
+	// page's time.
+	go func() {
+		s.tracker.Attention(ctx, time.Now(), inbox.AttentionOptions{})
+		s.cache.get(ctx, "agents", s.agentsJSON)
+		s.cache.get(ctx, "waits", s.waitsJSON)
+	}()
 	return s
 }
 
@@ -106,7 +116,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.Handle("GET /assets/", assetHandler())
 	mux.HandleFunc("GET /api/info", s.info)
-	mux.HandleFunc("GET /api/agents", s.command("agents"))
+	mux.HandleFunc("GET /api/agents", s.agents)
 	mux.HandleFunc("GET /api/threads", s.command("list", "status", "agent", "created-by", "assigned-to", "limit", "mail", "run", "task", "team"))
 	mux.HandleFunc("GET /api/threads/{id}", s.thread)
 	mux.HandleFunc("GET /api/threads/{id}/events", s.threadEvents)

@@ -22,6 +22,9 @@ type hub struct {
 	// subs are the open streams; closed once the server stops.
 	subs   map[*sub]struct{}
 	closed bool
+	// feed, when set, is given each event after the streams are (the
+	// attention tracker reads its message there, once for every page).
+	feed func(*inbox.Event)
 }
 
 // sub is one open stream's queue. A stream that falls more than its
@@ -52,6 +55,9 @@ func (h *hub) run(ctx context.Context) {
 		err := h.bus.Follow(ctx, pos, "", inbox.WaitOptions{}, func(ev *inbox.Event) bool {
 			pos = ev.EventID
 			h.publish(ev)
+			if h.feed != nil {
+				h.feed(ev)
+			}
 			return true
 		})
 		if err != nil && ctx.Err() == nil {

@@ -1,0 +1,107 @@
+package webserver
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// cache keeps the last answer of an endpoint whose every call reads the
+// whole store (agents reads every agent's mailbox; the wait graph reads
+// the agents), with the event id the store had when it was computed.
+// While no event has come since, the answer stands: ten pages that fetch
+// the agents after one change cost one computation, not ten, and a page
+// opened on a quiet store of 100,000 threads gets them at once. What the
+// event log does not record (a process starting or ending a wait, a lease
+// running out) is caught by a computation in the background once an
+// answer is older than refreshAfter, which the next fetch gets.
+type cache struct {
+	events func(context.Context) (int64, error)
+	mu     sync.Mutex
+	m      map[string]*cached
+}
+
+// refreshAfter is how old an answer may be before a fetch that gets it
+// starts a new computation.
+const refreshAfter = 2 * time.Second
+
+type cached struct {
+	id     int64 // the store's last event id before it was computed
+	at     time.Time
+	status int
+	body   []byte // nil until a computation succeeds
+	// running is the computation under way, if any.
+	running *computation
+}
+
+// computation is one run of an endpoint: done is closed when status and body are set.
+type computation struct {
+	id     int64
+	done   chan struct{}
+	status int
+	body   []byte
+}
+
+func newCache(events func(context.Context) (int64, error)) *cache {
+	return &cache{events: events, m: map[string]*cached{}}
+}
+
+// get answers key from the cache while no event came since its answer,
+// else from compute: one computation at a time per key, which the other
+// callers wait for. A failure is returned, not kept.
+func (c *cache) get(ctx context.Context, key string, compute func(context.Context) (int, []byte)) (int, []byte) {
+	for try := 0; ; try++ {
+		id, err := c.events(ctx)
+		if err != nil {
+			return compute(ctx)
+		}
+		c.mu.Lock()
+		e := c.m[key]
+		if e == nil {
+			e = &cached{}
+			c.m[key] = e
+		}
+		if e.body != nil && e.id == id {
+			status, body := e.status, e.body
+			if time.Since(e.at) > refreshAfter && e.running == nil {
+				c.start(e, id, compute)
+			}
+			c.mu.Unlock()
+			return status, body
+		}
+		r := e.running
+		if r == nil {
+			r = c.start(e, id, compute)
+		}
+		c.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return http.StatusServiceUnavailable, nil
+		}
+		// A computation that began before the event this caller knows of
+		// is waited for once more; then the answer is what it is.
+		if r.id >= id || try > 0 {
+			return r.status, r.body
+		}
+	}
+}
+
+// start computes in the background (c.mu held); the answer is good for
+// event id, read before the computation began.
+func (c *cache) start(e *cached, id int64, compute func(context.Context) (int, []byte)) *computation {
+	r := &computation{id: id, done: make(chan struct{})}
+	e.running = r
+	go func() {
+		r.status, r.body = compute(context.Background())
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if r.status == http.StatusOK && r.id >= e.id {
+			e.id, e.at, e.status, e.body = r.id, time.Now(), r.status, r.body
+		}
+		e.running = nil
+		close(r.done)
+	}()
+	return r
+}
