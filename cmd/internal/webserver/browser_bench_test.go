@@ -43,34 +43,49 @@ func BenchmarkSendToPage(b *testing.B) {
 // big stores: from navigation start to the first agent row (the agents
 // view, the default) or thread card (the threads board) in the page, as
 // performance.now() reads it in a MutationObserver installed before the
-// page's own scripts run. The issue's targets: 1 s at 10,000 threads, 2 s
-// at 100,000. Each size also reports GET /api/threads?limit=50's median
+// page's own scripts run, both for a page opened again on a running
+// server and for the first page of a server just started (whose caches
+// are empty). The issue's targets: 1 s at 10,000 threads, 2 s at 100,000;
+// 100 threads is the page's own cost. Each size also reports GET /api/threads?limit=50's median
 // over 50 requests (target 50 ms at 100,000) and the server's peak
 // resident set once its pages loaded (target 150 MB).
 //
 // The stores are made once (benchstore, as bench/genstore does) and kept
 // in the temp directory, inbox-web-bench-N, for the next run.
 func BenchmarkFirstPaint(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range []int{100, 10_000, 100_000} {
 		b.Run("threads="+strconv.Itoa(n), func(b *testing.B) {
 			db := benchStore(b, n)
 			browser := newBrowser(b)
 			d := startDashboard(b, db)
 			p := openTab(b, browser)
-			// The cookie first, so that each measured load is a plain visit.
-			p.do("open the printed URL", chromedp.Navigate(d.url))
-			p.waitFor(`[data-view="agents"] [data-agent]`)
+			p.timeout = 5 * time.Minute // a benchmark measures; it does not judge
 			ctx, cancel := context.WithTimeout(p.ctx, pageTimeout)
 			_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: firstPaintProbe})
 			cancel()
 			if err != nil {
 				b.Fatal(err)
 			}
+			// The cookie first, so that each measured load is a plain visit.
+			p.do("open the printed URL", chromedp.Navigate(d.url))
+			p.waitFor(`[data-view="agents"] [data-agent]`)
+			b.Logf("first page of the server: agents shown %.0f ms after navigation start", eval[float64](p, "window.__firstPaint"))
 			for _, view := range []string{"agents", "threads"} {
+				// A page opened again on a running server.
 				b.Run("view="+view, func(b *testing.B) {
 					var paints []float64
 					for i := range b.N {
 						p.do("load the "+view+" view", chromedp.Navigate(fmt.Sprintf("%s/?load=%d#/%s", d.base, i, view)))
+						paints = append(paints, wait[float64](p, "the first "+view+" data", "window.__firstPaint"))
+					}
+					b.ReportMetric(percentile(paints, 50), "paint-p50-ms")
+				})
+				// The first page of a server just started, from its printed URL.
+				b.Run("new-server-view="+view, func(b *testing.B) {
+					var paints []float64
+					for range b.N {
+						d := startDashboard(b, db)
+						p.do("open the printed URL", chromedp.Navigate(d.url+"#/"+view))
 						paints = append(paints, wait[float64](p, "the first "+view+" data", "window.__firstPaint"))
 					}
 					b.ReportMetric(percentile(paints, 50), "paint-p50-ms")
@@ -89,7 +104,11 @@ func BenchmarkFirstPaint(b *testing.B) {
 				}
 				b.ReportMetric(percentile(ms, 50), "p50-ms")
 			})
-			b.ReportMetric(float64(d.peakRSS(b))/(1<<20), "server-VmHWM-MB")
+			b.Run("server-peak-rss", func(b *testing.B) {
+				for range b.N {
+				}
+				b.ReportMetric(float64(d.peakRSS(b))/(1<<20), "VmHWM-MB")
+			})
 		})
 	}
 }

@@ -147,6 +147,9 @@ func newTab(tb testing.TB, browser context.Context) context.Context {
 type tab struct {
 	tb  testing.TB
 	ctx context.Context
+	// timeout bounds each wait on the tab (pageTimeout unless a
+	// benchmark of a big store says otherwise).
+	timeout time.Duration
 
 	mu       sync.Mutex
 	console  []string
@@ -164,7 +167,7 @@ document.addEventListener("securitypolicyviolation", e => window.__cspViolations
 // its console, its requests and their responses.
 func openTab(tb testing.TB, browser context.Context) *tab {
 	tb.Helper()
-	p := &tab{tb: tb, ctx: newTab(tb, browser), urls: map[network.RequestID]string{}, statuses: map[string][]int64{}}
+	p := &tab{tb: tb, ctx: newTab(tb, browser), timeout: pageTimeout, urls: map[network.RequestID]string{}, statuses: map[string][]int64{}}
 	err := chromedp.Listen(p.ctx, func(ev any) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -209,7 +212,7 @@ const pageTimeout = 30 * time.Second
 // and logged when one fails.
 func (p *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	p.tb.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, pageTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		p.fatalf("%s: %v", what, err)
@@ -220,7 +223,7 @@ func (p *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 // decodes its value into T.
 func eval[T any](p *tab, expr string) T {
 	p.tb.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, pageTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -233,9 +236,9 @@ func eval[T any](p *tab, expr string) T {
 // value decoded into T.
 func wait[T any](p *tab, what, expr string) T {
 	p.tb.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, pageTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout+5*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(pageTimeout)))
+	v, err := chromedp.Run(ctx, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(p.timeout)))
 	if err != nil {
 		p.fatalf("waiting for %s (%s): %v", what, expr, err)
 	}
