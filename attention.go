@@ -455,6 +455,22 @@ func (t *AttentionTracker) Attention(ctx context.Context, now time.Time, opt Att
 	if err := t.failedTasks(ctx, add); err != nil {
 		return nil, err
 	}
+	// Every item names its thread's subject, read once per thread.
+	subjects := map[string]string{}
+	for i := range r.Items {
+		it := &r.Items[i]
+		if it.Subject != "" || it.ThreadID == "" {
+			continue
+		}
+		sub, ok := subjects[it.ThreadID]
+		if !ok {
+			if th, err := t.bus.Thread(ctx, it.ThreadID); err == nil {
+				sub = th.Subject
+			}
+			subjects[it.ThreadID] = sub
+		}
+		it.Subject = sub
+	}
 	slices.SortStableFunc(r.Items, func(a, b AttentionItem) int {
 		return cmp.Or(strings.Compare(a.WaitingSince, b.WaitingSince), strings.Compare(a.ThreadID, b.ThreadID),
 			strings.Compare(a.Kind, b.Kind))

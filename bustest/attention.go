@@ -74,7 +74,7 @@ func testAttention(t *testing.T, b inbox.Bus) {
 		Content: inbox.Content{Type: inbox.TypeTaskStatusRequest, RequestID: "req-7"}}))(t)
 	rtid := req.Thread.ThreadID
 	it = attentionItem(report(time.Now()), inbox.AttentionRequest, rtid)
-	if it == nil || it.Agent != "lead" || !slices.Equal(it.WaitingOn, []string{"w2"}) || it.RequestID != "req-7" || it.MessageID != req.Message.MessageID {
+	if it == nil || it.Agent != "lead" || !slices.Equal(it.WaitingOn, []string{"w2"}) || it.RequestID != "req-7" || it.MessageID != req.Message.MessageID || it.Subject != "status?" {
 		t.Fatalf("open request: %+v", it)
 	}
 	ok(b.Reply(ctx, "w2", "", rtid, "", inbox.Content{Type: inbox.TypeTaskStatusResponse, RequestID: "req-7", PayloadJSON: `{"progress":10}`}))(t)
@@ -89,7 +89,7 @@ func testAttention(t *testing.T, b inbox.Bus) {
 		t.Errorf("an acknowledgment asked just now is listed: %+v", it)
 	}
 	later := time.Now().Add(inbox.DefaultAckAge + time.Minute)
-	if it := attentionItem(report(later), inbox.AttentionUnacknowledged, atid); it == nil || !slices.Equal(it.WaitingOn, []string{"a", "b"}) || it.Agent != "lead" {
+	if it := attentionItem(report(later), inbox.AttentionUnacknowledged, atid); it == nil || !slices.Equal(it.WaitingOn, []string{"a", "b"}) || it.Agent != "lead" || it.Subject != "read this" {
 		t.Fatalf("owed acknowledgment: %+v", it)
 	}
 	ok(b.Ack(ctx, "a", ask.Message.MessageID, "", inbox.Content{}))(t)
