@@ -262,7 +262,7 @@ func (w *writer) encode(meta Meta) ([]byte, error) {
 		out = le.AppendUint32(out, l)
 	}
 	out = append(out, w.posts...)
-	return le.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil
+	return le.AppendUint32(out, crc32.Checksum(out, castagnoli())), nil
 }
 
 // appendStrings appends a table of strings: their end offsets after a

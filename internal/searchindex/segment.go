@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The file (all integers little-endian):
@@ -34,7 +35,10 @@ const (
 	docLen    = 24
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is the CRC-32C table, made on first use: made at package
+// initialisation it cost every inbox command 0.2 ms (GODEBUG=inittrace=1),
+// about 5 % of inbox --version.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // ErrDamaged is returned by Decode when data is not a whole index file of
 // this version: cut short, its checksum wrong, or written by another
@@ -104,7 +108,7 @@ func Decode(data []byte) (*Segment, error) {
 		return nil, fmt.Errorf("%w: version %d, want %d", ErrDamaged, v, version)
 	}
 	body := data[:len(data)-4]
-	if sum := binary.LittleEndian.Uint32(data[len(body):]); crc32.Checksum(body, castagnoli) != sum {
+	if sum := binary.LittleEndian.Uint32(data[len(body):]); crc32.Checksum(body, castagnoli()) != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrDamaged)
 	}
 	s := &Segment{data: body, Sum: binary.LittleEndian.Uint32(data[len(body):])}
