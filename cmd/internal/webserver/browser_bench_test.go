@@ -22,13 +22,7 @@ import (
 // pushed from the event log (SPEC §15; the issue's target: p50 ≤ 100 ms,
 // p99 ≤ 500 ms). ns/op includes the send itself.
 func BenchmarkSendToPage(b *testing.B) {
-	browser := newBrowser(b)
-	db := newStore(b)
-	first := threadOf(b, inboxCLI(b, db, "send", "--from", "lead", "--to", "w1", "--subject", "first"))
-	d := startDashboard(b, db)
-	p := openTab(b, browser)
-	p.do("open the threads board", chromedp.Navigate(d.url+"#/threads"))
-	p.waitFor(`[data-view="threads"] [data-thread-id="` + first + `"]`)
+	db, p := threadsBoard(b, newBrowser(b))
 	b.ResetTimer()
 	shown, pushed := sendToPage(b, p, db, b.N)
 	b.StopTimer()

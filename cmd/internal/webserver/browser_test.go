@@ -53,12 +53,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("send appears without a reload", func(t *testing.T) {
-		db := newStore(t)
-		first := threadOf(t, inboxCLI(t, db, "send", "--from", "lead", "--to", "w1", "--subject", "first"))
-		d := startDashboard(t, db)
-		p := openTab(t, browser)
-		p.do("open the threads board", chromedp.Navigate(d.url+"#/threads"))
-		p.waitFor(`[data-view="threads"] [data-thread-id="` + first + `"]`)
+		db, p := threadsBoard(t, browser)
 		shown, pushed := sendToPage(t, p, db, 50)
 		if got := eval[string](p, "window.__noReload"); got != "still here" {
 			t.Fatalf("the page was reloaded (its window variable is %q)", got)
@@ -316,6 +311,19 @@ window.__evil = {run: async (base, thread) => {
   return out;
 }};
 </script>`
+
+// threadsBoard is a new store holding one thread and a tab showing it on
+// the threads board of the store's dashboard.
+func threadsBoard(tb testing.TB, browser context.Context) (db string, p *tab) {
+	tb.Helper()
+	db = newStore(tb)
+	first := threadOf(tb, inboxCLI(tb, db, "send", "--from", "lead", "--to", "w1", "--subject", "first"))
+	d := startDashboard(tb, db)
+	p = openTab(tb, browser)
+	p.do("open the threads board", chromedp.Navigate(d.url+"#/threads"))
+	p.waitFor(`[data-view="threads"] [data-thread-id="` + first + `"]`)
+	return db, p
+}
 
 // sendToPage sends n new threads with the CLI while p shows the threads
 // board, and returns for each the time from the send process's exit to
