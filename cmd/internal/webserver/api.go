@@ -39,6 +39,15 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request, cmd string, args
 	writeJSON(w, st, b)
 }
 
+// read runs a read-only CLI command through the cache: every page open
+// on the dashboard fetches the same views after an event, and they share
+// one computation per event.
+func (s *server) read(w http.ResponseWriter, r *http.Request, cmd string, args []string) {
+	key := cmd + "\x00" + strings.Join(args, "\x00")
+	st, b := s.cache.get(r.Context(), key, func(ctx context.Context) (int, []byte) { return s.runCLI(ctx, cmd, args) })
+	writeJSON(w, st, b)
+}
+
 // runCLI runs the CLI command (words of cmd, then args) and returns the
 // HTTP status of its exit code and its JSON.
 func (s *server) runCLI(ctx context.Context, cmd string, args []string) (int, []byte) {
@@ -53,7 +62,7 @@ func (s *server) agents(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, "agents", err)
 		return
 	}
-	st, b := s.cache.get(r.Context(), "agents", s.agentsJSON)
+	st, b := s.cache.get(r.Context(), "agents\x00", s.agentsJSON)
 	writeJSON(w, st, b)
 }
 
@@ -80,7 +89,7 @@ func (s *server) command(cmd string, params ...string) http.HandlerFunc {
 			writeErr(w, name, err)
 			return
 		}
-		s.invoke(w, r, cmd, args)
+		s.read(w, r, cmd, args)
 	}
 }
 
@@ -115,7 +124,7 @@ func (s *server) thread(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, "show", err)
 		return
 	}
-	s.invoke(w, r, "show", append([]string{"--thread", r.PathValue("id")}, args...))
+	s.read(w, r, "show", append([]string{"--thread", r.PathValue("id")}, args...))
 }
 
 // threadEvents serves one thread's events: inbox events --thread --json.
@@ -125,7 +134,7 @@ func (s *server) threadEvents(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, "events", err)
 		return
 	}
-	s.invoke(w, r, "events", append([]string{"--thread", r.PathValue("id")}, args...))
+	s.read(w, r, "events", append([]string{"--thread", r.PathValue("id")}, args...))
 }
 
 // search serves inbox search: q is the query, the rest its flags.
@@ -140,7 +149,7 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// After --, a query that starts with a dash is not taken for a flag.
-	s.invoke(w, r, "search", append(args, "--", query))
+	s.read(w, r, "search", append(args, "--", query))
 }
 
 // info is what the page needs to know about the server.

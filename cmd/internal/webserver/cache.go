@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// cache keeps the last answer of an endpoint whose every call reads the
-// whole store (agents reads every agent's mailbox; the wait graph reads
-// the agents), with the event id the store had when it was computed.
+// cache keeps the last answer of each read (an endpoint and its
+// parameters) with the event id the store had when it was computed.
 // While no event has come since, the answer stands: ten pages that fetch
-// the agents after one change cost one computation, not ten, and a page
-// opened on a quiet store of 100,000 threads gets them at once. What the
+// the same view after one change cost one computation, not ten, and a
+// page opened on a quiet store of 100,000 threads gets the agents (which
+// read every mailbox) and the wait graph at once. What the
 // event log does not record (a process starting or ending a wait, a lease
 // running out) is caught by a computation in the background once an
 // answer is older than refreshAfter, which the next fetch gets.
@@ -59,6 +59,9 @@ func (c *cache) get(ctx context.Context, key string, compute func(context.Contex
 		c.mu.Lock()
 		e := c.m[key]
 		if e == nil {
+			if len(c.m) >= maxCached {
+				c.evict()
+			}
 			e = &cached{}
 			c.m[key] = e
 		}
@@ -84,6 +87,19 @@ func (c *cache) get(ctx context.Context, key string, compute func(context.Contex
 		// is waited for once more; then the answer is what it is.
 		if r.id >= id || try > 0 {
 			return r.status, r.body
+		}
+	}
+}
+
+// maxCached bounds the answers kept (each search and thread is one).
+const maxCached = 512
+
+// evict forgets every answer not being computed (c.mu held): the store
+// moved on since most of them anyway.
+func (c *cache) evict() {
+	for k, e := range c.m {
+		if e.running == nil {
+			delete(c.m, k)
 		}
 	}
 }

@@ -104,7 +104,7 @@ func newServer(ctx context.Context, cfg cli.WebConfig, port int, token string) *
 	// page's time.
 	go func() {
 		s.tracker.Attention(ctx, time.Now(), inbox.AttentionOptions{})
-		s.cache.get(ctx, "agents", s.agentsJSON)
+		s.cache.get(ctx, "agents\x00", s.agentsJSON)
 		s.cache.get(ctx, "waits", s.waitsJSON)
 	}()
 	return s
