@@ -157,6 +157,18 @@ type Bus interface {
 	// their Since set: the wait graph's wait_reply and receive edges.
 	WaitingOn(ctx context.Context, w WaitInfo) (release func())
 	Waits(ctx context.Context) ([]WaitInfo, error)
+	// FollowPresence calls fn after every change of who waits (Waiting,
+	// WaitingOn): a wait that starts, one that is released, and one whose
+	// process died while waiting, until ctx ends; then it returns nil.
+	// The first call comes once it is armed: every change after that
+	// call began is followed by a later call, made once Agents and Waits
+	// read the change. Calls come from one goroutine, one at a time;
+	// changes during a call give one more call after it, not one each.
+	// A call may be spurious (nothing a reader sees changed). It returns
+	// an error, without calling fn, only when it cannot follow at all.
+	// opt.ForcePoll and opt.OnFallback are as for Follow; the other
+	// options are ignored.
+	FollowPresence(ctx context.Context, opt WaitOptions, fn func()) error
 
 	// HeldLeases lists the unreleased leases and when they end.
 	HeldLeases(ctx context.Context) ([]LeaseExpiry, error)

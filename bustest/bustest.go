@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"RequestResponse", testRequestResponse},
 		{"Attention", testAttention},
 		{"WaitGraph", testWaitGraph},
+		{"FollowPresence", testFollowPresence},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

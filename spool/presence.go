@@ -119,7 +119,7 @@ func (s *Store) sweepPresence(dir string) {
 			continue // being created
 		}
 		p := filepath.Join(dir, e.Name())
-		lk := flock.New(p, flock.SetFlag(os.O_RDWR))
+		lk := flock.New(p, flock.SetFlag(os.O_RDONLY)) // read-only: a close is no waiter's (presence_follow.go)
 		if ok, err := lk.TryLock(); err == nil && ok {
 			os.Remove(p)
 			lk.Unlock()
@@ -140,7 +140,7 @@ func (s *Store) waits(agent string) (live bool, died time.Time) {
 			continue // being created
 		}
 		p := filepath.Join(dir, e.Name())
-		lk := flock.New(p, flock.SetFlag(os.O_RDWR))
+		lk := flock.New(p, flock.SetFlag(os.O_RDONLY)) // read-only: a close is no waiter's (presence_follow.go)
 		ok, err := lk.TryLock()
 		if err != nil {
 			continue // removed meanwhile: the wait ended normally
