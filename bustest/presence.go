@@ -62,24 +62,33 @@ func AwaitPresence(t *testing.T, calls <-chan struct{}, what string, check func(
 	}
 }
 
+// StateOf is agent's state as Agents says, "" when it is not listed.
+func StateOf(t *testing.T, b inbox.Bus, agent string) string {
+	t.Helper()
+	if a := agentNamed(t, b, agent); a != nil {
+		return a.State
+	}
+	return ""
+}
+
+// WaitsOf counts the waits in progress Waits lists for agent ("" for
+// every agent).
+func WaitsOf(t *testing.T, b inbox.Bus, agent string) int {
+	t.Helper()
+	n := 0
+	for _, w := range ok(b.Waits(t.Context()))(t) {
+		if agent == "" || w.Agent == agent {
+			n++
+		}
+	}
+	return n
+}
+
 func testFollowPresence(t *testing.T, b inbox.Bus) {
 	ctx := t.Context()
 	calls := PresenceCalls(t, b, inbox.WaitOptions{})
-	waitsOf := func(agent string) int {
-		n := 0
-		for _, w := range ok(b.Waits(ctx))(t) {
-			if w.Agent == agent {
-				n++
-			}
-		}
-		return n
-	}
-	state := func(agent string) string {
-		if a := agentNamed(t, b, agent); a != nil {
-			return a.State
-		}
-		return ""
-	}
+	waitsOf := func(agent string) int { return WaitsOf(t, b, agent) }
+	state := func(agent string) string { return StateOf(t, b, agent) }
 
 	// A wait on someone: its start and its end.
 	release := b.WaitingOn(ctx, inbox.WaitInfo{Agent: "r", Reason: inbox.WaitOnReceive, From: "s"})

@@ -17,25 +17,8 @@ func TestFollowPresence(t *testing.T) {
 	db := natstest.Store(srv, "presence")
 	b := create(t, db)
 	calls := bustest.PresenceCalls(t, b, inbox.WaitOptions{})
-	state := func(agent string) string {
-		as, err := b.Agents(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range as {
-			if a.Agent == agent {
-				return a.State
-			}
-		}
-		return ""
-	}
-	waits := func() int {
-		ws, err := b.Waits(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ws)
-	}
+	state := func(agent string) string { return bustest.StateOf(t, b, agent) }
+	waits := func() int { return bustest.WaitsOf(t, b, "") }
 	// waiter is another process's connection to the store.
 	waiter := func() *natsbus.Bus {
 		w, err := natsbus.Open(t.Context(), db, natsbus.Options{})

@@ -74,25 +74,8 @@ func TestFollowPresence(t *testing.T) {
 			if (fellBack != nil) != tc.opt.ForcePoll {
 				t.Errorf("fallback %v with ForcePoll %v", fellBack, tc.opt.ForcePoll)
 			}
-			state := func() string {
-				as, err := s.Agents(t.Context())
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, a := range as {
-					if a.Agent == "doomed" {
-						return a.State
-					}
-				}
-				return ""
-			}
-			waits := func() int {
-				ws, err := s.Waits(t.Context())
-				if err != nil {
-					t.Fatal(err)
-				}
-				return len(ws)
-			}
+			state := func() string { return bustest.StateOf(t, s, "doomed") }
+			waits := func() int { return bustest.WaitsOf(t, s, "") }
 			cmd := startWaiter(t, db)
 			bustest.AwaitPresence(t, calls, "a wait in another process", func() bool { return state() == inbox.StateWaiting && waits() == 1 })
 			if err := cmd.Process.Kill(); err != nil {
