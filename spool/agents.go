@@ -195,11 +195,9 @@ func (s *Store) Agents(ctx context.Context) ([]*inbox.AgentInfo, error) {
 				lapsed = exp
 			}
 		}
-		mail, err := s.mailItems(a.Agent, "", true) // counted, not read
-		if err != nil {
+		if a.MailboxDepth, err = s.mailDepth(a.Agent); err != nil {
 			return nil, err
 		}
-		a.MailboxDepth = len(mail)
 		waiting, died := s.waits(a.Agent)
 		see(a.Agent, died)
 		if waiting {

@@ -263,6 +263,51 @@ func (s *Store) mailItems(agent, from string, check bool) ([]*mailEntry, error) 
 	return items, nil
 }
 
+// mailDepth counts agent's committed mail, as len(mailItems(agent, "",
+// true)) would, for inbox agents (and the dashboard, which asks on every
+// change): a marker of a thread's first message that is that message's
+// file is committed whatever the header says, since that file at its name
+// is the thread's commit point, so only the markers of later messages
+// need their thread's header. On a store of 100,000 threads, each with its
+// first message uncollected, this reads no thread header at all.
+func (s *Store) mailDepth(agent string) (int, error) {
+	if err := inbox.ValidateAgent("agent", agent); err != nil {
+		return 0, err
+	}
+	dir := s.mailboxPath(agent)
+	if !exists(dir) {
+		return 0, nil
+	}
+	entries, err := names(dir, "mailbox of "+agent)
+	if err != nil {
+		return 0, err
+	}
+	counts := map[string]int{} // committed messages, by thread
+	n := 0
+	for _, name := range entries {
+		_, _, tid, seq, ok := parseMarker(name)
+		if !ok {
+			continue
+		}
+		if seq > 1 {
+			c, seen := counts[tid]
+			if !seen {
+				if h, err := s.readHeader(tid); err == nil {
+					c = h.MessageCount
+				}
+				counts[tid] = c
+			}
+			if seq > c {
+				continue // not (yet) committed
+			}
+		}
+		if s.committed(&mailEntry{marker: filepath.Join(dir, name), tid: tid, seq: seq}) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // committed reports whether an item's marker is its message's file: a
 // marker a send made before its commit point, that the send never got
 // past, is not.
