@@ -387,6 +387,7 @@ func TestAPIAccess(t *testing.T) {
 // sseEvent is one event of the stream.
 type sseEvent struct {
 	id   int64
+	typ  string
 	data string
 }
 
@@ -418,6 +419,8 @@ func (w *web) stream(t *testing.T, lastID int64) (<-chan sseEvent, func()) {
 			switch {
 			case strings.HasPrefix(line, "id: "):
 				ev.id, _ = strconv.ParseInt(line[4:], 10, 64)
+			case strings.HasPrefix(line, "event: "):
+				ev.typ = line[7:]
 			case strings.HasPrefix(line, "data: "):
 				ev.data = line[6:]
 			case line == "" && ev.data != "":
@@ -429,8 +432,19 @@ func (w *web) stream(t *testing.T, lastID int64) (<-chan sseEvent, func()) {
 	return ch, func() { resp.Body.Close() }
 }
 
-// next waits for the stream's next event.
+// next waits for the stream's next event of the log (a presence change,
+// which a new server reports once it follows presence, is skipped).
 func next(t *testing.T, ch <-chan sseEvent) sseEvent {
+	t.Helper()
+	for {
+		if ev := nextAny(t, ch); ev.typ != "presence" {
+			return ev
+		}
+	}
+}
+
+// nextAny waits for the stream's next event, whatever its type.
+func nextAny(t *testing.T, ch <-chan sseEvent) sseEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-ch:
@@ -574,6 +588,56 @@ func TestAttentionAndWaits(t *testing.T) {
 		}
 		if st, got := w.do(t, "GET", "/api/waits?colour=red", ""); st != 400 {
 			t.Errorf("waits with an unknown parameter: %d %s", st, got)
+		}
+	})
+}
+
+// TestPresencePushed: a wait starting or ending is in no event of the log,
+// yet the open pages are told (an SSE event of type presence) and the
+// agents and the wait graph show it at once.
+func TestPresencePushed(t *testing.T) {
+	backends(t, func(t *testing.T, db string) {
+		// The leader waits for w1's reply (a worker holding a lease would
+		// show as working, whatever it waits for).
+		tid := jget(t, run(t, db, "send", "--from", "lead", "--to", "w1", "--subject", "wait here"), "thread.thread_id")
+		w := startWeb(t, db)
+		ch, closeStream := w.stream(t, 0)
+		defer closeStream()
+		nextPresence := func() {
+			t.Helper()
+			for {
+				if ev := nextAny(t, ch); ev.typ == "presence" {
+					return
+				}
+			}
+		}
+		wait := exec.Command("inbox", "wait-reply", "--db", db, "--agent", "lead", "--thread", tid, "--timeout-seconds", "60", "--json")
+		if err := wait.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { wait.Process.Kill(); wait.Wait() }()
+		// The presence events come as the wait registers, and after the
+		// one that follows a change both views show it (a presence event
+		// still queued from before can come first: look again at the next).
+		shows := func(waiting bool) bool {
+			_, agents := w.do(t, "GET", "/api/agents", "")
+			_, waits := w.do(t, "GET", "/api/waits", "")
+			return strings.Contains(string(agents), `"agent":"lead","state":"waiting"`) == waiting &&
+				strings.Contains(string(waits), `"reason":"wait_reply"`) == waiting
+		}
+		for {
+			nextPresence()
+			if shows(true) {
+				break
+			}
+		}
+		wait.Process.Kill()
+		wait.Wait()
+		for {
+			nextPresence()
+			if shows(false) {
+				break
+			}
 		}
 	})
 }

@@ -20,6 +20,9 @@ type cache struct {
 	events func(context.Context) (int64, error)
 	mu     sync.Mutex
 	m      map[string]*cached
+	// gen counts invalidations: a computation that began before one is
+	// returned to its callers but not kept.
+	gen int
 }
 
 // refreshAfter is how old an answer may be before a fetch that gets it
@@ -38,6 +41,7 @@ type cached struct {
 // computation is one run of an endpoint: done is closed when status and body are set.
 type computation struct {
 	id     int64
+	gen    int
 	done   chan struct{}
 	status int
 	body   []byte
@@ -77,17 +81,30 @@ func (c *cache) get(ctx context.Context, key string, compute func(context.Contex
 		if r == nil {
 			r = c.start(e, id, compute)
 		}
+		gen := c.gen
 		c.mu.Unlock()
 		select {
 		case <-r.done:
 		case <-ctx.Done():
 			return http.StatusServiceUnavailable, nil
 		}
-		// A computation that began before the event this caller knows of
-		// is waited for once more; then the answer is what it is.
-		if r.id >= id || try > 0 {
+		// A computation that began before what this caller knows of (an
+		// event, an invalidation) is followed by one more; then the answer
+		// is what it is.
+		if (r.id >= id && r.gen == gen) || try > 0 {
 			return r.status, r.body
 		}
+	}
+}
+
+// invalidate makes every answer stale (for what the event log does not
+// record: a wait started or ended), so the next caller computes it.
+func (c *cache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for _, e := range c.m {
+		e.id = -1
 	}
 }
 
@@ -107,13 +124,13 @@ func (c *cache) evict() {
 // start computes in the background (c.mu held); the answer is good for
 // event id, read before the computation began.
 func (c *cache) start(e *cached, id int64, compute func(context.Context) (int, []byte)) *computation {
-	r := &computation{id: id, done: make(chan struct{})}
+	r := &computation{id: id, gen: c.gen, done: make(chan struct{})}
 	e.running = r
 	go func() {
 		r.status, r.body = compute(context.Background())
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if r.status == http.StatusOK && r.id >= e.id {
+		if r.status == http.StatusOK && r.gen == c.gen && r.id >= e.id {
 			e.id, e.at, e.status, e.body = r.id, time.Now(), r.status, r.body
 		}
 		e.running = nil

@@ -55,6 +55,12 @@ func Serve(ctx context.Context, cfg cli.WebConfig) error {
 	defer cancel()
 	s := newServer(ctx, cfg, ln.Addr().(*net.TCPAddr).Port, token)
 	go s.hub.run(ctx)
+	// A wait starting or ending is in no event: the bus says when, the
+	// answers that show it go stale and the pages are told.
+	go s.cfg.Bus.FollowPresence(ctx, inbox.WaitOptions{}, func() {
+		s.cache.invalidate()
+		s.hub.presence()
+	})
 	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Stderr, nil).WithAttrs([]slog.Attr{slog.String("server", "inbox web")}), slog.LevelWarn)}
 	go func() {

@@ -88,6 +88,14 @@ func (h *hub) publish(ev *inbox.Event) {
 	}
 }
 
+// presenceEvent is the marker a stream's queue carries for a change of
+// presence (a wait started or ended): sent to pages as an SSE event of
+// type presence, without an id, since the log has no event for it.
+var presenceEvent = &inbox.Event{EventType: "presence"}
+
+// presence tells every stream that a wait started or ended.
+func (h *hub) presence() { h.publish(presenceEvent) }
+
 // subscribe opens a queue; nil once the server stops.
 func (h *hub) subscribe() *sub {
 	h.mu.Lock()
@@ -161,6 +169,10 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	last := after
 	var werr error
 	send := func(ev *inbox.Event) bool {
+		if ev == presenceEvent {
+			_, werr = fmt.Fprint(w, "event: presence\ndata: {}\n\n")
+			return werr == nil
+		}
 		if ev.EventID <= last {
 			return true
 		}

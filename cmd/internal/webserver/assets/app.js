@@ -30,6 +30,8 @@ const VIEWS = {
 
 const FEED_MAX = 2000;
 const DEBOUNCE_MS = 30;
+// The views a presence change (no event of the log) can change.
+const PRESENCE_VIEWS = new Set(['agents', 'attention', 'waits']);
 
 const main = document.getElementById('main');
 const live = document.getElementById('live');
@@ -171,6 +173,12 @@ function connect() {
     schedule();
   };
   source.addEventListener('event', onEvent);
+  // A wait started or ended (no event of the log says so): the views that
+  // show who waits refresh; the threads and search views ignore it.
+  source.addEventListener('presence', () => {
+    pendingEvents.push({event_type: 'presence'});
+    schedule();
+  });
   source.onmessage = onEvent;
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) {
@@ -205,13 +213,17 @@ async function flush() {
   running = true;
   const batch = pendingEvents;
   pendingEvents = [];
-  const events = batch.filter(Boolean);
+  // A presence change (a wait started or ended) is not an event of the log:
+  // it refreshes only the views that show who waits.
+  const presence = batch.some((e) => e && e.event_type === 'presence');
+  const events = batch.filter((e) => e && e.event_type !== 'presence');
   const maxId = events.reduce((m, e) => Math.max(m, Number(e.event_id) || 0), 0);
   try {
     const route = ctx.route;
     const view = route && VIEWS[route.name];
     if (view && viewRoot && viewRoot.isConnected) {
-      const relevant = !view.relevant || batch.includes(null) || view.relevant(events, route);
+      const relevant = batch.includes(null) || (presence && PRESENCE_VIEWS.has(route.name)) ||
+        (events.length > 0 && (!view.relevant || view.relevant(events, route)));
       if (relevant) await runView(view, viewRoot, route, batch.includes(null) ? null : events, ctx.gen);
     }
   } finally {
