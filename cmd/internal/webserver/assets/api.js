@@ -39,26 +39,45 @@ async function decode(res) {
 }
 
 const inflight = new Map();
+// fresh keeps each answer until the store changes (changed): the view and
+// the header counts that both want the agents after one event cost one
+// request, not two.
+const fresh = new Map();
+let generation = 0;
 
-// get fetches one API path; concurrent calls for the same path share one request.
+// changed says the store changed (an event, a presence change, an action
+// of the page's own): answers fetched before are not reused.
+export function changed() {
+  generation++;
+  fresh.clear();
+}
+
+// get fetches one API path; concurrent calls for the same path share one
+// request, and a later call before the next change gets the same answer.
 export function get(path) {
-  const have = inflight.get(path);
+  const have = inflight.get(path) || fresh.get(path);
   if (have) return have;
+  const gen = generation;
   const p = fetch(path, {credentials: 'same-origin', headers: {Accept: 'application/json'}})
     .then(decode)
     .finally(() => inflight.delete(path));
   inflight.set(path, p);
+  p.then(() => {
+    if (gen === generation) fresh.set(path, p);
+  }, () => {});
   return p;
 }
 
 // post sends one of the two actions (answer, cancel) as JSON.
 export async function post(path, body) {
+  changed();
   const res = await fetch(path, {
     method: 'POST',
     credentials: 'same-origin',
     headers: {'Content-Type': 'application/json', Accept: 'application/json'},
     body: JSON.stringify(body),
   });
+  changed();
   return decode(res);
 }
 

@@ -30,6 +30,18 @@ const VIEWS = {
 
 const FEED_MAX = 2000;
 const DEBOUNCE_MS = 30;
+// Under a stream of more than BUSY_RATE events a second (a script sending
+// as fast as it can), a page renders at most every BUSY_MS: ten pages
+// re-rendering a hundred times a second would take a core from the agents
+// writing. A change after a quiet spell still shows within DEBOUNCE_MS.
+const BUSY_RATE = 20;
+const BUSY_MS = 1000;
+const arrivals = []; // when the events of the last second came
+function gap() {
+  const now = performance.now();
+  while (arrivals.length && now - arrivals[0] > 1000) arrivals.shift();
+  return arrivals.length > BUSY_RATE ? BUSY_MS : DEBOUNCE_MS;
+}
 // The views a presence change (no event of the log) can change.
 const PRESENCE_VIEWS = new Set(['agents', 'attention', 'waits']);
 
@@ -170,12 +182,15 @@ function connect() {
     ctx.feed.push(ev);
     if (ctx.feed.length > FEED_MAX) ctx.feed.splice(0, ctx.feed.length - FEED_MAX);
     pendingEvents.push(ev);
+    arrivals.push(performance.now());
+    api.changed();
     schedule();
   };
   source.addEventListener('event', onEvent);
   // A wait started or ended (no event of the log says so): the views that
   // show who waits refresh; the threads and search views ignore it.
   source.addEventListener('presence', () => {
+    api.changed();
     pendingEvents.push({event_type: 'presence'});
     schedule();
   });
@@ -204,8 +219,9 @@ let lastFlush = 0;
 // DEBOUNCE_MS after the previous refresh, so a burst costs one or two.
 function schedule() {
   if (timer || running) return;
-  const wait = Math.max(4, lastFlush + DEBOUNCE_MS - performance.now());
-  timer = setTimeout(flush, Math.min(wait, DEBOUNCE_MS));
+  const g = gap();
+  const wait = Math.max(4, lastFlush + g - performance.now());
+  timer = setTimeout(flush, Math.min(wait, g));
 }
 
 async function flush() {
@@ -242,7 +258,7 @@ let countsTimer = null;
 
 function scheduleCounts() {
   if (countsTimer) return;
-  countsTimer = setTimeout(loadCounts, DEBOUNCE_MS);
+  countsTimer = setTimeout(loadCounts, gap());
 }
 
 function setCount(name, n, title) {

@@ -93,7 +93,10 @@ export function duration(sec) {
 export function ago(iso) {
   const sec = secondsSince(iso);
   if (!Number.isFinite(sec)) return '';
-  if (sec < 5) return 'just now';
+  // Seconds would change the page every second in every open page: under
+  // a minute, two steps are enough.
+  if (sec < 10) return 'just now';
+  if (sec < 60) return 'under a minute ago';
   return `${duration(sec)} ago`;
 }
 
@@ -106,11 +109,24 @@ export function when(iso, prefix) {
   return el;
 }
 
+// setText sets el's text only when it changes: an unchanged write still
+// makes the browser lay the page out and paint it again, every second, in
+// every open page.
+function setText(el, text) {
+  if (el && el.textContent !== text) el.textContent = text;
+}
+
+// setWidth sets a bar's width only when it changes (see setText).
+function setWidth(el, pct) {
+  const w = pct.toFixed(0) + '%';
+  if (el && el.style.width !== w) el.style.width = w;
+}
+
 // tickAges re-renders every age and lease bar under root from the local clock.
 export function tickAges(root) {
   for (const el of root.querySelectorAll('[data-ago]')) {
     const p = el.dataset.prefix;
-    el.textContent = (p ? p + ' ' : '') + ago(el.dataset.ago);
+    setText(el, (p ? p + ' ' : '') + ago(el.dataset.ago));
   }
   for (const el of root.querySelectorAll('[data-lease-expires]')) updateLease(el);
   for (const el of root.querySelectorAll('[data-run-started]')) updateRun(el);
@@ -176,15 +192,13 @@ function updateLease(el) {
   const total = Math.max(1, expires - (Number.isNaN(claimed) ? now : claimed));
   const left = expires - now;
   const pct = Math.max(0, Math.min(100, (left / total) * 100));
-  const fill = el.querySelector('.lease-fill');
-  if (fill) fill.style.width = pct.toFixed(1) + '%';
-  el.setAttribute('aria-valuenow', pct.toFixed(0));
+  setWidth(el.querySelector('.lease-fill'), pct);
+  if (el.getAttribute('aria-valuenow') !== pct.toFixed(0)) el.setAttribute('aria-valuenow', pct.toFixed(0));
   el.classList.toggle('lease-low', pct < 20 && left > 0);
   el.classList.toggle('lease-expired', left <= 0);
   const txt = left > 0 ? `${duration(left / 1000)} left of ${duration(total / 1000)}` : `expired ${duration(-left / 1000)} ago`;
-  el.setAttribute('aria-label', `lease: ${txt}`);
-  const t = el.querySelector('.lease-left');
-  if (t) t.textContent = txt;
+  if (el.getAttribute('aria-label') !== `lease: ${txt}`) el.setAttribute('aria-label', `lease: ${txt}`);
+  setText(el.querySelector('.lease-left'), txt);
 }
 
 // runBar draws a running task's age against its timeout (or just its age).
@@ -204,12 +218,12 @@ function updateRun(el) {
   if (!Number.isFinite(age)) return;
   if (to > 0) {
     const pct = Math.max(0, Math.min(100, (age / to) * 100));
-    fill.style.width = pct.toFixed(1) + '%';
+    setWidth(fill, pct);
     el.classList.toggle('lease-low', pct > 80);
-    t.textContent = `running ${duration(age)} of ${duration(to)} timeout`;
+    setText(t, `running ${duration(age)} of ${duration(to)} timeout`);
   } else {
     el.classList.add('no-timeout');
-    t.textContent = `running ${duration(age)} · no timeout`;
+    setText(t, `running ${duration(age)} · no timeout`);
   }
 }
 
