@@ -56,11 +56,33 @@ func Serve(ctx context.Context, cfg cli.WebConfig) error {
 	s := newServer(ctx, cfg, ln.Addr().(*net.TCPAddr).Port, token)
 	go s.hub.run(ctx)
 	// A wait starting or ending is in no event: the bus says when, the
-	// answers that show it go stale and the pages are told.
-	go s.cfg.Bus.FollowPresence(ctx, inbox.WaitOptions{}, func() {
-		s.cache.invalidate()
-		s.hub.presence()
-	})
+	// answers that show it go stale and the pages are told. Its first call
+	// says it is armed: what is computed from then on sees every wait, so
+	// the answers a page needs first are computed then (not before, which
+	// that call would make stale, nor on the first page's time).
+	armed := make(chan struct{})
+	go func() {
+		first := true
+		s.cfg.Bus.FollowPresence(ctx, inbox.WaitOptions{}, func() {
+			if first {
+				first = false
+				close(armed)
+				return
+			}
+			s.cache.invalidate()
+			s.hub.presence()
+		})
+		if first {
+			close(armed) // it could not follow presence: warm up all the same
+		}
+	}()
+	go func() {
+		select {
+		case <-armed:
+			s.warmUp(ctx)
+		case <-ctx.Done():
+		}
+	}()
 	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Stderr, nil).WithAttrs([]slog.Attr{slog.String("server", "inbox web")}), slog.LevelWarn)}
 	go func() {
@@ -106,14 +128,16 @@ func newServer(ctx context.Context, cfg cli.WebConfig, port int, token string) *
 		cache: newCache(cfg.Bus.LastEventID)}
 	s.hub = newHub(cfg.Bus)
 	s.hub.feed = func(ev *inbox.Event) { s.tracker.Feed(ctx, ev) }
-	// What reads the whole log or store is done now, not on the first
-	// page's time.
-	go func() {
-		s.tracker.Attention(ctx, time.Now(), inbox.AttentionOptions{})
-		s.cache.get(ctx, "agents\x00", s.agentsJSON)
-		s.cache.get(ctx, "waits", s.waitsJSON)
-	}()
 	return s
+}
+
+// warmUp computes what reads the whole store or log, the agents first
+// (the first view), then the attention tracker's first reading of the log
+// and the wait graph.
+func (s *server) warmUp(ctx context.Context) {
+	s.cache.get(ctx, "agents\x00", s.agentsJSON)
+	s.tracker.Attention(ctx, time.Now(), inbox.AttentionOptions{})
+	s.cache.get(ctx, "waits", s.waitsJSON)
 }
 
 // handler is every route behind the guard.

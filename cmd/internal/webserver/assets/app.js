@@ -348,8 +348,10 @@ async function start() {
   store.title = `${ctx.info.store || ''}${ctx.info.version ? ' · inbox ' + ctx.info.version : ''}`;
   lastId = Number(ctx.info.last_event_id) || 0;
   connect();
+  // The view first: the header's counts (the attention list, whose first
+  // reading of a large log takes a while) come once it is drawn.
+  await navigate();
   scheduleCounts();
-  navigate();
 }
 
 start();
