@@ -134,6 +134,9 @@ type listIn struct {
 	AssignedTo string `json:"assigned_to,omitempty" jsonschema:"only threads assigned to this agent"`
 	Limit      int    `json:"limit,omitempty" jsonschema:"at most this many (default 50)"`
 	Mail       bool   `json:"mail,omitempty" jsonschema:"include mail threads (notes, not work), which list leaves out by default"`
+	Run        string `json:"run,omitempty" jsonschema:"only threads of this run"`
+	Task       string `json:"task,omitempty" jsonschema:"only threads of this task id"`
+	Team       string `json:"team,omitempty" jsonschema:"only threads created by or assigned to a member of this team"`
 }
 
 type showIn struct {
