@@ -35,7 +35,7 @@ const DEBOUNCE_MS = 30;
 // re-rendering a hundred times a second would take a core from the agents
 // writing. A change after a quiet spell still shows within DEBOUNCE_MS.
 const BUSY_RATE = 20;
-const BUSY_MS = 1000;
+const BUSY_MS = 2000;
 const arrivals = []; // when the events of the last second came
 function gap() {
   const now = performance.now();
