@@ -245,7 +245,9 @@ func browseTeamStore(t *testing.T, browser context.Context, s *richStore) {
 		// The server itself refused them (not only the browser's CORS
 		// check): 403 for each, and nothing changed in the store.
 		for _, path := range []string{"/api/agents", "/api/threads/" + s.blocked + "/answer", "/api/threads/" + s.blocked + "/cancel"} {
-			got := p.statusesOf(s.d.base + path)
+			// The browser reports a response over DevTools after the
+			// page's promise settles: wait for the report.
+			got := p.awaitStatuses(s.d.base+path, 10*time.Second)
 			if len(got) == 0 || slices.ContainsFunc(got, func(c int64) bool { return c != http.StatusForbidden }) {
 				t.Errorf("%s from another origin: statuses %v, want 403 (what the page saw: %v)", path, got, results)
 			}

@@ -297,6 +297,20 @@ func (p *tab) statusesOf(u string) []int64 {
 	return append([]int64(nil), p.statuses[u]...)
 }
 
+// awaitStatuses is statusesOf(u) once the tab has recorded a response
+// for u, or what it has at the deadline.
+func (p *tab) awaitStatuses(u string, within time.Duration) []int64 {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if got := p.statusesOf(u); len(got) > 0 || time.Now().After(deadline) {
+			return got
+		}
+		<-tick.C
+	}
+}
+
 // jsString is s as a JavaScript string literal.
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
