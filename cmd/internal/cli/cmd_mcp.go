@@ -142,7 +142,7 @@ func (r *mcpCmd) run(c *call) (*result, error) {
 		if c.fs.Changed("idle-timeout") {
 			return nil, usagef("idle-timeout", "--idle-timeout closes idle HTTP sessions: give --http too")
 		}
-	} else if err := loopback(r.http); err != nil {
+	} else if err := loopbackAddr("http", r.http); err != nil {
 		return nil, err
 	}
 	if c.g.agent != "" {
@@ -212,13 +212,10 @@ func isExecutable(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-// loopback refuses an --http address that is not on the loopback
-// interface: a bearer token read from a local file is the server's only
-// credential, so only local processes may reach it.
-func loopback(addr string) error { return loopbackAddr("http", addr) }
-
-// loopbackAddr refuses a --flag address that is not HOST:PORT on the
-// loopback interface.
+// loopbackAddr refuses a --flag address (inbox mcp --http, inbox web
+// --addr) that is not HOST:PORT on the loopback interface: a bearer token
+// read from a local file is the server's only credential, so only local
+// processes may reach it.
 func loopbackAddr(flag, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err == nil {

@@ -38,8 +38,20 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// NewToken draws a bearer token: 32 random bytes, in hex.
-func NewToken() (string, error) {
+// IssueToken draws a token and writes it to path (writeToken); revoke
+// removes the file if it still holds that token.
+func IssueToken(path string) (token string, revoke func(), err error) {
+	if token, err = newToken(); err != nil {
+		return "", nil, err
+	}
+	if err := writeToken(path, token); err != nil {
+		return "", nil, err
+	}
+	return token, func() { removeToken(path, token) }, nil
+}
+
+// newToken draws a bearer token: 32 random bytes, in hex.
+func newToken() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("draw a token: %w", err)
@@ -47,10 +59,10 @@ func NewToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// WriteToken replaces path atomically with token, readable and writable
+// writeToken replaces path atomically with token, readable and writable
 // by this user only (0600 whatever was there before), creating its
 // directory (0700) if need be.
-func WriteToken(path, token string) error {
+func writeToken(path, token string) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create the token file's directory: %w", err)
@@ -77,10 +89,10 @@ func WriteToken(path, token string) error {
 	return nil
 }
 
-// RemoveToken removes the token file if it still holds token (another
+// removeToken removes the token file if it still holds token (another
 // server may have replaced it since). It never follows a symlink or
 // blocks on what is not a regular file.
-func RemoveToken(path, token string) {
+func removeToken(path, token string) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return

@@ -42,14 +42,11 @@ func (m *mcpServer) serveHTTP(ctx context.Context, server *mcp.Server, cfg cli.M
 		return err
 	}
 	defer ln.Close()
-	token, err := localhttp.NewToken()
+	token, revoke, err := localhttp.IssueToken(cfg.TokenFile)
 	if err != nil {
 		return err
 	}
-	if err := localhttp.WriteToken(cfg.TokenFile, token); err != nil {
-		return err
-	}
-	defer localhttp.RemoveToken(cfg.TokenFile, token)
+	defer revoke()
 	server.AddReceivingMiddleware(sessionEnds(cfg.Stderr))
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: idle, Logger: m.log})

@@ -43,9 +43,14 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request, cmd string, args
 // on the dashboard fetches the same views after an event, and they share
 // one computation per event.
 func (s *server) read(w http.ResponseWriter, r *http.Request, cmd string, args []string) {
-	key := cmd + "\x00" + strings.Join(args, "\x00")
-	st, b := s.cache.get(r.Context(), key, func(ctx context.Context) (int, []byte) { return s.runCLI(ctx, cmd, args) })
+	st, b := s.cachedRun(r.Context(), cmd, args)
 	writeJSON(w, st, b)
+}
+
+// cachedRun is runCLI through the cache, keyed by the command line.
+func (s *server) cachedRun(ctx context.Context, cmd string, args []string) (int, []byte) {
+	key := cmd + "\x00" + strings.Join(args, "\x00")
+	return s.cache.get(ctx, key, func(ctx context.Context) (int, []byte) { return s.runCLI(ctx, cmd, args) })
 }
 
 // runCLI runs the CLI command (words of cmd, then args) and returns the
@@ -55,18 +60,6 @@ func (s *server) runCLI(ctx context.Context, cmd string, args []string) (int, []
 	out, code := cli.Invoke(ctx, s.cfg.Bus, s.getenv, words[0], append(words[1:], args...))
 	return statusOf(code), out
 }
-
-// agents serves inbox agents --json, from the cache while no event came.
-func (s *server) agents(w http.ResponseWriter, r *http.Request) {
-	if _, err := flagsOf(r, "agents"); err != nil {
-		writeErr(w, "agents", err)
-		return
-	}
-	st, b := s.cache.get(r.Context(), "agents\x00", s.agentsJSON)
-	writeJSON(w, st, b)
-}
-
-func (s *server) agentsJSON(ctx context.Context) (int, []byte) { return s.runCLI(ctx, "agents", nil) }
 
 // getenv is the environment the API's commands see: the server's own,
 // but for INBOX_AGENT, which would quietly narrow what a person sees

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -88,105 +87,6 @@ func jget(t *testing.T, doc []byte, path string) string {
 	return string(b)
 }
 
-// web is a running inbox web process.
-type web struct {
-	cmd          *exec.Cmd
-	base, token  string
-	url, tokfile string
-}
-
-// startWeb starts inbox web on db and waits for its first line.
-func startWeb(t *testing.T, db string, args ...string) *web {
-	t.Helper()
-	cmd := exec.Command("inbox", append([]string{"web", "--db", db, "--addr", "127.0.0.1:0", "--json"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &web{cmd: cmd}
-	t.Cleanup(func() { w.stop(t) })
-	line := make(chan []byte, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- append([]byte(nil), sc.Bytes()...)
-		}
-		close(line)
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case b, ok := <-line:
-		if !ok {
-			cmd.Wait()
-			t.Fatalf("inbox web printed nothing; stderr:\n%s", stderr.String())
-		}
-		var first struct {
-			OK        bool   `json:"ok"`
-			Command   string `json:"command"`
-			URL       string `json:"url"`
-			Token     string `json:"token"`
-			TokenFile string `json:"token_file"`
-		}
-		if err := json.Unmarshal(b, &first); err != nil || !first.OK || first.Command != "web" || first.Token == "" {
-			t.Fatalf("first line of inbox web: %s (%v)", b, err)
-		}
-		w.url, w.token, w.tokfile = first.URL, first.Token, first.TokenFile
-		w.base, _, _ = strings.Cut(first.URL, "/?token=")
-	case <-time.After(30 * time.Second):
-		t.Fatalf("inbox web did not start within 30 s; stderr:\n%s", stderr.String())
-	}
-	return w
-}
-
-// stop ends the server with SIGTERM and waits for it.
-func (w *web) stop(t *testing.T) {
-	if w.cmd.ProcessState != nil {
-		return
-	}
-	w.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- w.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		w.cmd.Process.Kill()
-		<-done
-		t.Errorf("inbox web did not stop within 10 s of SIGTERM")
-	}
-}
-
-// do sends a request with the token (unless hdr says otherwise) and
-// returns the status and body.
-func (w *web) do(t *testing.T, method, path, body string, hdr ...string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, w.base+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+w.token)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i] == "Host" {
-			req.Host = hdr[i+1]
-		} else if hdr[i+1] == "" {
-			req.Header.Del(hdr[i])
-		} else {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
-}
-
 // sameJSON fails the test unless a and b are the same JSON value.
 func sameJSON(t *testing.T, what string, a, b []byte) {
 	t.Helper()
@@ -222,7 +122,7 @@ func fill(t *testing.T, db string) (blocked, done string) {
 func TestAPIMatchesCLI(t *testing.T) {
 	backends(t, func(t *testing.T, db string) {
 		blocked, done := fill(t, db)
-		w := startWeb(t, db)
+		w := startDashboard(t, db)
 		for _, c := range []struct {
 			path string
 			cli  []string
@@ -276,7 +176,7 @@ func TestAPIMatchesCLI(t *testing.T) {
 func TestAPIActions(t *testing.T) {
 	backends(t, func(t *testing.T, db string) {
 		blocked, done := fill(t, db)
-		w := startWeb(t, db, "--as", "boss")
+		w := startDashboard(t, db, "--as", "boss")
 		status, got := w.do(t, "POST", "/api/threads/"+blocked+"/answer", `{"summary":"use postgres","body":"version 16"}`)
 		if status != 200 || jget(t, got, "command") != "reply" || jget(t, got, "message.kind") != "answer" ||
 			jget(t, got, "message.from_agent") != "boss" || jget(t, got, "message.summary") != "use postgres" {
@@ -323,7 +223,7 @@ func TestAPIActions(t *testing.T) {
 func TestAPIAccess(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "store")
 	run(t, db, "init")
-	w := startWeb(t, db)
+	w := startDashboard(t, db)
 	if st, b := w.do(t, "GET", "/api/agents", "", "Authorization", ""); st != 401 || jget(t, b, "error.code") != "unauthorized" {
 		t.Errorf("no token: %d %s", st, b)
 	}
@@ -375,12 +275,12 @@ func TestAPIAccess(t *testing.T) {
 		t.Errorf("the page with the cookie: %d %.200s", st, b)
 	}
 	// The token file is the store owner's alone, and goes at exit.
-	if fi, err := osStat(w.tokfile); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("token file %s: %v %v", w.tokfile, fi, err)
+	if fi, err := osStat(w.tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file %s: %v %v", w.tokenFile, fi, err)
 	}
 	w.stop(t)
-	if _, err := osStat(w.tokfile); err == nil {
-		t.Errorf("token file %s left behind", w.tokfile)
+	if _, err := osStat(w.tokenFile); err == nil {
+		t.Errorf("token file %s left behind", w.tokenFile)
 	}
 }
 
@@ -393,7 +293,7 @@ type sseEvent struct {
 
 // stream opens /api/events (after lastID, when > 0) and sends its events
 // on the channel until the response ends.
-func (w *web) stream(t *testing.T, lastID int64) (<-chan sseEvent, func()) {
+func (w *dashboard) stream(t *testing.T, lastID int64) (<-chan sseEvent, func()) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", w.base+"/api/events", nil)
 	req.Header.Set("Authorization", "Bearer "+w.token)
@@ -464,7 +364,7 @@ func nextAny(t *testing.T, ch <-chan sseEvent) sseEvent {
 // inbox events lists them.
 func TestEventStreamResumes(t *testing.T) {
 	backends(t, func(t *testing.T, db string) {
-		w := startWeb(t, db)
+		w := startDashboard(t, db)
 		ch, closeStream := w.stream(t, 0)
 		// The stream is open once the server has sent its first line; a
 		// send now is after its start.
@@ -482,7 +382,7 @@ func TestEventStreamResumes(t *testing.T) {
 		run(t, db, "update", "--agent", "w1", "--thread", tid, "--status", "in_progress", "--summary", "half")
 		run(t, db, "send", "--from", "lead", "--to", "w2", "--subject", "another")
 		run(t, db, "done", "--agent", "w1", "--thread", tid, "--summary", "all")
-		w2 := startWeb(t, db)
+		w2 := startDashboard(t, db)
 		ch2, closeStream2 := w2.stream(t, seen.id)
 		defer closeStream2()
 		want := run(t, db, "events", "--after-event", strconv.FormatInt(seen.id, 10))
@@ -517,7 +417,7 @@ var osStat = os.Stat
 func TestAddrInUse(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "store")
 	run(t, db, "init")
-	w := startWeb(t, db)
+	w := startDashboard(t, db)
 	addr := strings.TrimPrefix(w.base, "http://")
 	out, code := runCode(t, db, "web", "--addr", addr)
 	if code != 20 || jget(t, out, "error.code") != "address_in_use" || jget(t, out, "error.field") != "addr" {
@@ -562,7 +462,7 @@ func TestAttentionAndWaits(t *testing.T) {
 		run(t, db, "update", "--agent", "w1", "--thread", a, "--status", "blocked", "--summary", "need b first")
 		run(t, db, "claim", "--agent", "w2", "--thread", b)
 		run(t, db, "update", "--agent", "w2", "--thread", b, "--status", "blocked", "--summary", "need a first")
-		w := startWeb(t, db)
+		w := startDashboard(t, db)
 		st, got := w.do(t, "GET", "/api/waits", "")
 		if st != 200 || jget(t, got, "command") != "waits" || jget(t, got, "cycles") != `[["w1","w2"]]` {
 			t.Fatalf("waits: %d %s", st, got)
@@ -600,7 +500,7 @@ func TestPresencePushed(t *testing.T) {
 		// The leader waits for w1's reply (a worker holding a lease would
 		// show as working, whatever it waits for).
 		tid := jget(t, run(t, db, "send", "--from", "lead", "--to", "w1", "--subject", "wait here"), "thread.thread_id")
-		w := startWeb(t, db)
+		w := startDashboard(t, db)
 		ch, closeStream := w.stream(t, 0)
 		defer closeStream()
 		nextPresence := func() {

@@ -65,7 +65,9 @@ type dashboard struct {
 	// url is the URL it printed (with ?token=), base its origin with no
 	// path (http://127.0.0.1:PORT).
 	url, base, token string
+	tokenFile        string
 	stderr           *lockedBuffer
+	exited           chan struct{}
 }
 
 // startDashboard starts inbox web on db, on a free loopback port, and
@@ -79,23 +81,13 @@ func startDashboard(tb testing.TB, db string, args ...string) *dashboard {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d := &dashboard{cmd: cmd, stderr: &lockedBuffer{}}
+	d := &dashboard{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	tb.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			tb.Errorf("inbox web did not stop within 10 s of SIGTERM")
-		}
-	})
+	go func() { cmd.Wait(); close(d.exited) }()
+	tb.Cleanup(func() { d.stop(tb) })
 	first := make(chan []byte, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -108,14 +100,15 @@ func startDashboard(tb testing.TB, db string, args ...string) *dashboard {
 	select {
 	case line, ok := <-first:
 		if !ok {
-			<-exited
+			<-d.exited
 			tb.Fatalf("inbox web ended without a first line; stderr:\n%s", d.stderr)
 		}
 		var v struct {
-			OK      bool   `json:"ok"`
-			Command string `json:"command"`
-			URL     string `json:"url"`
-			Token   string `json:"token"`
+			OK        bool   `json:"ok"`
+			Command   string `json:"command"`
+			URL       string `json:"url"`
+			Token     string `json:"token"`
+			TokenFile string `json:"token_file"`
 		}
 		if err := json.Unmarshal(line, &v); err != nil || !v.OK || v.Command != "web" || v.Token == "" {
 			tb.Fatalf("first line of inbox web: %s (%v)", line, err)
@@ -124,33 +117,65 @@ func startDashboard(tb testing.TB, db string, args ...string) *dashboard {
 		if !ok {
 			tb.Fatalf("inbox web's URL %q carries no ?token=", v.URL)
 		}
-		d.url, d.base, d.token = v.URL, base, v.Token
+		d.url, d.base, d.token, d.tokenFile = v.URL, base, v.Token, v.TokenFile
 	case <-time.After(60 * time.Second):
 		tb.Fatalf("inbox web did not start within 60 s; stderr:\n%s", d.stderr)
 	}
 	return d
 }
 
+// stop ends the server with SIGTERM and waits for it (again: nothing).
+func (d *dashboard) stop(tb testing.TB) {
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(10 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.exited
+		tb.Errorf("inbox web did not stop within 10 s of SIGTERM")
+	}
+}
+
 // get sends GET path with the token as a bearer token and the headers
 // hdr (name, value, …), and returns the status and body.
 func (d *dashboard) get(tb testing.TB, path string, hdr ...string) (int, []byte) {
 	tb.Helper()
-	req, err := http.NewRequest(http.MethodGet, d.base+path, nil)
+	return d.do(tb, http.MethodGet, path, "", hdr...)
+}
+
+// do sends a request with the token as a bearer token and the headers hdr
+// (name, value, …: a Host sets the request's host, an empty value drops
+// the header), and returns the status and body.
+func (d *dashboard) do(tb testing.TB, method, path, body string, hdr ...string) (int, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(method, d.base+path, strings.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+d.token)
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		switch {
+		case hdr[i] == "Host":
+			req.Host = hdr[i+1]
+		case hdr[i+1] == "":
+			req.Header.Del(hdr[i])
+		default:
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		tb.Fatalf("GET %s: %v", path, err)
+		tb.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		tb.Fatalf("GET %s: %v", path, err)
+		tb.Fatalf("%s %s: %v", method, path, err)
 	}
 	return resp.StatusCode, b
 }

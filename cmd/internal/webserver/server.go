@@ -42,14 +42,11 @@ func Serve(ctx context.Context, cfg cli.WebConfig) error {
 		return err
 	}
 	defer ln.Close()
-	token, err := localhttp.NewToken()
+	token, revoke, err := localhttp.IssueToken(cfg.TokenFile)
 	if err != nil {
 		return err
 	}
-	if err := localhttp.WriteToken(cfg.TokenFile, token); err != nil {
-		return err
-	}
-	defer localhttp.RemoveToken(cfg.TokenFile, token)
+	defer revoke()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -135,7 +132,7 @@ func newServer(ctx context.Context, cfg cli.WebConfig, port int, token string) *
 // (the first view), then the attention tracker's first reading of the log
 // and the wait graph.
 func (s *server) warmUp(ctx context.Context) {
-	s.cache.get(ctx, "agents\x00", s.agentsJSON)
+	s.cachedRun(ctx, "agents", nil)
 	s.tracker.Attention(ctx, time.Now(), inbox.AttentionOptions{})
 	s.cache.get(ctx, "waits", s.waitsJSON)
 }
@@ -146,7 +143,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.Handle("GET /assets/", assetHandler())
 	mux.HandleFunc("GET /api/info", s.info)
-	mux.HandleFunc("GET /api/agents", s.agents)
+	mux.HandleFunc("GET /api/agents", s.command("agents"))
 	mux.HandleFunc("GET /api/threads", s.command("list", "status", "agent", "created-by", "assigned-to", "limit", "mail", "run", "task", "team"))
 	mux.HandleFunc("GET /api/threads/{id}", s.thread)
 	mux.HandleFunc("GET /api/threads/{id}/events", s.threadEvents)
