@@ -17,9 +17,10 @@ import (
 // Kinds of AttentionItem.
 const (
 	// AttentionBlocked is a blocked thread whose question has no answer
-	// yet: no message of kind answer, nor any message from another agent
-	// than the holder, came after it (the holder's status may still say
-	// blocked: it has not resumed yet).
+	// yet: no message of kind answer came after it. Nothing else answers
+	// it, whoever sends it: a progress note, a question back, a control
+	// message. An answer leaves the list at once, before the holder
+	// resumes (its status may still say blocked).
 	AttentionBlocked = "blocked"
 	// AttentionRequest is a request (a message with a request id) that no
 	// later message of its thread answers with the same request id.
@@ -332,8 +333,8 @@ type blockedQuestion struct {
 }
 
 // blockedQuestions lists the blocked threads whose question has no answer
-// yet. A thread whose last message is its question costs one read; one
-// that has more after it is read whole.
+// yet. A thread whose last message is its question or an answer costs
+// one read; one that has more after it is read whole.
 func (t *AttentionTracker) blockedQuestions(ctx context.Context) ([]*blockedQuestion, error) {
 	ths, err := t.bus.List(ctx, ListFilter{Statuses: []string{StatusBlocked}, Limit: MaxLimit})
 	if err != nil {
@@ -364,6 +365,9 @@ func (t *AttentionTracker) question(ctx context.Context, th *Thread) (*blockedQu
 	if err != nil {
 		return nil, err
 	}
+	if last != nil && last.Kind == KindAnswer {
+		return nil, nil // the newest message answers whatever came before
+	}
 	if last == nil || last.Status != StatusBlocked {
 		v, err := t.bus.Show(ctx, th.ThreadID)
 		if err != nil {
@@ -387,8 +391,8 @@ func (t *AttentionTracker) question(ctx context.Context, th *Thread) (*blockedQu
 		return nil, nil // blocked without a question message (cannot happen)
 	}
 	for _, m := range msgs[q+1:] {
-		if m.Kind == KindAnswer || m.FromAgent != holder {
-			return nil, nil
+		if m.Kind == KindAnswer {
+			return nil, nil // from anyone: the dashboard answers as its own identity
 		}
 	}
 	m := msgs[q]

@@ -56,10 +56,19 @@ func testAttention(t *testing.T, b inbox.Bus) {
 	if r := report(time.Now().Add(time.Hour)); attentionItem(r, inbox.AttentionBlocked, tid).WaitingSeconds < 3599 {
 		t.Errorf("an hour later the question waited %d s", attentionItem(r, inbox.AttentionBlocked, tid).WaitingSeconds)
 	}
-	// The holder's own notes do not answer it.
+	// Only an answer newer than it answers it: not the holder's own
+	// notes, a reply of another kind, another agent's message.
 	ok(b.Reply(ctx, "w", "", tid, inbox.KindProgress, inbox.Content{Summary: "still looking"}))(t)
 	if attentionItem(report(time.Now()), inbox.AttentionBlocked, tid) == nil {
 		t.Fatal("the holder's own progress note answered its question")
+	}
+	ok(b.Reply(ctx, "leader", "w", tid, inbox.KindQuestion, inbox.Content{Summary: "which version of either?"}))(t)
+	if attentionItem(report(time.Now()), inbox.AttentionBlocked, tid) == nil {
+		t.Fatal("a question back answered the question")
+	}
+	ok(b.Reply(ctx, "x", "", tid, inbox.KindProgress, inbox.Content{Summary: "looking too"}))(t)
+	if attentionItem(report(time.Now()), inbox.AttentionBlocked, tid) == nil {
+		t.Fatal("another agent's progress note answered the question")
 	}
 	ok(b.Reply(ctx, "leader", "w", tid, inbox.KindAnswer, inbox.Content{Summary: "postgres"}))(t)
 	if th := ok(b.Thread(ctx, tid))(t); th.Status != inbox.StatusBlocked {
