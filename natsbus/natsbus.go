@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/url"
 	"os"
@@ -77,6 +78,9 @@ type config struct {
 	name     string
 	replicas int
 	opts     []nats.Option
+	// credentials is whether opts give the server any: a password, a
+	// token, a .creds or an nkey file.
+	credentials bool
 }
 
 // parseURL reads a store URL. Its credentials (inbox.SplitNATSURL: a user
@@ -140,7 +144,25 @@ func parseURL(db string) (*config, error) {
 		servers = append(servers, srv.String())
 	}
 	c.server = strings.Join(servers, ",")
+	c.credentials = cred.Secret() != "" || creds != "" || nkey != ""
 	return c, nil
+}
+
+// connectError is why a connection to c's servers failed (ErrStorage):
+// one the server refused for its credentials says where they go, and
+// never what they are.
+func connectError(err error, c *config) error {
+	if !errors.Is(err, nats.ErrAuthorization) {
+		return inbox.Storage(err, "connect to %s", c.server)
+	}
+	const where = "the file that holds the store's secret (inbox-nats server's is inbox-nats-server.secret in its --store-dir; its log names it)"
+	rule := fmt.Sprintf("connect to %s: the server refused a connection that gave no credentials (%v): set %s to %s, or give the secret in %s",
+		c.server, err, inbox.EnvNATSPasswordFile, where, inbox.EnvNATSPassword)
+	if c.credentials {
+		rule = fmt.Sprintf("connect to %s: the server refused the credentials given (%v): check that %s names %s, and that neither %s nor a password in the store's URL, which win over it, holds another",
+			c.server, err, inbox.EnvNATSPasswordFile, where, inbox.EnvNATSPassword)
+	}
+	return &inbox.Error{Code: "storage_error", Rule: rule, Err: inbox.ErrStorage, Cause: err}
 }
 
 // Open connects to the store db names (nats://HOST:PORT/NAME).
@@ -152,7 +174,7 @@ func Open(ctx context.Context, db string, opts Options) (*Bus, error) {
 	nopts := append([]nats.Option{nats.Name("inbox"), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1)}, c.opts...)
 	nc, err := nats.Connect(c.server, nopts...)
 	if err != nil {
-		return nil, inbox.Storage(err, "connect to %s", c.server)
+		return nil, connectError(err, c)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -2,7 +2,8 @@
 // benchmarks of the NATS backend, as its own process, so that a test can
 // kill it: on loopback, syncing every write (sync_interval: always), as a
 // single server or as one node of a cluster, with the options of
-// inbox-nats server (package natsserve). It is not installed; a real
+// inbox-nats server (package natsserve) but without its secret: the tests'
+// clients connect with no credentials. It is not installed; a real
 // deployment runs nats-server with the settings docs/JETSTREAM.md gives.
 //
 //	natsd -port 4222 -dir /tmp/n1 [-name n1 -cluster-port 6222 -routes nats://127.0.0.1:6223,…]

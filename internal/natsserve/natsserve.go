@@ -16,12 +16,24 @@
 //   - A server that cannot start (its address taken, a store directory it
 //     cannot use) makes Start return an error, instead of a server that
 //     never becomes ready.
+//   - Every client gives the server's secret, or is refused (NATS's
+//     "Authorization Violation"): a random token Start makes once, in the
+//     store directory's owner-only SecretFile, and reads again at every
+//     start, so clients keep working across restarts. A client reads the
+//     same file through INBOX_NATS_PASSWORD_FILE; the secret itself is in
+//     no argument, log line or error. Start refuses a secret's file it
+//     did not make so (ErrSecretFile): a symlink, anything but a regular
+//     file, a file others can read or another user owns.
 //
 // # Caveats
 //
-//   - No authentication and no TLS: on a loopback address only this
-//     machine's users reach it. A server other machines reach should be a
-//     nats-server configured with accounts and TLS (docs/JETSTREAM.md).
+//   - No TLS: the secret and every message cross the network in clear.
+//     On a loopback address only this machine's users see that traffic,
+//     and only the store directory's owner can read the secret. A server
+//     other machines reach should be a nats-server configured with
+//     accounts and TLS (docs/JETSTREAM.md).
+//   - One token, one account: whoever has the secret reads and changes
+//     every store on the server.
 //   - One server, so replicas=1: a store on it is down while it is.
 package natsserve
 
@@ -76,7 +88,8 @@ type Logger interface {
 
 // Options are the NATS server options for cfg: JetStream in cfg.StoreDir,
 // every write synced, listening on cfg.Listen, no signal handlers of its
-// own (the caller stops the server).
+// own (the caller stops the server). They require no credentials: Start
+// adds the secret; the tests' own servers (internal/natsd) run without.
 func Options(cfg Config) (*server.Options, error) {
 	host, port, err := SplitListen(cfg.Listen)
 	if err != nil {
@@ -123,11 +136,13 @@ func SplitListen(listen string) (host string, port int, err error) {
 type Server struct {
 	s      *server.Server
 	dir    string
+	secret string // the path of the secret's file
 	unlock func()
 }
 
 // Start starts a server as cfg says and returns it once it accepts
-// connections.
+// connections, from clients that give the secret in the store directory's
+// SecretFile only (made when missing).
 func Start(cfg Config) (*Server, error) {
 	opts, err := Options(cfg)
 	if err != nil {
@@ -140,6 +155,12 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store directory %s: %w", opts.StoreDir, err)
 	}
+	token, secretFile, err := loadSecret(opts.StoreDir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	opts.Authorization = token
 	s, err := server.NewServer(opts)
 	if err != nil {
 		unlock()
@@ -169,8 +190,12 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("start the NATS server: not ready within %v", within)
 		}
 	}
-	return &Server{s: s, dir: opts.StoreDir, unlock: unlock}, nil
+	return &Server{s: s, dir: opts.StoreDir, secret: secretFile, unlock: unlock}, nil
 }
+
+// SecretFile is the absolute path of the file that holds the secret
+// every client must give (a client names it in INBOX_NATS_PASSWORD_FILE).
+func (s *Server) SecretFile() string { return s.secret }
 
 // URL is the server's client URL, nats://HOST:PORT, with the port it
 // listens on (also when Config.Listen asked for any free one).

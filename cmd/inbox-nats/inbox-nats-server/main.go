@@ -42,26 +42,34 @@ NATS stores need it: JetStream on, its streams in --store-dir, and every
 write synced to disk before it is acknowledged (sync_interval: always), so
 an acknowledged change survives a crash of the server or of the machine.
 One server holds any number of stores, nats://HOST:PORT/NAME, one per team;
-inbox init makes one. It logs where it listens and the INBOX_DB to use on
-stderr, and stops cleanly on Ctrl-C (SIGINT) or SIGTERM.
+inbox init makes one. Only clients that give its secret get in: a random
+token it makes at its first start in --store-dir/inbox-nats-server.secret,
+a file only its user can read, and keeps across restarts; a client names
+that file in INBOX_NATS_PASSWORD_FILE (the secret is never on a command
+line nor in its log). It logs where it listens and the INBOX_DB and
+INBOX_NATS_PASSWORD_FILE to use on stderr, and stops cleanly on Ctrl-C
+(SIGINT) or SIGTERM.
 
 Flags:
 %s
 Examples:
   inbox-nats server                               # this machine only, data in .agents/nats
   export INBOX_DB=nats://127.0.0.1:4222/myteam    # then, in another shell
+  export INBOX_NATS_PASSWORD_FILE=$PWD/.agents/nats/inbox-nats-server.secret
   inbox init
   inbox send --from lead --to worker --subject "Add routes" --body "…"
 
   inbox-nats server --listen 127.0.0.1:0 --store-dir /tmp/try   # any free port: the log says which
 
-It has no authentication and no TLS: on loopback, only this machine's users
-reach it. For agents on several machines run nats-server itself, with
-accounts, TLS and (for R3) a three-node cluster: docs/JETSTREAM.md.
+It has no TLS: on loopback, only this machine's users see its traffic, and
+only --store-dir's owner can read the secret. For agents on several
+machines run nats-server itself, with accounts, TLS and (for R3) a
+three-node cluster: docs/JETSTREAM.md.
 
 Exit codes: 0 stopped by a signal; 20 another server uses --store-dir;
 30 a bad flag; 50 the server could not start (its address taken, a store
-directory it cannot use).
+directory it cannot use, a secret's file it did not make: a symlink,
+anything but a regular file, one others can read).
 `
 
 // serverCmd is inbox-nats server's flags.
@@ -107,13 +115,16 @@ func runServer(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) in
 		sync = "writes NOT synced before they are acknowledged"
 	}
 	fmt.Fprintf(stderr, "inbox-nats: listening on %s (NATS JetStream, store directory %s, %s)\n", url, s.StoreDir(), sync)
+	fmt.Fprintf(stderr, "inbox-nats: clients must give the secret in %s (only its user can read it; kept across restarts)\n", s.SecretFile())
 	if !loopback(host) {
-		fmt.Fprintf(stderr, "inbox-nats: warning: %s is reachable from other machines and has no authentication: anyone who reaches it can read and change every store (for that, run nats-server with accounts and TLS: docs/JETSTREAM.md)\n", r.listen)
+		fmt.Fprintf(stderr, "inbox-nats: warning: %s is reachable from other machines, and has no TLS: the secret and every message cross the network in clear, so keep it to a network you trust (else run nats-server with accounts and TLS: docs/JETSTREAM.md); a client on another machine needs a copy of the secret's file, 0600\n", r.listen)
 		if h, err := os.Hostname(); err == nil && unspecified(host) {
 			url = "nats://" + net.JoinHostPort(h, strconv.Itoa(port(url)))
 		}
 	}
-	fmt.Fprintf(stderr, "inbox-nats: hint: export INBOX_DB=%s/myteam && inbox init   (myteam: any store name of letters, digits, _ and -)\n", url)
+	// The secret travels by file: the line names it, and export, a shell
+	// builtin, puts nothing in any process's argv.
+	fmt.Fprintf(stderr, "inbox-nats: hint: export INBOX_DB=%s/myteam INBOX_NATS_PASSWORD_FILE=%s && inbox init   (myteam: any store name of letters, digits, _ and -)\n", url, shellQuote(s.SecretFile()))
 	fmt.Fprintln(stderr, "inbox-nats: hint: Ctrl-C or SIGTERM stops it")
 	got := <-sig
 	s.Stop()
@@ -139,6 +150,22 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// shellQuote returns p as a shell word: as it is when it holds nothing a
+// shell reads specially, else in single quotes.
+func shellQuote(p string) string {
+	plain := p != ""
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+,:@%=", c)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
 
 // unspecified reports whether host means every interface.
