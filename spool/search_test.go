@@ -448,3 +448,43 @@ func TestSearchIndexUnsaved(t *testing.T) {
 		t.Fatalf("without index/: got %v, want %v", got, want)
 	}
 }
+
+// TestSearchStable: the same store and query give the same answer every
+// time, by the index and by the scan of one thread: a payload's keys are
+// read sorted, and a phrase never runs from one field into the next
+// (subject, summary, body, each payload key and string value).
+func TestSearchStable(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "ann", To: "bob", Subject: "Quarterly report", Content: inbox.Content{
+		Summary: "summary closes", Body: "body opens", PayloadJSON: `{"k":"report tail","needle":"x","n":"mark two","m":"mark one"}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		query, snippet string // snippet "": no hit
+	}{
+		{`"tail needle"`, ""},    // a value into the next key
+		{`"closes body"`, ""},    // the summary into the body
+		{`"report summary"`, ""}, // the subject into the summary
+		{`"opens k"`, ""},        // the body into the payload
+		{"mark", "mark one"},     // the first key's value, sorted
+		{`"report tail"`, "report tail"},
+		{`quarterly "mark two"`, "Quarterly report"},
+	} {
+		for _, thread := range []string{"", r.Thread.ThreadID} {
+			for i := range 50 {
+				hs, err := s.Search(t.Context(), inbox.SearchFilter{Query: c.query, ThreadID: thread})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got string
+				if len(hs) > 0 {
+					got = hs[0].Snippet
+				}
+				if len(hs) > 1 || got != c.snippet {
+					t.Fatalf("%s (thread %q), search %d: %d hits, snippet %q; want snippet %q", c.query, thread, i+1, len(hs), got, c.snippet)
+				}
+			}
+		}
+	}
+}
