@@ -29,6 +29,14 @@ type SearchFilter struct {
 // DefaultSearchLimit is how many hits Search returns when not told.
 const DefaultSearchLimit = 20
 
+// The bounds of a query (PrepareSearch refuses one beyond them): far
+// more than a person types, and they keep a search's cost in proportion
+// to the text it reads.
+const (
+	MaxQueryWords = 64   // words, those of its phrases included
+	MaxQueryBytes = 1024 // bytes of the query as given
+)
+
 // SearchHit is one message Search found, with its thread and a snippet of
 // the text around the first match.
 type SearchHit struct {
@@ -60,7 +68,9 @@ type Query struct {
 	longest int
 }
 
-// PrepareSearch checks a search's filter and parses its query.
+// PrepareSearch checks a search's filter and parses its query, which
+// must hold a word and be at most MaxQueryBytes bytes and MaxQueryWords
+// words long.
 func PrepareSearch(f *SearchFilter) (*Query, error) {
 	for _, a := range []struct{ field, name string }{{"from", f.From}, {"to", f.To}} {
 		if a.name != "" {
@@ -83,16 +93,27 @@ func PrepareSearch(f *SearchFilter) (*Query, error) {
 	if err := ValidateLimit(f.Limit); err != nil {
 		return nil, err
 	}
+	if n := len(f.Query); n > MaxQueryBytes {
+		return nil, Invalid("query", "is %d bytes: give at most %d bytes (a few rare words find a message)", n, MaxQueryBytes)
+	}
 	terms := parseTerms(f.Query)
 	if len(terms) == 0 {
 		return nil, Invalid("query", "is empty: give at least one word to look for (\"quoted phrases\" match as phrases)")
+	}
+	n := 0
+	for _, t := range terms {
+		n += len(t)
+	}
+	if n > MaxQueryWords {
+		return nil, Invalid("query", "has %d words: give at most %d words (a few rare words find a message)", n, MaxQueryWords)
 	}
 	return compile(terms), nil
 }
 
 // ParseQuery splits a query into its terms: each run of words between
 // double quotes is a phrase, every other word a term of its own. Its
-// matcher takes memory in the square of the query's words.
+// matcher takes memory in the square of the query's words, which
+// PrepareSearch bounds.
 func ParseQuery(s string) *Query { return compile(parseTerms(s)) }
 
 func parseTerms(s string) [][]string {

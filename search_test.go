@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -96,6 +97,33 @@ func TestSearchDeterministic(t *testing.T) {
 	// Sorted keys: alpha's value is the first payload text holding it.
 	if h := ParseQuery("needle").Match(m, ""); h == nil || h.Snippet != "alpha needle" {
 		t.Errorf("snippet of needle: %+v, want alpha's value", h)
+	}
+}
+
+// TestPrepareSearchBounds: a query is at most MaxQueryWords words and
+// MaxQueryBytes bytes; one over either is refused naming query and the
+// limit.
+func TestPrepareSearchBounds(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		want  string // "" to accept
+	}{
+		{strings.Repeat("w ", MaxQueryWords), ""},
+		{`"` + strings.Repeat("w ", MaxQueryWords) + `"`, ""},
+		{strings.Repeat("w ", MaxQueryWords+1), "at most 64 words"},
+		{`"` + strings.Repeat("w ", MaxQueryWords/2) + `" "` + strings.Repeat("w ", MaxQueryWords/2+1) + `"`, "at most 64 words"},
+		{strings.Repeat("x", MaxQueryBytes), ""},
+		{strings.Repeat("x", MaxQueryBytes+1), "at most 1024 bytes"},
+		{strings.Repeat(" ", MaxQueryBytes) + "x", "at most 1024 bytes"},
+	} {
+		_, err := PrepareSearch(&SearchFilter{Query: tc.query})
+		var e *Error
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("query of %d bytes: %v", len(tc.query), err)
+		case tc.want != "" && (!errors.As(err, &e) || e.Field != "query" || !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("query of %d bytes: got %v, want invalid query naming %q", len(tc.query), err, tc.want)
+		}
 	}
 }
 
