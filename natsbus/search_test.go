@@ -1,6 +1,8 @@
 package natsbus_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -46,6 +48,26 @@ func TestSearchStable(t *testing.T) {
 					t.Fatalf("%s (thread %q), search %d: %d hits, snippet %q; want snippet %q", c.query, thread, i+1, len(hs), got, c.snippet)
 				}
 			}
+		}
+	}
+}
+
+// TestSearchStopsWithContext: a search whose context has ended stops
+// with an error that wraps the context's, over every thread and over
+// one.
+func TestSearchStopsWithContext(t *testing.T) {
+	srv := natstest.Start(t)
+	bus := create(t, natstest.Store(srv, "stops"))
+	r, err := bus.Send(t.Context(), inbox.SendInput{From: "ann", To: "bob", Subject: "haystack", Content: inbox.Content{Body: "a needle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, thread := range []string{"", r.Thread.ThreadID} {
+		hs, err := bus.Search(ctx, inbox.SearchFilter{Query: "needle", ThreadID: thread})
+		if !errors.Is(err, context.Canceled) || hs != nil {
+			t.Errorf("thread %q: %d hits, error %v; want none and context.Canceled", thread, len(hs), err)
 		}
 	}
 }

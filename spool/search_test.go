@@ -1,6 +1,7 @@
 package spool_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -486,5 +487,82 @@ func TestSearchStable(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// countdownCtx is a context that ends (context.Canceled) at the n-th call
+// of its Err, as if cancelled while the search was under way.
+type countdownCtx struct {
+	context.Context
+	mu   sync.Mutex
+	n    int
+	done chan struct{}
+}
+
+func newCountdown(n int) *countdownCtx {
+	return &countdownCtx{Context: context.Background(), n: n, done: make(chan struct{})}
+}
+
+func (c *countdownCtx) Done() <-chan struct{} { return c.done }
+
+func (c *countdownCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n > 0 {
+		if c.n--; c.n == 0 {
+			close(c.done)
+		}
+	}
+	if c.n == 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestSearchStopsWithContext: a search whose context has ended, or ends
+// while it reads the candidates, stops with an error that wraps the
+// context's, by the index, by the scan of one thread, while the index is
+// rebuilt and while it catches up.
+func TestSearchStopsWithContext(t *testing.T) {
+	s, db := storetest.New(t, spool.Options{})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "ann", To: "bob", Subject: "haystack", Content: inbox.Content{Body: "a needle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := r.Thread.ThreadID
+	for range 300 {
+		if _, err := s.Reply(t.Context(), "bob", "ann", tid, inbox.KindProgress, inbox.Content{Body: "another needle"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := inbox.SearchFilter{Query: "needle", Limit: inbox.MaxLimit}
+	if got := search(t, s, all); len(got) != 301 {
+		t.Fatalf("%d hits, want 301", len(got))
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	stops := func(what string, ctx context.Context, f inbox.SearchFilter) {
+		t.Helper()
+		hs, err := s.Search(ctx, f)
+		if !errors.Is(err, context.Canceled) || hs != nil {
+			t.Errorf("%s: %d hits, error %v; want none and context.Canceled", what, len(hs), err)
+		}
+	}
+	stops("by the index", cancelled, all)
+	stops("by the index, cancelled under way", newCountdown(3), all)
+	one := all
+	one.ThreadID = tid
+	stops("one thread", cancelled, one)
+	stops("one thread, cancelled under way", newCountdown(3), one)
+	if _, err := s.Reply(t.Context(), "bob", "ann", tid, inbox.KindProgress, inbox.Content{Body: "a last needle"}); err != nil {
+		t.Fatal(err)
+	}
+	stops("catching up", cancelled, all)
+	for _, p := range searchFiles(db) {
+		os.Remove(p)
+	}
+	stops("rebuilding", cancelled, all)
+	if got := search(t, s, all); len(got) != 302 {
+		t.Fatalf("after the stopped searches: %d hits, want 302", len(got))
 	}
 }
