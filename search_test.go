@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestSearchMatch checks the query rules of SPEC §16 on single messages:
@@ -199,4 +200,57 @@ func TestMatchAgreesWithNaive(t *testing.T) {
 	if matched < 1000 {
 		t.Errorf("only %d of 20000 queries matched: the test says little", matched)
 	}
+}
+
+// FuzzMatch holds PrepareSearch and Match to their rules on any query and
+// text, hostile ones among the seeds (unbalanced and repeated quotes,
+// invalid UTF-8, NUL, text that lower-cases to other lengths): a query is
+// refused or parsed, never a panic; Match agrees with a run of words
+// looked for the slow way in each field; a snippet is cut on rune
+// boundaries of the text it comes from.
+func FuzzMatch(f *testing.F) {
+	for _, s := range []struct{ query, body string }{
+		{`"a b"`, "a b"},
+		{`"`, `"`},
+		{strings.Repeat(`"`, 500), "x"},
+		{`"a`, "a"},
+		{`a"b"c`, "a b c"},
+		{"\xff\xfe a", "\xff a \xfe"},
+		{"\x00 nul", "nul\x00nul"},
+		{"istanbul", "İstanbul İSTANBUL"},
+		{`"ǅ ß"`, "ǅ ß ǅ ß"},
+		{`"日本語"`, "日本語のテキスト"},
+		{strings.Repeat("w ", 70), strings.Repeat("w ", 70)},
+		{strings.Repeat("x", 1100), strings.Repeat("x", 1100)},
+	} {
+		f.Add(s.query, s.body)
+	}
+	f.Fuzz(func(t *testing.T, query, body string) {
+		q, err := PrepareSearch(&SearchFilter{Query: query})
+		if err != nil {
+			if !errors.Is(err, ErrInvalidInput) {
+				t.Fatalf("query %q: %v", query, err)
+			}
+			return
+		}
+		m := &Message{Seq: 1, Body: body, Summary: "s " + body}
+		h := q.Match(m, body)
+		want := true
+		for _, term := range q.terms {
+			found := false
+			for _, tx := range SearchTexts(m, body) {
+				ws := SearchWords(tx)
+				for i := 0; i+len(term) <= len(ws) && !found; i++ {
+					found = slices.Equal(ws[i:i+len(term)], term)
+				}
+			}
+			want = want && found
+		}
+		if (h != nil) != want {
+			t.Fatalf("query %q on %q: matched %v, want %v", query, body, h != nil, want)
+		}
+		if h != nil && utf8.ValidString(body) && !utf8.ValidString(h.Snippet) {
+			t.Fatalf("query %q on %q: snippet %q is not UTF-8", query, body, h.Snippet)
+		}
+	})
 }

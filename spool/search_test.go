@@ -2,8 +2,10 @@ package spool_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -247,6 +249,18 @@ func TestSearchIndexDamaged(t *testing.T) {
 			return err
 		}},
 		{"removed", os.Remove},
+		{"another version", func(p string) error {
+			// Whole and checksummed, but of a version this one does not
+			// read (as an index written before a format change).
+			data, err := os.ReadFile(p)
+			if err == nil {
+				binary.LittleEndian.PutUint32(data[8:], 99)
+				body := data[:len(data)-4]
+				binary.LittleEndian.PutUint32(data[len(body):], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+				err = os.WriteFile(p, data, 0o600)
+			}
+			return err
+		}},
 	} {
 		t.Run(damage.name, func(t *testing.T) {
 			s, db := storetest.New(t, spool.Options{})
