@@ -61,8 +61,8 @@ type Query struct {
 	nsym  int32            // symbols, 0 included
 	next  []int32          // state×nsym + symbol → the state after that word
 	out   []uint64         // state×width + i: bit j set when term 64i+j ends at state
-	width int              // words of out per state
-	all   []uint64         // width words: every term's bit
+	width int              // uint64s of out per state
+	all   []uint64         // width uint64s: every term's bit
 	ends  []int32          // state → words of the longest term ending at it (0: none)
 	// longest is the words of the query's longest term.
 	longest int
