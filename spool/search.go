@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/searchindex"
@@ -14,6 +15,10 @@ import (
 // word of the query and the filter's sender, recipient, kind and type,
 // reads those candidates newest first from their threads, and keeps
 // those Query.Match and f accept until it has f.Limit.
+//
+// The search stops when ctx ends, between two messages read (or two
+// events filed, or two threads read for a rebuilt index), with an error
+// that wraps ctx's.
 func (s *Store) Search(ctx context.Context, f inbox.SearchFilter) ([]*inbox.SearchHit, error) {
 	q, err := inbox.PrepareSearch(&f)
 	if err != nil {
@@ -42,6 +47,9 @@ func (s *Store) scanThread(ctx context.Context, q *inbox.Query, f *inbox.SearchF
 	}
 	hits := []*inbox.SearchHit{}
 	for _, m := range msgs {
+		if err := ctx.Err(); err != nil {
+			return nil, searchStopped(err)
+		}
 		if !f.Selects(m) {
 			continue
 		}
@@ -49,8 +57,12 @@ func (s *Store) scanThread(ctx context.Context, q *inbox.Query, f *inbox.SearchF
 			hits = append(hits, hit)
 		}
 	}
-	return inbox.SortHits(hits, f.Limit), ctx.Err()
+	return inbox.SortHits(hits, f.Limit), nil
 }
+
+// searchStopped is the error of a search that its context ended with
+// err.
+func searchStopped(err error) error { return fmt.Errorf("search stopped: %w", err) }
 
 // candidates walks one file's candidates from the newest.
 type candidates struct {
@@ -81,11 +93,9 @@ func (s *Store) searchCandidates(ctx context.Context, ix *searchIndex, terms []s
 	headers := map[string]*header{} // nil: gone or damaged
 	hits := []*inbox.SearchHit{}
 	var stopBelow int64
-	for n := 0; len(cs) > 0; n++ {
-		if n%256 == 255 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
+	for len(cs) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, searchStopped(err)
 		}
 		at := 0
 		for i, c := range cs[1:] {

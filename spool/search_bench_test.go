@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/benchstore"
+	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/spool"
 )
 
@@ -111,6 +113,36 @@ func BenchmarkSearchBuild(b *testing.B) {
 		b.StartTimer()
 		if hs, err := s.Search(b.Context(), inbox.SearchFilter{Query: "seed"}); err != nil || len(hs) != 20 {
 			b.Fatalf("%d hits: %v", len(hs), err)
+		}
+	}
+}
+
+// BenchmarkSearchLongPhrase is a search for a phrase of 64 words in 500
+// messages that each hold it once, at the end of a body of 2,000 words
+// that is the phrase's first word over and over: matching that compares
+// the phrase at each position costs words × phrase length per message,
+// matching that walks the positions once costs the words.
+//
+//	go test ./spool -run '^$' -bench BenchmarkSearchLongPhrase
+func BenchmarkSearchLongPhrase(b *testing.B) {
+	s, _ := storetest.New(b, spool.Options{})
+	const messages = 500
+	phrase := strings.Repeat("w ", 63) + "z"
+	var ins []inbox.SendInput
+	for i := range messages {
+		ins = append(ins, inbox.SendInput{From: "ann", To: "bob", Subject: fmt.Sprint("long ", i),
+			Content: inbox.Content{Body: strings.Repeat("w ", 2000) + phrase}})
+	}
+	if _, _, err := s.SendBatch(b.Context(), ins); err != nil {
+		b.Fatal(err)
+	}
+	f := inbox.SearchFilter{Query: `"` + phrase + `"`, Limit: messages}
+	if _, err := s.Search(b.Context(), f); err != nil {
+		b.Fatal(err) // builds the index
+	}
+	for b.Loop() {
+		if hs, err := s.Search(b.Context(), f); err != nil || len(hs) != messages {
+			b.Fatalf("%d hits, want %d: %v", len(hs), messages, err)
 		}
 	}
 }

@@ -1,8 +1,11 @@
 package spool_test
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -246,6 +249,18 @@ func TestSearchIndexDamaged(t *testing.T) {
 			return err
 		}},
 		{"removed", os.Remove},
+		{"another version", func(p string) error {
+			// Whole and checksummed, but of a version this one does not
+			// read (as an index written before a format change).
+			data, err := os.ReadFile(p)
+			if err == nil {
+				binary.LittleEndian.PutUint32(data[8:], 99)
+				body := data[:len(data)-4]
+				binary.LittleEndian.PutUint32(data[len(body):], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+				err = os.WriteFile(p, data, 0o600)
+			}
+			return err
+		}},
 	} {
 		t.Run(damage.name, func(t *testing.T) {
 			s, db := storetest.New(t, spool.Options{})
@@ -446,5 +461,122 @@ func TestSearchIndexUnsaved(t *testing.T) {
 	}
 	if got := search(t, s, f); !slices.Equal(got, want) {
 		t.Fatalf("without index/: got %v, want %v", got, want)
+	}
+}
+
+// TestSearchStable: the same store and query give the same answer every
+// time, by the index and by the scan of one thread: a payload's keys are
+// read sorted, and a phrase never runs from one field into the next
+// (subject, summary, body, each payload key and string value).
+func TestSearchStable(t *testing.T) {
+	s, _ := storetest.New(t, spool.Options{})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "ann", To: "bob", Subject: "Quarterly report", Content: inbox.Content{
+		Summary: "summary closes", Body: "body opens", PayloadJSON: `{"k":"report tail","needle":"x","n":"mark two","m":"mark one"}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		query, snippet string // snippet "": no hit
+	}{
+		{`"tail needle"`, ""},    // a value into the next key
+		{`"closes body"`, ""},    // the summary into the body
+		{`"report summary"`, ""}, // the subject into the summary
+		{`"opens k"`, ""},        // the body into the payload
+		{"mark", "mark one"},     // the first key's value, sorted
+		{`"report tail"`, "report tail"},
+		{`quarterly "mark two"`, "Quarterly report"},
+	} {
+		for _, thread := range []string{"", r.Thread.ThreadID} {
+			for i := range 50 {
+				hs, err := s.Search(t.Context(), inbox.SearchFilter{Query: c.query, ThreadID: thread})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got string
+				if len(hs) > 0 {
+					got = hs[0].Snippet
+				}
+				if len(hs) > 1 || got != c.snippet {
+					t.Fatalf("%s (thread %q), search %d: %d hits, snippet %q; want snippet %q", c.query, thread, i+1, len(hs), got, c.snippet)
+				}
+			}
+		}
+	}
+}
+
+// countdownCtx is a context that ends (context.Canceled) at the n-th call
+// of its Err, as if cancelled while the search was under way.
+type countdownCtx struct {
+	context.Context
+	mu   sync.Mutex
+	n    int
+	done chan struct{}
+}
+
+func newCountdown(n int) *countdownCtx {
+	return &countdownCtx{Context: context.Background(), n: n, done: make(chan struct{})}
+}
+
+func (c *countdownCtx) Done() <-chan struct{} { return c.done }
+
+func (c *countdownCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n > 0 {
+		if c.n--; c.n == 0 {
+			close(c.done)
+		}
+	}
+	if c.n == 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestSearchStopsWithContext: a search whose context has ended, or ends
+// while it reads the candidates, stops with an error that wraps the
+// context's, by the index, by the scan of one thread, while the index is
+// rebuilt and while it catches up.
+func TestSearchStopsWithContext(t *testing.T) {
+	s, db := storetest.New(t, spool.Options{})
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "ann", To: "bob", Subject: "haystack", Content: inbox.Content{Body: "a needle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := r.Thread.ThreadID
+	for range 300 {
+		if _, err := s.Reply(t.Context(), "bob", "ann", tid, inbox.KindProgress, inbox.Content{Body: "another needle"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := inbox.SearchFilter{Query: "needle", Limit: inbox.MaxLimit}
+	if got := search(t, s, all); len(got) != 301 {
+		t.Fatalf("%d hits, want 301", len(got))
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	stops := func(what string, ctx context.Context, f inbox.SearchFilter) {
+		t.Helper()
+		hs, err := s.Search(ctx, f)
+		if !errors.Is(err, context.Canceled) || hs != nil {
+			t.Errorf("%s: %d hits, error %v; want none and context.Canceled", what, len(hs), err)
+		}
+	}
+	stops("by the index", cancelled, all)
+	stops("by the index, cancelled under way", newCountdown(3), all)
+	one := all
+	one.ThreadID = tid
+	stops("one thread", cancelled, one)
+	stops("one thread, cancelled under way", newCountdown(3), one)
+	if _, err := s.Reply(t.Context(), "bob", "ann", tid, inbox.KindProgress, inbox.Content{Body: "a last needle"}); err != nil {
+		t.Fatal(err)
+	}
+	stops("catching up", cancelled, all)
+	for _, p := range searchFiles(db) {
+		os.Remove(p)
+	}
+	stops("rebuilding", cancelled, all)
+	if got := search(t, s, all); len(got) != 302 {
+		t.Fatalf("after the stopped searches: %d hits, want 302", len(got))
 	}
 }

@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -273,7 +274,10 @@ func (s *Store) catchUpSearchIndex(ctx context.Context, ix *searchIndex) (*searc
 		last.EventID, lastEnd = ev.EventID, end
 		return ctx.Err() == nil
 	})
-	if err = errors.Join(err, scanErr, ctx.Err()); err != nil {
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("bring the search index up to date: %w", ctx.Err())
+	}
+	if err = errors.Join(err, scanErr); err != nil {
 		return nil, err
 	}
 	if last.EventID == from.EventID && b.Len() == 0 {
@@ -412,12 +416,23 @@ func (s *Store) rebuildSearchIndex(ctx context.Context) (*searchIndex, error) {
 	errc := make(chan error, workers)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The workers stop when the rebuild does (cancel), wherever they are.
 	for range workers {
 		go func() {
-			for tid := range work {
+			for {
+				var tid string
+				select {
+				case tid = <-work:
+				case <-ctx.Done():
+					return
+				}
 				h, err := s.readHeader(tid)
 				if errors.Is(err, inbox.ErrNotFound) || errors.Is(err, inbox.ErrFormat) {
-					out <- nil
+					select {
+					case out <- nil:
+					case <-ctx.Done():
+						return
+					}
 					continue
 				}
 				var msgs []*inbox.Message
@@ -436,7 +451,11 @@ func (s *Store) rebuildSearchIndex(ctx context.Context) (*searchIndex, error) {
 					fs = append(fs, filed{searchindex.Doc{EventID: m.EventID, Created: searchindex.CreatedMilli(m), ThreadID: tid, Seq: m.Seq},
 						searchindex.MessageTerms(m, h.Subject)})
 				}
-				out <- fs
+				select {
+				case out <- fs:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}()
 	}
@@ -464,10 +483,9 @@ func (s *Store) rebuildSearchIndex(ctx context.Context) (*searchIndex, error) {
 		case err := <-errc:
 			return nil, err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("build the search index: %w", ctx.Err())
 		}
 	}
-	close(work)
 	data, err := b.Encode(searchindex.Meta{Covered: cov})
 	if err != nil {
 		return nil, inbox.Storage(err, "build the search index")

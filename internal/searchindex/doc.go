@@ -1,6 +1,7 @@
 // Package searchindex is the inverted index behind spool's search (SPEC
-// §16): for each term, the messages that hold it. A term is a word as
-// package inbox's Query.Match reads words (Words), or a value of the
+// §16): for each term, the messages that hold it. A term is a word of
+// the texts package inbox's Query.Match reads (inbox.SearchTexts, split
+// by inbox.SearchWords, so the two read one way), or a value of the
 // fields a search can narrow by (sender, recipient, kind, type), so that
 // a search reads only the messages that can match.
 //
@@ -27,7 +28,7 @@
 // # Caveats
 //
 //   - Positions are not kept: a phrase's candidates are the messages
-//     holding all its words, in any order.
+//     holding all its words, in any order and in any of their texts.
 //   - Offsets are 32-bit: a file holds at most 4 GiB of terms and of
 //     postings (ErrTooLarge).
 package searchindex

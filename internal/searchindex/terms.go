@@ -1,23 +1,16 @@
 package searchindex
 
 import (
-	"encoding/json"
 	"slices"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/inbox-dev/inbox"
 )
 
-// Words splits s into lower-cased words, runs of letters and digits: the
-// words package inbox's Query.Match compares (SPEC §16). TestWordsAgree
-// holds the two to the same rule.
-func Words(s string) []string {
-	return strings.FieldsFunc(strings.ToLower(s), notWordRune)
-}
-
-func notWordRune(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
+// Words splits s into the words package inbox's Query.Match compares
+// (inbox.SearchWords, SPEC §16). TestWordsAgree holds the index to
+// Match's rule.
+func Words(s string) []string { return inbox.SearchWords(s) }
 
 // QueryTerms are the terms a message must all hold to match query q: its
 // words, quoted or not (a phrase's words are each in a message that holds
@@ -49,18 +42,15 @@ func FilterTerms(f *inbox.SearchFilter) []string {
 }
 
 // MessageTerms are the terms under which m, a message of the thread with
-// subject, is filed: every word Query.Match reads in it (the subject on a
-// thread's first message, the summary, the body, the payload's strings
-// and keys) and the values FilterTerms names. They are sorted, without
-// repeats.
+// subject, is filed: every word of the texts Query.Match reads in it
+// (inbox.SearchTexts: the subject on a thread's first message, the
+// summary, the body, the payload's keys and strings) and the values
+// FilterTerms names. They are sorted, without repeats.
 func MessageTerms(m *inbox.Message, subject string) []string {
 	var ws []string
-	if m.Seq == 1 {
-		ws = Words(subject)
+	for _, t := range inbox.SearchTexts(m, subject) {
+		ws = append(ws, Words(t)...)
 	}
-	ws = append(ws, Words(m.Summary)...)
-	ws = append(ws, Words(m.Body)...)
-	ws = appendPayloadWords(ws, m.PayloadJSON)
 	ws = append(ws, fromTerm+m.FromAgent, kindTerm+m.Kind)
 	if m.Type != "" {
 		ws = append(ws, typeTerm+m.Type)
@@ -69,36 +59,6 @@ func MessageTerms(m *inbox.Message, subject string) []string {
 		ws = append(ws, toTerm+r)
 	}
 	return dedupe(ws)
-}
-
-// appendPayloadWords adds the words of a payload's string values and
-// keys, the payload text Query.Match reads.
-func appendPayloadWords(ws []string, raw json.RawMessage) []string {
-	if len(raw) == 0 {
-		return ws
-	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return ws
-	}
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case string:
-			ws = append(ws, Words(x)...)
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case map[string]any:
-			for k, e := range x {
-				ws = append(ws, Words(k)...)
-				walk(e)
-			}
-		}
-	}
-	walk(v)
-	return ws
 }
 
 func dedupe(ws []string) []string {

@@ -14,10 +14,12 @@ var searchCommand = &command{
 	name: "search", args: "QUERY", short: "find messages by the words they contain",
 	long: `Find the messages whose subject, summary, body or payload text contain every
 word of QUERY: case-insensitive, whole words ("postgres" does not find
-"postgresql"); "quoted phrases" match as phrases, in order. Results come
-newest first, each with its thread, sender and a snippet around the match;
---from, --to, --thread, --kind, --type and --since narrow them. Exit 10 when
-nothing matches. Searches the live threads (not the archive).`,
+"postgresql"); "quoted phrases" match as phrases, in order, inside one
+field (the subject, the summary, the body, one payload key or value).
+Results come newest first, each with its thread, sender and a snippet
+around the match; --from, --to, --thread, --kind, --type and --since
+narrow them. Exit 10 when nothing matches. Searches the live threads (not
+the archive). A query is at most 64 words and 1,024 bytes.`,
 	examples: []string{
 		`inbox search postgres migration`,
 		`inbox search '"users table"' --from backend-dev --since 2d --json`,
