@@ -87,13 +87,10 @@ func (s *server) command(cmd string, params ...string) http.HandlerFunc {
 }
 
 // flagsOf turns r's query into --flag=value arguments, allowing only
-// params (and token, which the guard reads).
+// params.
 func flagsOf(r *http.Request, cmd string, params ...string) ([]string, error) {
 	var args []string
 	for k, vs := range r.URL.Query() {
-		if k == "token" {
-			continue
-		}
 		flag := strings.ReplaceAll(k, "_", "-")
 		ok := false
 		for _, p := range params {
@@ -236,6 +233,26 @@ func (s *server) blob(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+r.PathValue("sha")+`"`)
 	io.Copy(w, rc)
+}
+
+// launch serves POST /api/launch: a new launch URL, for a second
+// browser once the printed one is used. It takes the bearer token only:
+// a browser's session does not make others.
+func (s *server) launch(w http.ResponseWriter, r *http.Request) {
+	if !s.bearer(r) {
+		s.unauthorized(w, r)
+		return
+	}
+	if _, err := flagsOf(r, "launch"); err != nil {
+		writeErr(w, "web", err)
+		return
+	}
+	u, err := s.launchURL(false, nil)
+	if err != nil {
+		writeErr(w, "web", err)
+		return
+	}
+	writeValue(w, http.StatusOK, map[string]any{"ok": true, "command": "web", "url": u})
 }
 
 // attention serves the needs-attention list (inbox.Attention).
