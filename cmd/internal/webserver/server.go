@@ -183,7 +183,7 @@ func newServer(ctx context.Context, cfg cli.WebConfig, port int, token string) *
 	}
 	s := &server{cfg: cfg, port: port, token: token, tracker: inbox.NewAttentionTracker(cfg.Bus),
 		origin: "http://127.0.0.1:" + strconv.Itoa(port), cookie: "inbox_web_" + strconv.Itoa(port), sessions: newSessions(),
-		cache: newCache(cfg.Bus.LastEventID)}
+		cache: newCache(ctx, cfg.Bus.LastEventID)}
 	s.hub = newHub(cfg.Bus)
 	s.hub.feed = func(ev *inbox.Event) { s.tracker.Feed(ctx, ev) }
 	return s
