@@ -214,8 +214,8 @@ func dashboardEndpoints(thread string) []struct{ method, path, body, accept stri
 }
 
 // replayStatus sends one request to the dashboard and returns its
-// status; the response is not read past its header (a stream would not
-// end).
+// status (a redirect's own); the response is not read past its header
+// (a stream would not end).
 func replayStatus(t *testing.T, d *dashboard, method, path, body, accept string, hdr http.Header) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -233,13 +233,16 @@ func replayStatus(t *testing.T, d *dashboard, method, path, body, accept string,
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// noRedirects is a client that returns a redirect as it is.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // withQuery is path with token=v added to its query.
 func withQuery(path, v string) string {
