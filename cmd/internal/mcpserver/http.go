@@ -23,8 +23,10 @@ import (
 // at start and written to a file only this user can read, so a local
 // user who cannot read that file cannot use the server; a request from a
 // web page (an Origin that is not a loopback origin) is refused, as is a
-// foreign Host (DNS rebinding: the SDK's own check); idle sessions are
-// closed (the SDK's SessionTimeout).
+// foreign Host (DNS rebinding); idle sessions are closed (the SDK's
+// SessionTimeout); connections are held to localhttp's limits, so that
+// connections left open by a user without the token cannot lock its
+// owner out.
 
 // defaultIdleTimeout closes a session that has had no request for this
 // long, when the configuration gives no other.

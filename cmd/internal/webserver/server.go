@@ -102,7 +102,7 @@ func Serve(ctx context.Context, cfg cli.WebConfig) error {
 	}()
 	srv := localhttp.NewServer(s.handler(),
 		slog.NewLogLogger(slog.NewTextHandler(cfg.Stderr, nil).WithAttrs([]slog.Attr{slog.String("server", "inbox web")}), slog.LevelWarn))
-	srv.RegisterOnShutdown(s.hub.close) // the streams end, so that the server can
+	srv.RegisterOnShutdown(s.hub.close) // the streams end, so that the server can stop
 	if cfg.Ready != nil {
 		cfg.Ready(printed, token)
 	}
@@ -130,13 +130,24 @@ func (s *server) launchURL(pinned bool, used func()) (string, error) {
 // a secret that lasts. The file goes once its launch token is used, or
 // with remove (at exit), if it still holds what was written.
 func (s *server) writeOpenFile(path string) (remove func(), err error) {
-	var content string
-	var once sync.Once
-	remove = func() { once.Do(func() { localhttp.RemoveIfHolds(path, content) }) }
+	var (
+		mu      sync.Mutex
+		content string
+		once    sync.Once
+	)
+	remove = func() {
+		once.Do(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			localhttp.RemoveIfHolds(path, content)
+		})
+	}
 	u, err := s.launchURL(true, func() { go remove() })
 	if err != nil {
 		return nil, err
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	content = `<!doctype html>
 <html lang="en">
 <head>
