@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,9 +28,12 @@ whom, with deadlocks flagged; the threads by status with each transcript; the
 task queue; the teams; the live event feed; and search. Every view is pushed
 from the event log as it changes: the page never polls and never reloads.
 
-It prints the URL to open (it carries a token; --open opens it in the
-browser). The page can answer a blocked question (as --as, default human, or
-a name typed on the page) and cancel a thread; nothing else changes anything.
+It prints a launch URL to open: it opens the dashboard in one browser, once
+(a second browser gets a URL of its own from POST /api/launch). --open opens
+the browser on a page of its own, an owner-only file beside the token file,
+so that no command line carries a secret. The page can answer a blocked
+question (as --as, default human, or a name typed on the page) and cancel a
+thread; nothing else changes anything.
 
 The same server is a JSON API for scripts (send "Authorization: Bearer TOKEN"):
   GET  /api/agents /api/threads?status=… /api/threads/ID /api/queue
@@ -38,6 +42,7 @@ The same server is a JSON API for scripts (send "Authorization: Bearer TOKEN"):
   GET  /api/events                  (Server-Sent Events; Last-Event-ID resumes)
   POST /api/threads/ID/answer {"from","summary","body"}
   POST /api/threads/ID/cancel {"agent","reason"}
+  POST /api/launch                  (a new launch URL: {"url":…})
 A command's exit code is the HTTP status: 200, 400 for 30, 404 for 40, 409
 for 20, 500 for 50; no token is 401.
 
@@ -45,8 +50,10 @@ It is only as open as the store: it listens on loopback only; the token is
 new at every start and written to a file only its user can read (--token-file;
 by default web.token inside a directory store, or
 $XDG_CONFIG_HOME/inbox/web-nats-HASH.token for a nats:// store), removed at
-exit; a visit with ?token= trades it for an HttpOnly cookie; a foreign Host or
-a foreign Origin is refused. Stop it with Ctrl-C.`,
+exit. A launch URL's visit is traded for a session that ends with the server:
+its cookie alone (which other ports of the host receive too) opens only the
+page's shell, the API needs the secret the page's script keeps. A foreign
+Host or a foreign Origin is refused. Stop it with Ctrl-C.`,
 	examples: []string{
 		"inbox web",
 		"inbox web --addr 127.0.0.1:8080 --open",
@@ -69,7 +76,7 @@ type webCmd struct {
 func (r *webCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringVar(&r.addr, "addr", defaultWebAddr, "loopback address to serve on (127.0.0.1:PORT; PORT 0 takes a free one)")
 	fs.StringVar(&r.as, "as", "human", "the agent a person's answers from the page are sent as")
-	fs.BoolVar(&r.open, "open", false, "open the dashboard in the browser once it listens")
+	fs.BoolVar(&r.open, "open", false, "open the dashboard in the browser once it listens (through an owner-only page beside the token file)")
 	fs.StringVar(&r.tokenFile, "token-file", "", "write the token here, owner-only (default: web.token in a directory store)")
 }
 
@@ -91,8 +98,11 @@ type WebConfig struct {
 	Getenv  func(string) string
 	Stderr  io.Writer
 	Version string
-	// Ready is called once the server listens, with the URL to open
-	// (carrying the token) and the token.
+	// OpenFile, when set, is where the server writes the page --open
+	// opens (owner-only, removed once used or at exit), before Ready.
+	OpenFile string
+	// Ready is called once the server listens, with the launch URL to
+	// print (good for one visit) and the bearer token.
 	Ready func(url, token string)
 }
 
@@ -128,20 +138,28 @@ func (r *webCmd) run(c *call) (*result, error) {
 	}
 	ctx, stop := c.blockingContext()
 	defer stop()
-	ready := func(url, token string) {
+	// --open opens a page of the server's, beside the token file, that
+	// sends the browser on to a launch URL of its own: the opener's
+	// command line, which every local user can read, carries its path
+	// only, and the printed URL stays for the user.
+	openFile := ""
+	if r.open {
+		openFile = filepath.Join(filepath.Dir(tokenFile), strings.TrimSuffix(filepath.Base(tokenFile), ".token")+"-open.html")
+	}
+	ready := func(launch, token string) {
 		res := &result{}
-		res.set("url", url).set("token", token).set("token_file", tokenFile)
+		res.set("url", launch).set("token", token).set("token_file", tokenFile)
 		res.human = func(w io.Writer) {
-			fmt.Fprintf(w, "inbox web: open %s\n", url)
+			fmt.Fprintf(w, "inbox web: open %s (one browser, once; POST /api/launch with the token makes another)\n", launch)
 			fmt.Fprintf(w, "inbox web: token file %s (scripts send \"Authorization: Bearer \" and its content); stop with Ctrl-C\n", tokenFile)
 		}
 		emit(c.env, c.g, "web", res)
-		if r.open {
-			openBrowser(url, c.env.stderr)
+		if openFile != "" {
+			openBrowser((&url.URL{Scheme: "file", Path: openFile}).String(), c.env.stderr)
 		}
 	}
 	err = ServeWeb(ctx, WebConfig{Bus: bus, DB: c.g.db, Addr: r.addr, AnyPort: !c.fs.Changed("addr"), As: r.as,
-		TokenFile: tokenFile, Getenv: c.env.getenv, Stderr: c.env.stderr, Version: buildVersion(), Ready: ready})
+		TokenFile: tokenFile, OpenFile: openFile, Getenv: c.env.getenv, Stderr: c.env.stderr, Version: buildVersion(), Ready: ready})
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, inbox.Errorf(inbox.ErrConflict, "address_in_use", "addr", "--addr %s is in use: give another port, or 127.0.0.1:0 for any free one", r.addr)
@@ -151,14 +169,14 @@ func (r *webCmd) run(c *call) (*result, error) {
 	return nil, nil
 }
 
-// openBrowser opens url with the desktop's opener, saying on stderr when
-// there is none (the URL is printed either way).
-func openBrowser(url string, stderr io.Writer) {
+// openBrowser opens target with the desktop's opener, saying on stderr
+// when there is none (the URL is printed either way).
+func openBrowser(target string, stderr io.Writer) {
 	name := "xdg-open"
 	if runtime.GOOS == "darwin" {
 		name = "open"
 	}
-	cmd := exec.Command(name, url)
+	cmd := exec.Command(name, target)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "inbox web: cannot open a browser (%v): open the URL above by hand\n", err)
 		return

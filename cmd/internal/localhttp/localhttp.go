@@ -38,16 +38,16 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// IssueToken draws a token and writes it to path (writeToken); revoke
-// removes the file if it still holds that token.
+// IssueToken draws a token and writes it to path (WriteSecretFile);
+// revoke removes the file if it still holds that token.
 func IssueToken(path string) (token string, revoke func(), err error) {
 	if token, err = newToken(); err != nil {
 		return "", nil, err
 	}
-	if err := writeToken(path, token); err != nil {
-		return "", nil, err
+	if err := WriteSecretFile(path, token+"\n"); err != nil {
+		return "", nil, fmt.Errorf("write the token file: %w", err)
 	}
-	return token, func() { removeToken(path, token) }, nil
+	return token, func() { RemoveIfHolds(path, token+"\n") }, nil
 }
 
 // newToken draws a bearer token: 32 random bytes, in hex.
@@ -59,51 +59,51 @@ func newToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// writeToken replaces path atomically with token, readable and writable
-// by this user only (0600 whatever was there before), creating its
-// directory (0700) if need be.
-func writeToken(path, token string) error {
+// WriteSecretFile replaces path atomically with content, readable and
+// writable by this user only (0600 whatever was there before), creating
+// its directory (0700) if need be.
+func WriteSecretFile(path, content string) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create the token file's directory: %w", err)
+		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(0o600))
 	if err != nil {
-		return fmt.Errorf("write the token file: %w", err)
+		return err
 	}
 	defer pf.Cleanup()
-	if _, err := io.WriteString(pf, token+"\n"); err != nil {
-		return fmt.Errorf("write the token file: %w", err)
+	if _, err := io.WriteString(pf, content); err != nil {
+		return err
 	}
 	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("write the token file: %w", err)
+		return err
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("sync the token file's directory: %w", err)
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync the token file's directory: %w", err)
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }
 
-// removeToken removes the token file if it still holds token (another
-// server may have replaced it since). It never follows a symlink or
-// blocks on what is not a regular file.
-func removeToken(path, token string) {
+// RemoveIfHolds removes the file at path if it still holds content
+// (another server may have replaced it since). It never follows a
+// symlink or blocks on what is not a regular file.
+func RemoveIfHolds(path, content string) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(content)) {
 		return
 	}
-	b := make([]byte, len(token)+2)
+	b := make([]byte, len(content)+1)
 	n, _ := io.ReadFull(f, b)
-	if strings.TrimSpace(string(b[:n])) == token {
+	if string(b[:n]) == content {
 		os.Remove(path)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,8 +23,10 @@ import (
 // at start and written to a file only this user can read, so a local
 // user who cannot read that file cannot use the server; a request from a
 // web page (an Origin that is not a loopback origin) is refused, as is a
-// foreign Host (DNS rebinding: the SDK's own check); idle sessions are
-// closed (the SDK's SessionTimeout).
+// foreign Host (DNS rebinding); idle sessions are closed (the SDK's
+// SessionTimeout); connections are held to localhttp's limits, so that
+// connections left open by a user without the token cannot lock its
+// owner out.
 
 // defaultIdleTimeout closes a session that has had no request for this
 // long, when the configuration gives no other.
@@ -54,38 +57,43 @@ func (m *mcpServer) serveHTTP(ctx context.Context, server *mcp.Server, cfg cli.M
 	mux.Handle("/mcp", h)
 	mux.Handle("/", h)
 	bearer := auth.RequireBearerToken(verifyToken(token), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	srv := &http.Server{Handler: loopbackOrigin(bearer(mux)), ReadHeaderTimeout: 10 * time.Second}
+	// The limits of localhttp: idle connections time out, a refused
+	// request's connection is closed, and at the bound a newcomer closes
+	// a connection that never carried the token, not the owner's.
+	srv := localhttp.NewServer(loopbackOnly(bearer(mux)), nil)
 	fmt.Fprintf(cfg.Stderr, "inbox mcp: listening on http://%s/mcp\n", ln.Addr())
 	fmt.Fprintf(cfg.Stderr, "inbox mcp: token file %s (send \"Authorization: Bearer \" and its content with every request)\n", cfg.TokenFile)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := localhttp.Serve(ctx, srv, ln); err != nil {
 		return fmt.Errorf("serve HTTP: %w", err)
 	}
 	return nil
 }
 
 // verifyToken accepts exactly token, comparing in constant time (the
-// digests, so that not even the length shows).
+// digests, so that not even the length shows); a request that carries
+// it keeps its connection (localhttp.Authorized).
 func verifyToken(token string) auth.TokenVerifier {
-	return func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
+	return func(_ context.Context, got string, r *http.Request) (*auth.TokenInfo, error) {
 		if !localhttp.SameToken(got, token) {
 			return nil, auth.ErrInvalidToken
 		}
+		localhttp.Authorized(r)
 		// The user id binds each session to the token that opened it.
 		return &auth.TokenInfo{UserID: "owner"}, nil
 	}
 }
 
-// loopbackOrigin refuses (403) a request whose Origin header is there and
-// is not a loopback origin: a web page the user visits may send requests
-// to a loopback port, and says where it comes from.
-func loopbackOrigin(next http.Handler) http.Handler {
+// loopbackOnly refuses (403) a request whose Host is not a loopback name
+// (DNS rebinding; the SDK checks it too, after the token) and one whose
+// Origin header is there and is not a loopback origin: a web page the
+// user visits may send requests to a loopback port, and says where it
+// comes from. Checked before the token, a refusal closes the connection.
+func loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, _, err := net.SplitHostPort(r.Host); err != nil && !localhttp.IsLoopbackHost(r.Host) || err == nil && !localhttp.IsLoopbackHost(h) {
+			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+			return
+		}
 		if vs, ok := r.Header["Origin"]; ok && (len(vs) != 1 || !localhttp.IsLoopbackOrigin(vs[0])) {
 			http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not a loopback origin", strings.Join(vs, ", ")), http.StatusForbidden)
 			return

@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/inbox-dev/inbox/cmd/internal/localhttp/localhttptest"
 	"github.com/inbox-dev/inbox/internal/storetest"
 	"github.com/inbox-dev/inbox/internal/testproc"
 	"github.com/inbox-dev/inbox/spool"
@@ -512,4 +513,25 @@ func probeMain() {
 		r.WithRead = status("Bearer "+strings.TrimSpace(r.Token), initializeBody)
 	}
 	json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// TestHTTPConnectionFlood: a local user without the token who keeps
+// 20,000 connections open, each after a request refused with 401, does
+// not lock the owner out: an initialize with the token is answered.
+func TestHTTPConnectionFlood(t *testing.T) {
+	_, db := storetest.New(t, spool.Options{})
+	s := startHTTP(t, db)
+	addr := strings.TrimSuffix(strings.TrimPrefix(s.url, "http://"), "/mcp")
+	localhttptest.Flood(t, addr, 20_000, "POST /mcp HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: "+strconv.Itoa(len(initializeBody))+"\r\n\r\n"+initializeBody)
+	st, body := localhttptest.OwnerRequest(t, func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(initializeBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", s.bearer())
+		return req
+	})
+	if st != http.StatusOK || !strings.Contains(body, `"protocolVersion"`) {
+		t.Errorf("the owner's initialize during the flood: %d %s", st, body)
+	}
 }

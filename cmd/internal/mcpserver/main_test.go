@@ -7,6 +7,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
+	"github.com/inbox-dev/inbox/cmd/internal/localhttp/localhttptest"
 	"github.com/inbox-dev/inbox/internal/testproc"
 )
 
@@ -21,6 +22,7 @@ func TestMain(m *testing.M) {
 			cli.ServeMCP = Serve
 			os.Exit(cli.Main())
 		},
-		"mcp-probe": probeMain,
+		"mcp-probe":                 probeMain,
+		localhttptest.HolderCommand: localhttptest.HolderMain,
 	})
 }

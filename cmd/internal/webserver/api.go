@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/cmd/internal/cli"
@@ -47,10 +50,53 @@ func (s *server) read(w http.ResponseWriter, r *http.Request, cmd string, args [
 	writeJSON(w, st, b)
 }
 
-// cachedRun is runCLI through the cache, keyed by the command line.
+// cachedRun is runCLI through the cache, keyed by the command line in
+// its canonical form, which is also what runs: one answer per request,
+// however its query was written.
 func (s *server) cachedRun(ctx context.Context, cmd string, args []string) (int, []byte) {
+	args = canonicalArgs(cmd, args)
 	key := cmd + "\x00" + strings.Join(args, "\x00")
 	return s.cache.get(ctx, key, func(ctx context.Context) (int, []byte) { return s.runCLI(ctx, cmd, args) })
+}
+
+// canonicalArgs is args (flags, then "--" and the arguments) as the
+// command's own flags parse them: every flag whose value is not its
+// default, in name order, written as --name=value in the flag's own
+// form (limit=050 is --limit=50, mail=1 is --mail=true); a list's
+// elements sorted and each once (status=done&status=blocked is
+// status=blocked,done). Arguments that do not parse are left as they are:
+// the command says what is wrong with them.
+func canonicalArgs(cmd string, args []string) []string {
+	words := strings.Fields(cmd)
+	if len(args) == 0 || len(words) != 1 {
+		return args
+	}
+	fs := cli.CommandFlags(words[0])
+	if fs == nil {
+		return args
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return args
+	}
+	var out []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			elems := slices.Compact(slices.Sorted(slices.Values(sv.GetSlice())))
+			if "["+strings.Join(elems, ",")+"]" == f.DefValue {
+				return
+			}
+			v = strings.Join(elems, ",")
+		} else if v == f.DefValue {
+			return
+		}
+		out = append(out, "--"+f.Name+"="+v)
+	})
+	if rest := fs.Args(); len(rest) > 0 {
+		out = append(append(out, "--"), rest...)
+	}
+	return out
 }
 
 // runCLI runs the CLI command (words of cmd, then args) and returns the
@@ -87,13 +133,10 @@ func (s *server) command(cmd string, params ...string) http.HandlerFunc {
 }
 
 // flagsOf turns r's query into --flag=value arguments, allowing only
-// params (and token, which the guard reads).
+// params.
 func flagsOf(r *http.Request, cmd string, params ...string) ([]string, error) {
 	var args []string
 	for k, vs := range r.URL.Query() {
-		if k == "token" {
-			continue
-		}
 		flag := strings.ReplaceAll(k, "_", "-")
 		ok := false
 		for _, p := range params {
@@ -236,6 +279,26 @@ func (s *server) blob(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+r.PathValue("sha")+`"`)
 	io.Copy(w, rc)
+}
+
+// launch serves POST /api/launch: a new launch URL, for a second
+// browser once the printed one is used. It takes the bearer token only:
+// a browser's session does not make others.
+func (s *server) launch(w http.ResponseWriter, r *http.Request) {
+	if !s.bearer(r) {
+		s.unauthorized(w, r)
+		return
+	}
+	if _, err := flagsOf(r, "launch"); err != nil {
+		writeErr(w, "web", err)
+		return
+	}
+	u, err := s.launchURL(false, nil)
+	if err != nil {
+		writeErr(w, "web", err)
+		return
+	}
+	writeValue(w, http.StatusOK, map[string]any{"ok": true, "command": "web", "url": u})
 }
 
 // attention serves the needs-attention list (inbox.Attention).

@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -219,7 +221,8 @@ func TestAPIActions(t *testing.T) {
 	})
 }
 
-// TestAPIAccess checks the token, the cookie, Host and Origin.
+// TestAPIAccess checks the token, the launch URLs and sessions, Host and
+// Origin.
 func TestAPIAccess(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "store")
 	run(t, db, "init")
@@ -255,24 +258,95 @@ func TestAPIAccess(t *testing.T) {
 			t.Errorf("Host %s: %d %s", h, st, b)
 		}
 	}
-	// A first visit trades ?token= for an HttpOnly, SameSite=Strict cookie
-	// and cleans the address.
-	req, _ := http.NewRequest("GET", w.url, nil)
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// The printed launch URL, visited, is traded for a session: a cookie
+	// with its id (HttpOnly, SameSite=Strict, for this browser's session
+	// only), and its secret in the page, which is not stored.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	visit := func(u string, cookie string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
 	}
-	resp.Body.Close()
+	secretOf := regexp.MustCompile(`<meta name="inbox-session" content="([0-9a-f]{64})">`)
+	resp, page := visit(w.url, "")
 	c := resp.Cookies()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || len(c) != 1 ||
-		!c[0].HttpOnly || c[0].SameSite != http.SameSiteStrictMode || c[0].Value != w.token {
-		t.Fatalf("first visit: %d %v %v", resp.StatusCode, resp.Header, c)
+	m := secretOf.FindStringSubmatch(page)
+	if resp.StatusCode != 200 || len(c) != 1 || c[0].Name != "inbox_web_"+port || !c[0].HttpOnly || c[0].SameSite != http.SameSiteStrictMode ||
+		c[0].Path != "/" || !c[0].Expires.IsZero() || c[0].MaxAge != 0 || m == nil || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("the printed URL's visit: %d %v %v\n%.300s", resp.StatusCode, resp.Header, c, page)
 	}
-	if st, b := w.do(t, "GET", "/api/agents", "", "Authorization", "", "Cookie", c[0].Name+"="+c[0].Value); st != 200 {
-		t.Errorf("with the cookie: %d %s", st, b)
+	cookie, secret := c[0].Name+"="+c[0].Value, m[1]
+	if c[0].Value == w.token || secret == w.token || c[0].Value == secret || strings.Contains(page, w.token) {
+		t.Errorf("the session gives away the token: cookie %s, secret %s", c[0].Value, secret)
 	}
-	if st, b := w.do(t, "GET", "/", "", "Authorization", "", "Cookie", c[0].Name+"="+c[0].Value); st != 200 || !bytes.Contains(b, []byte("<html")) {
-		t.Errorf("the page with the cookie: %d %.200s", st, b)
+	// The printed URL served its visit.
+	if resp, _ := visit(w.url, ""); resp.StatusCode != 401 {
+		t.Errorf("the printed URL again: %d, want 401", resp.StatusCode)
+	}
+	// The cookie alone is the page's shell and assets, never the secret
+	// again, and no API call.
+	if resp, page := visit(w.base+"/", cookie); resp.StatusCode != 200 || !strings.Contains(page, "<html") || secretOf.MatchString(page) {
+		t.Errorf("the page with the cookie: %d %.300s", resp.StatusCode, page)
+	}
+	if st, _ := w.do(t, "GET", "/assets/app.js", "", "Authorization", "", "Cookie", cookie); st != 200 {
+		t.Errorf("an asset with the cookie: %d", st)
+	}
+	for _, path := range []string{"/api/agents", "/api/info", "/api/events"} {
+		if st, b := w.do(t, "GET", path, "", "Authorization", "", "Cookie", cookie); st != 401 {
+			t.Errorf("GET %s with the cookie alone: %d %s", path, st, b)
+		}
+		if st, b := w.do(t, "GET", path, "", "Authorization", "", sessionHeader, secret); st != 401 {
+			t.Errorf("GET %s with the secret alone: %d %s", path, st, b)
+		}
+	}
+	if st, b := w.do(t, "GET", "/api/agents", "", "Authorization", "", "Cookie", cookie, sessionHeader, secret); st != 200 {
+		t.Errorf("with the cookie and the secret: %d %s", st, b)
+	}
+	// Another cookie of the same name beside it (a page of another port
+	// may set one) does not lock the page out.
+	if st, b := w.do(t, "GET", "/api/agents", "", "Authorization", "", "Cookie", "inbox_web_"+port+"=planted; "+cookie, sessionHeader, secret); st != 200 {
+		t.Errorf("with a planted cookie beside the session's: %d %s", st, b)
+	}
+	// A second browser: POST /api/launch, with the token only.
+	if st, b := w.do(t, "POST", "/api/launch", "", "Authorization", "", "Cookie", cookie, sessionHeader, secret); st != 401 {
+		t.Errorf("POST /api/launch with a session: %d %s", st, b)
+	}
+	second := w.launch(t)
+	resp, page = visit(second, "")
+	if resp.StatusCode != 200 || len(resp.Cookies()) != 1 || !secretOf.MatchString(page) {
+		t.Fatalf("a launch URL from POST /api/launch: %d %v", resp.StatusCode, resp.Cookies())
+	}
+	if other := secretOf.FindStringSubmatch(page)[1]; other == secret || resp.Cookies()[0].Value == c[0].Value {
+		t.Errorf("a second browser got the first one's session")
+	}
+	if resp, _ := visit(second, ""); resp.StatusCode != 401 {
+		t.Errorf("a launched URL again: %d, want 401", resp.StatusCode)
+	}
+	// A browser that has a session and visits a new launch URL goes on
+	// with it: its other tabs keep working.
+	resp, page = visit(w.launch(t), cookie)
+	if m := secretOf.FindStringSubmatch(page); resp.StatusCode != 200 || m == nil || m[1] != secret {
+		t.Errorf("a launch URL visited with a live session: %d, want the same session", resp.StatusCode)
+	}
+	// A URL made by hand with the bearer token is a launch URL that does
+	// not die (the token is the script's credential anyway); on the API,
+	// ?token= is nothing.
+	for range 2 {
+		if resp, page := visit(w.base+"/?token="+w.token, ""); resp.StatusCode != 200 || !secretOf.MatchString(page) {
+			t.Errorf("the page with ?token=TOKEN: %d", resp.StatusCode)
+		}
+	}
+	if st, b := w.do(t, "GET", "/api/agents?token="+w.token, "", "Authorization", ""); st != 401 {
+		t.Errorf("GET /api/agents?token=TOKEN: %d %s", st, b)
 	}
 	// The token file is the store owner's alone, and goes at exit.
 	if fi, err := osStat(w.tokenFile); err != nil || fi.Mode().Perm() != 0o600 {

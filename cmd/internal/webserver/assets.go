@@ -1,6 +1,7 @@
 package webserver
 
 import (
+	"bytes"
 	"embed"
 	"io/fs"
 	"net/http"
@@ -21,12 +22,23 @@ func assetHandler() http.Handler {
 	return http.StripPrefix("/assets/", http.FileServerFS(sub))
 }
 
-// page serves the dashboard's single page.
-func (s *server) page(w http.ResponseWriter, r *http.Request) {
+// page serves the dashboard's single page, its shell (no session's
+// secret: the page's script has it already).
+func (s *server) page(w http.ResponseWriter, r *http.Request) { s.servePage(w, "") }
+
+// servePage serves the page; with secret, the one answer that made a
+// session, it carries the session's secret in a meta tag the page's
+// script reads (the policy allows no inline script). Never stored.
+func (s *server) servePage(w http.ResponseWriter, secret string) {
 	b, err := assets.ReadFile("assets/index.html")
 	if err != nil {
 		http.Error(w, "the dashboard's page is missing from this build", http.StatusInternalServerError)
 		return
+	}
+	if secret != "" {
+		// The secret is hex: nothing to escape.
+		b = bytes.Replace(b, []byte("<meta charset=\"utf-8\">"),
+			[]byte("<meta charset=\"utf-8\">\n<meta name=\"inbox-session\" content=\""+secret+"\">"), 1)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

@@ -11,9 +11,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,8 @@ func TestBrowser(t *testing.T) {
 		d := startDashboard(t, db)
 		p := openTab(t, browser)
 		p.do("open the printed URL", chromedp.Navigate(d.url))
-		// The token was traded for a cookie and the address cleaned of it.
+		// The launch token was traded for a session and the address
+		// cleaned of it.
 		p.waitFor(`[data-view="agents"] [data-agent="w1"]`)
 		p.waitFor(`[data-view="agents"] [data-agent="w2"]`)
 		if loc := eval[string](p, "location.href"); strings.Contains(loc, "token") {
@@ -136,6 +139,31 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("blob downloads", func(t *testing.T) {
+		// A link cannot send the session's secret: the page fetches the
+		// blob with it and hands it to the browser.
+		db := newStore(t)
+		content := strings.Repeat("the whole output\n", 1000)
+		file := filepath.Join(t.TempDir(), "out.txt")
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tid := threadOf(t, inboxCLI(t, db, "send", "--from", "lead", "--to", "w1", "--subject", "a big one", "--body-file", file, "--blob"))
+		d := startDashboard(t, db)
+		p := openTab(t, browser)
+		p.do("open the thread", chromedp.Navigate(d.url+"#/thread/"+tid))
+		link := `[data-view="thread"] a.download[href^="/api/blobs/"]`
+		p.waitFor(link)
+		p.do("download the blob", chromedp.Click(chromedp.CSS(link)))
+		if got := wait[string](p, "the download", `document.querySelector(`+jsString(link)+`).dataset.downloaded`); got != strconv.Itoa(len(content)) {
+			p.fatalf("the page downloaded %s bytes of the blob, want %d", got, len(content))
+		}
+	})
+
+	t.Run("nothing that opens the dashboard reaches another port", func(t *testing.T) {
+		testNothingLeaks(t, browser)
+	})
+
 	// The views below read one realistic store, through one server.
 	t.Run("team store", func(t *testing.T) {
 		s := newRichStore(t)
@@ -148,7 +176,7 @@ func TestBrowser(t *testing.T) {
 func browseTeamStore(t *testing.T, browser context.Context, s *richStore) {
 	t.Run("no request leaves the origin", func(t *testing.T) {
 		p := openTab(t, browser)
-		p.do("open the printed URL", chromedp.Navigate(s.d.url))
+		p.do("open the printed URL", chromedp.Navigate(s.d.launch(t)))
 		p.waitFor(`[data-view="agents"] [data-agent="` + s.lead + `"]`)
 		views := []struct{ route, view, ready string }{
 			{"#/agents", "agents", `[data-agent]`},
@@ -228,7 +256,7 @@ func browseTeamStore(t *testing.T, browser context.Context, s *richStore) {
 		// dashboard's cookie (the same site: ports do not make sites),
 		// reads and posts with credentials.
 		p := openTab(t, browser)
-		p.do("open the printed URL", chromedp.Navigate(s.d.url))
+		p.do("open the printed URL", chromedp.Navigate(s.d.launch(t)))
 		p.waitFor(`[data-view="agents"] [data-agent]`)
 		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -263,7 +291,7 @@ func browseTeamStore(t *testing.T, browser context.Context, s *richStore) {
 		p := openTab(t, browser)
 		p.do("open the printed URL on a phone",
 			chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch),
-			chromedp.Navigate(s.d.url))
+			chromedp.Navigate(s.d.launch(t)))
 		p.waitFor(`[data-view="agents"] [data-agent="` + s.lead + `"]`)
 		wait[bool](p, "agents loaded", `!document.querySelector('[data-view="agents"] .loading')`)
 		w := eval[[]int](p, `[document.documentElement.scrollWidth, document.body.scrollWidth, document.documentElement.clientWidth]`)
@@ -274,7 +302,7 @@ func browseTeamStore(t *testing.T, browser context.Context, s *richStore) {
 
 	t.Run("screenshot", func(t *testing.T) {
 		p := openTab(t, browser)
-		p.do("open the printed URL", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(s.d.url))
+		p.do("open the printed URL", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(s.d.launch(t)))
 		p.waitFor(`[data-view="agents"] [data-agent="` + s.lead + `"]`)
 		p.waitFor(`#live[data-state="live"]`)
 		wait[bool](p, "agents loaded", `!document.querySelector('[data-view="agents"] .loading')`)
@@ -350,18 +378,29 @@ func sendToPage(tb testing.TB, p *tab, db string, n int) (shown, pushed []float6
   };
   mark();
   new MutationObserver(mark).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ["data-thread-id"]});
-  return new Promise((resolve) => {
-    const es = new EventSource("/api/events");
-    const on = (e) => {
-      const now = performance.timeOrigin + performance.now();
-      try {
-        const ev = JSON.parse(e.data);
-        if (ev.thread_id && !(ev.thread_id in window.__pushed)) window.__pushed[ev.thread_id] = now;
-      } catch {}
-    };
-    es.addEventListener("event", on);
-    es.onmessage = on;
-    es.onopen = () => resolve(true);
+  // The stream as the page reads it: a fetch with the session's secret.
+  return fetch("/api/events", {headers: {Accept: "text/event-stream", "X-Inbox-Session": localStorage.getItem("inbox.session")}}).then((res) => {
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let buf = "";
+    (async () => {
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) return;
+        const now = performance.timeOrigin + performance.now();
+        buf += decoder.decode(value, {stream: true});
+        const lines = buf.split("\n");
+        buf = lines.pop();
+        for (const line of lines) {
+          if (!line.startsWith("data: ")) continue;
+          try {
+            const ev = JSON.parse(line.slice(6));
+            if (ev.thread_id && !(ev.thread_id in window.__pushed)) window.__pushed[ev.thread_id] = now;
+          } catch {}
+        }
+      }
+    })();
+    return res.ok;
   });
 })()`)
 	inbox := testproc.Installed(tb, "inbox")

@@ -167,7 +167,26 @@ document.addEventListener("securitypolicyviolation", e => window.__cspViolations
 // its console, its requests and their responses.
 func openTab(tb testing.TB, browser context.Context) *tab {
 	tb.Helper()
-	p := &tab{tb: tb, ctx: newTab(tb, browser), timeout: pageTimeout, urls: map[network.RequestID]string{}, statuses: map[string][]int64{}}
+	return recordTab(tb, newTab(tb, browser))
+}
+
+// sibling opens another tab in p's browser context (the same cookies and
+// storage, as a second tab of the same browser), recording as openTab's.
+func (p *tab) sibling(tb testing.TB) *tab {
+	tb.Helper()
+	ctx, cancel := chromedp.NewContext(p.ctx)
+	tb.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		tb.Fatalf("open a tab: %v", err)
+	}
+	return recordTab(tb, ctx)
+}
+
+// recordTab starts recording the tab ctx's console, requests and
+// responses.
+func recordTab(tb testing.TB, ctx context.Context) *tab {
+	tb.Helper()
+	p := &tab{tb: tb, ctx: ctx, timeout: pageTimeout, urls: map[network.RequestID]string{}, statuses: map[string][]int64{}}
 	err := chromedp.Listen(p.ctx, func(ev any) {
 		p.mu.Lock()
 		defer p.mu.Unlock()

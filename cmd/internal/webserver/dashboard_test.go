@@ -62,8 +62,8 @@ func newStore(tb testing.TB) string {
 // dashboard is a running inbox web process.
 type dashboard struct {
 	cmd *exec.Cmd
-	// url is the URL it printed (with ?token=), base its origin with no
-	// path (http://127.0.0.1:PORT).
+	// url is the launch URL it printed (with ?token=, good for one
+	// visit), base its origin with no path (http://127.0.0.1:PORT).
 	url, base, token string
 	tokenFile        string
 	stderr           *lockedBuffer
@@ -74,9 +74,15 @@ type dashboard struct {
 // waits for its first line: {"ok":true,"command":"web","url":…}.
 func startDashboard(tb testing.TB, db string, args ...string) *dashboard {
 	tb.Helper()
+	return startDashboardEnv(tb, db, nil, args...)
+}
+
+// startDashboardEnv is startDashboard with env added to its environment.
+func startDashboardEnv(tb testing.TB, db string, env []string, args ...string) *dashboard {
+	tb.Helper()
 	cmd := exec.Command(testproc.Installed(tb, "inbox"),
 		append([]string{"web", "--db", db, "--addr", "127.0.0.1:0", "--json"}, args...)...)
-	cmd.Env = append(os.Environ(), "INBOX_AGENT=")
+	cmd.Env = append(append(os.Environ(), "INBOX_AGENT="), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -139,6 +145,20 @@ func (d *dashboard) stop(tb testing.TB) {
 		<-d.exited
 		tb.Errorf("inbox web did not stop within 10 s of SIGTERM")
 	}
+}
+
+// launch is a new launch URL (POST /api/launch with the token): the
+// printed one opens one browser, once.
+func (d *dashboard) launch(tb testing.TB) string {
+	tb.Helper()
+	code, body := d.do(tb, http.MethodPost, "/api/launch", "")
+	var v struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(body, &v); code != http.StatusOK || err != nil || !strings.HasPrefix(v.URL, d.base+"/?token=") {
+		tb.Fatalf("POST /api/launch: %d %s", code, body)
+	}
+	return v.URL
 }
 
 // get sends GET path with the token as a bearer token and the headers

@@ -6,23 +6,28 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/inbox-dev/inbox/cmd/internal/localhttp"
 )
 
 // guard lets a request through only when it is for this server and
-// carries this start's token:
+// carries what opens it (session.go):
 //   - Host must be a loopback name with this server's port (a foreign
 //     Host is DNS rebinding: 403);
 //   - an Origin, when there is one, must be this server's own origin (a
 //     web page elsewhere, another local port included: 403); a request
 //     without one (a script) goes on;
-//   - the token comes as "Authorization: Bearer TOKEN", as the cookie a
-//     first visit set, or as ?token= (which sets the cookie; on the page
-//     itself the address is then cleaned of it); without it, 401.
+//   - "Authorization: Bearer TOKEN" opens everything;
+//   - an API call (/api/…, the stream included) needs a session: its id
+//     in the cookie and its secret in the X-Inbox-Session header;
+//   - GET /?token=LAUNCH trades a launch token (or the bearer token) for
+//     a session: the answer sets the cookie and carries the secret in the
+//     page;
+//   - the page's shell and assets need the cookie of a live session;
+//
+// anything else is 401. A refused request closes its connection; one
+// with the token or a session's secret is the owner's (localhttp).
 func (s *server) guard(next http.Handler) http.Handler {
-	cookie := "inbox_web_" + strconv.Itoa(s.port) // cookies do not tell ports apart
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.ownHost(r.Host) {
 			writeError(w, http.StatusForbidden, "web", "forbidden_host", "Host",
@@ -34,44 +39,79 @@ func (s *server) guard(next http.Handler) http.Handler {
 				"Origin "+strconv.Quote(strings.Join(vs, ", "))+" is not this server's origin")
 			return
 		}
-		if t := r.URL.Query().Get("token"); t != "" && localhttp.SameToken(t, s.token) {
-			http.SetCookie(w, &http.Cookie{Name: cookie, Value: s.token, Path: "/", HttpOnly: true,
-				SameSite: http.SameSiteStrictMode, Expires: time.Now().Add(30 * 24 * time.Hour)})
-			if r.Method == http.MethodGet && r.URL.Path == "/" {
-				q := r.URL.Query()
-				q.Del("token")
-				u := url.URL{Path: "/", RawQuery: q.Encode()}
-				http.Redirect(w, r, u.String(), http.StatusSeeOther)
+		if _, ok := r.Header["Authorization"]; ok {
+			if !s.bearer(r) {
+				s.unauthorized(w, r)
 				return
 			}
+			localhttp.Authorized(r)
 			next.ServeHTTP(w, r)
 			return
 		}
-		if s.authorized(r, cookie) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="inbox web"`)
+		ids := s.cookieIDs(r)
 		if strings.HasPrefix(r.URL.Path, "/api/") {
-			writeError(w, http.StatusUnauthorized, "web", "unauthorized", "token",
-				"this server needs its token: send \"Authorization: Bearer TOKEN\" (the token file inbox web printed)")
+			if !s.sessions.check(ids, r.Header.Get(sessionHeader)) {
+				s.unauthorized(w, r)
+				return
+			}
+			localhttp.Authorized(r)
+			next.ServeHTTP(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusUnauthorized)
-		w.Write([]byte("401 Unauthorized: open the URL inbox web printed (it carries the token).\n"))
+		if tok := r.URL.Query().Get("token"); r.Method == http.MethodGet && r.URL.Path == "/" && tok != "" &&
+			(localhttp.SameToken(tok, s.token) || s.sessions.useLaunch(tok)) {
+			sess, err := s.sessions.start(ids)
+			if err != nil {
+				writeErr(w, "web", err)
+				return
+			}
+			localhttp.Authorized(r)
+			securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: sess.id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+				s.servePage(w, sess.secret)
+			})).ServeHTTP(w, r)
+			return
+		}
+		if s.sessions.known(ids) {
+			localhttp.KeepAlive(r)
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.unauthorized(w, r)
 	})
 }
 
-// authorized reports whether r carries the token as a bearer token or
-// in the cookie.
-func (s *server) authorized(r *http.Request, cookie string) bool {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, t, ok := strings.Cut(h, " ")
-		return ok && strings.EqualFold(scheme, "Bearer") && localhttp.SameToken(strings.TrimSpace(t), s.token)
+// bearer reports whether r carries "Authorization: Bearer TOKEN".
+func (s *server) bearer(r *http.Request) bool {
+	scheme, t, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && localhttp.SameToken(strings.TrimSpace(t), s.token)
+}
+
+// cookieIDs are the values of every cookie named for this server (a page
+// of another port may set one of the same name beside the real one).
+func (s *server) cookieIDs(r *http.Request) []string {
+	var ids []string
+	for _, c := range r.CookiesNamed(s.cookie) {
+		ids = append(ids, c.Value)
 	}
-	c, err := r.Cookie(cookie)
-	return err == nil && localhttp.SameToken(c.Value, s.token)
+	return ids
+}
+
+// unauthorized answers 401: the API's error shape, or a line of text for
+// the page.
+func (s *server) unauthorized(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="inbox web"`)
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeError(w, http.StatusUnauthorized, "web", "unauthorized", "token",
+			"this server needs its token: send \"Authorization: Bearer TOKEN\" (the token file inbox web printed); "+
+				"a browser opens a launch URL (inbox web prints one; POST /api/launch with the token makes another)")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusUnauthorized)
+	w.Write([]byte("401 Unauthorized: open a launch URL of inbox web. It prints one at start; each opens the dashboard in one browser, once. " +
+		"POST /api/launch with \"Authorization: Bearer \" and the token file's content answers another.\n"))
 }
 
 // ownHost reports whether host (HOST:PORT from the request) names this
@@ -90,7 +130,7 @@ func (s *server) ownOrigin(origin string) bool {
 
 // securityHeaders keep the page to its own origin: scripts, styles,
 // images and connections from this server only, never framed, never
-// sending a referrer (which would carry the token on a first visit).
+// sending a referrer (which would carry a launch token on a first visit).
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -184,7 +184,7 @@ func TestInProcessStatusOf(t *testing.T) {
 func TestInProcessCache(t *testing.T) {
 	var mu sync.Mutex
 	id, computed := int64(1), 0
-	c := newCache(func(context.Context) (int64, error) { mu.Lock(); defer mu.Unlock(); return id, nil })
+	c := newCache(context.Background(), func(context.Context) (int64, error) { mu.Lock(); defer mu.Unlock(); return id, nil })
 	release := make(chan struct{})
 	status := 200
 	compute := func(context.Context) (int, []byte) {

@@ -9,9 +9,12 @@
 // id. The page itself (assets/) is embedded: go build alone builds it and
 // it loads nothing from outside the server's origin.
 //
-// It is only as open as the store: loopback only, a token drawn at start
-// and written to a file only the store's owner can read, traded on first
-// visit for an HttpOnly SameSite=Strict cookie; Host and Origin checked.
+// It is only as open as the store: loopback only; a bearer token drawn
+// at start and written to a file only the store's owner can read, for
+// scripts; single-use launch URLs for browsers, each traded for a session
+// whose secret only the page's script holds (the cookie, which other
+// ports of the host receive too, carries its id alone); Host and Origin
+// checked; connections held to localhttp's limits.
 package webserver
 
 import (
@@ -22,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,6 +55,22 @@ func Serve(ctx context.Context, cfg cli.WebConfig) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := newServer(ctx, cfg, ln.Addr().(*net.TCPAddr).Port, token)
+	host := "127.0.0.1"
+	if ip := ln.Addr().(*net.TCPAddr).IP; ip.To4() == nil {
+		host = "[::1]"
+	}
+	s.origin = "http://" + host + ":" + strconv.Itoa(s.port)
+	printed, err := s.launchURL(true, nil)
+	if err != nil {
+		return err
+	}
+	if cfg.OpenFile != "" {
+		remove, err := s.writeOpenFile(cfg.OpenFile)
+		if err != nil {
+			return err
+		}
+		defer remove()
+	}
 	go s.hub.run(ctx)
 	// A wait starting or ending is in no event: the bus says when, the
 	// answers that show it go stale and the pages are told. Its first call
@@ -80,26 +100,71 @@ func Serve(ctx context.Context, cfg cli.WebConfig) error {
 		case <-ctx.Done():
 		}
 	}()
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Stderr, nil).WithAttrs([]slog.Attr{slog.String("server", "inbox web")}), slog.LevelWarn)}
-	go func() {
-		<-ctx.Done()
-		s.hub.close()
-		sctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
-		defer stop()
-		srv.Shutdown(sctx)
-	}()
-	host := "127.0.0.1"
-	if ip := ln.Addr().(*net.TCPAddr).IP; ip.To4() == nil {
-		host = "[::1]"
-	}
+	srv := localhttp.NewServer(s.handler(),
+		slog.NewLogLogger(slog.NewTextHandler(cfg.Stderr, nil).WithAttrs([]slog.Attr{slog.String("server", "inbox web")}), slog.LevelWarn))
+	srv.RegisterOnShutdown(s.hub.close) // the streams end, so that the server can stop
 	if cfg.Ready != nil {
-		cfg.Ready("http://"+host+":"+strconv.Itoa(s.port)+"/?token="+token, token)
+		cfg.Ready(printed, token)
 	}
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := localhttp.Serve(ctx, srv, ln); err != nil {
 		return fmt.Errorf("serve HTTP: %w", err)
 	}
 	return nil
+}
+
+// launchURL is a new launch URL (session.go): the page's address with a
+// launch token, good for one visit. A pinned one (the printed URL, the
+// one --open opens) is never dropped for newer ones; used is called
+// once it is traded.
+func (s *server) launchURL(pinned bool, used func()) (string, error) {
+	tok, err := s.sessions.newLaunch(pinned, used)
+	if err != nil {
+		return "", err
+	}
+	return s.origin + "/?token=" + tok, nil
+}
+
+// writeOpenFile writes, at path, the page --open opens: an owner-only
+// HTML file that sends the browser on to a launch URL of its own, so that
+// no command line (the opener's, readable in /proc by every user) carries
+// a secret that lasts. The file goes once its launch token is used, or
+// with remove (at exit), if it still holds what was written.
+func (s *server) writeOpenFile(path string) (remove func(), err error) {
+	var (
+		mu      sync.Mutex
+		content string
+		once    sync.Once
+	)
+	remove = func() {
+		once.Do(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			localhttp.RemoveIfHolds(path, content)
+		})
+	}
+	u, err := s.launchURL(true, func() { go remove() })
+	if err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	content = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="referrer" content="no-referrer">
+<meta http-equiv="refresh" content="0;url=` + u + `">
+<title>inbox web</title>
+</head>
+<body>
+<p>Opening <a href="` + u + `">the dashboard</a>…</p>
+</body>
+</html>
+`
+	if err := localhttp.WriteSecretFile(path, content); err != nil {
+		return nil, fmt.Errorf("write the page --open opens: %w", err)
+	}
+	return remove, nil
 }
 
 // server is one dashboard: the store, this start's token and the hub
@@ -108,7 +173,13 @@ type server struct {
 	cfg   cli.WebConfig
 	port  int
 	token string
-	hub   *hub
+	// origin is http://HOST:PORT, what a launch URL starts with.
+	origin string
+	// cookie is the session cookie's name: inbox_web_PORT, since cookies
+	// do not tell ports apart.
+	cookie   string
+	sessions *sessions
+	hub      *hub
 	// tracker keeps what the needs-attention list and the wait graph
 	// need of the event log, so that a call reads only the new events.
 	tracker *inbox.AttentionTracker
@@ -122,7 +193,8 @@ func newServer(ctx context.Context, cfg cli.WebConfig, port int, token string) *
 		cfg.As = "human"
 	}
 	s := &server{cfg: cfg, port: port, token: token, tracker: inbox.NewAttentionTracker(cfg.Bus),
-		cache: newCache(cfg.Bus.LastEventID)}
+		origin: "http://127.0.0.1:" + strconv.Itoa(port), cookie: "inbox_web_" + strconv.Itoa(port), sessions: newSessions(),
+		cache: newCache(ctx, cfg.Bus.LastEventID)}
 	s.hub = newHub(cfg.Bus)
 	s.hub.feed = func(ev *inbox.Event) { s.tracker.Feed(ctx, ev) }
 	return s
@@ -156,6 +228,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /api/waits", s.waits)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/blobs/{sha}", s.blob)
+	mux.HandleFunc("POST /api/launch", s.launch)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "web", "not_found", "", "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})

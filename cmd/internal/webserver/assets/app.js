@@ -150,7 +150,6 @@ let timer = null;
 let running = false;
 let lastId = 0;
 let source = null;
-let retry = 0;
 
 function setLive(state, title) {
   live.dataset.state = state;
@@ -162,54 +161,49 @@ function connect() {
   if (source) source.close();
   // Start after the last event this page has seen (at first, the log's end
   // when /api/info answered): nothing between the first render and the
-  // stream is lost. The browser's own reconnects send Last-Event-ID.
-  source = new EventSource(`/api/events?after_event=${lastId}`, {withCredentials: true});
-  source.onopen = () => {
-    retry = 0;
-    setLive('live', 'pushed from the event log as it happens');
-  };
-  const onEvent = (e) => {
-    let ev;
-    try {
-      ev = JSON.parse(e.data);
-    } catch {
-      return;
-    }
-    const id = Number(e.lastEventId || ev.event_id) || 0;
-    if (id && id <= lastId) return; // already shown (a resume never repeats one, but be safe)
-    if (id) lastId = id;
-    if (ev.event_id === undefined) ev.event_id = id;
-    ctx.feed.push(ev);
-    if (ctx.feed.length > FEED_MAX) ctx.feed.splice(0, ctx.feed.length - FEED_MAX);
-    pendingEvents.push(ev);
-    arrivals.push(performance.now());
-    api.changed();
-    schedule();
-  };
-  source.addEventListener('event', onEvent);
-  // A wait started or ended (no event of the log says so): the views that
-  // show who waits refresh; the threads and search views ignore it.
-  source.addEventListener('presence', () => {
-    api.changed();
-    pendingEvents.push({event_type: 'presence'});
-    schedule();
+  // stream is lost. A reconnect sends Last-Event-ID.
+  source = api.openStream(`/api/events?after_event=${lastId}`, {
+    open() {
+      setLive('live', 'pushed from the event log as it happens');
+    },
+    message(e) {
+      // A wait started or ended (no event of the log says so): the views
+      // that show who waits refresh; the threads and search views ignore it.
+      if (e.type === 'presence') {
+        api.changed();
+        pendingEvents.push({event_type: 'presence'});
+        schedule();
+        return;
+      }
+      onEvent(e);
+    },
+    dropped() {
+      setLive('reconnecting', 'the connection dropped; reconnecting, to resume from the last event');
+    },
+    refused(status) {
+      if (status === 401) unauthorized();
+      else setLive('reconnecting', `the stream was refused (HTTP ${status}); retrying`);
+    },
   });
-  source.onmessage = onEvent;
-  source.onerror = () => {
-    if (source.readyState === EventSource.CLOSED) {
-      // The browser gave up (a refused request, e.g. 401): ask /api/info why, then retry.
-      setLive('reconnecting', 'the connection was refused; retrying');
-      api.get('/api/info').then(() => {
-        retry = Math.min(retry + 1, 6);
-        setTimeout(connect, 500 * 2 ** retry);
-      }, (err) => {
-        if (err.status === 401) setLive('offline', 'no token');
-        else setTimeout(connect, 500 * 2 ** Math.min(++retry, 6));
-      });
-    } else {
-      setLive('reconnecting', 'the connection dropped; the browser reconnects and resumes from the last event');
-    }
-  };
+}
+
+function onEvent(e) {
+  let ev;
+  try {
+    ev = JSON.parse(e.data);
+  } catch {
+    return;
+  }
+  const id = Number(e.lastEventId || ev.event_id) || 0;
+  if (id && id <= lastId) return; // already shown (a resume never repeats one, but be safe)
+  if (id) lastId = id;
+  if (ev.event_id === undefined) ev.event_id = id;
+  ctx.feed.push(ev);
+  if (ctx.feed.length > FEED_MAX) ctx.feed.splice(0, ctx.feed.length - FEED_MAX);
+  pendingEvents.push(ev);
+  arrivals.push(performance.now());
+  api.changed();
+  schedule();
 }
 
 let lastFlush = 0;
@@ -318,13 +312,26 @@ function setupHeader() {
 }
 
 function unauthorized() {
-  setLive('offline', 'no token');
+  setLive('offline', 'no session');
   if (source) source.close();
   main.replaceChildren(h('div', {class: 'view unauthorized', role: 'alert'},
     icon('lock'),
-    h('h1', null, 'This dashboard needs its token'),
-    h('p', null, 'Open the URL ', h('code', null, 'inbox web'), ' printed (it carries the token).'),
-    h('p', {class: 'muted'}, 'The token is exchanged for a cookie on the first visit; it is also in the token file whose path inbox web printed.')));
+    h('h1', null, 'This browser has no session on this dashboard'),
+    h('p', null, 'Open a launch URL of ', h('code', null, 'inbox web'), ': it prints one at start, good for one browser, once.'),
+    h('p', {class: 'muted'}, 'Another comes from POST /api/launch with the token file\'s content as a bearer token. A session ends when the server does.')));
+}
+
+// download fetches a blob link's target with the session (a plain link
+// cannot send it) and saves it; the link then says how many bytes came.
+function setupDownloads() {
+  document.addEventListener('click', (e) => {
+    const a = e.target instanceof Element && e.target.closest('a[href^="/api/blobs/"]');
+    if (!a) return;
+    e.preventDefault();
+    api.download(a.getAttribute('href'), a.getAttribute('download') || '').then((n) => {
+      a.dataset.downloaded = String(n);
+    }, (err) => toast(`Could not download: ${err.message || err}`, 'error'));
+  });
 }
 
 // ---- start ----
@@ -332,7 +339,15 @@ function unauthorized() {
 async function start() {
   setupHeader();
   api.setUnauthorized(unauthorized);
-  // The token has been exchanged for the cookie: keep it out of the address bar and history.
+  setupDownloads();
+  // The visit that traded a launch token for a session carries the
+  // session's secret: keep it (in this origin's storage) and drop it from
+  // the page; the used token goes from the address bar and history.
+  const meta = document.querySelector('meta[name="inbox-session"]');
+  if (meta) {
+    api.setSession(meta.content);
+    meta.remove();
+  }
   if (new URLSearchParams(location.search).has('token')) history.replaceState(null, '', location.pathname + location.hash);
   window.addEventListener('hashchange', navigate);
   setInterval(() => tickAges(document), 1000);
