@@ -361,3 +361,27 @@ func (b *Bus) TaskOutputPath(ctx context.Context, name string) (string, error) {
 	}
 	return filepath.Join(d, name+"."+t.ThreadID+".out"), nil
 }
+
+// StartTask claims task t's thread for its run, as the task's name, if
+// it was never claimed (inbox.StartLease): the change is a
+// compare-and-set on the thread's record, so of racing starts exactly one
+// finds it unclaimed. The claim reads the prompt, as any claim reads what
+// it was sent.
+func (b *Bus) StartTask(ctx context.Context, t *inbox.Task, leaseSeconds int) (*inbox.Result, error) {
+	if err := inbox.CheckLeaseArgs(t.Name, t.ThreadID, leaseSeconds); err != nil {
+		return nil, err
+	}
+	return b.readResult(ctx, t.Name)(b.mutateResult(ctx, t.ThreadID, func(c *change) error {
+		th := &c.r.Thread
+		l, err := inbox.StartLease(th, c.r.Lease, t.Name, leaseSeconds, c.now)
+		if err != nil {
+			return err
+		}
+		c.r.Lease = &l
+		th.Status, th.AssignedTo = inbox.StatusClaimed, t.Name
+		c.r.Event = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: t.Name, Summary: "claimed by " + t.Name,
+			PayloadJSON: leasePayload(&l)}
+		c.readAll(t.Name)
+		return nil
+	}))
+}

@@ -171,6 +171,7 @@ var natsScripts = []string{
 	"queue_prompt_not_mail.txtar",
 	"queue_push_errors.txtar",
 	"queue_run_errors.txtar",
+	"queue_run_once.txtar",
 	"queue_run_timeout.txtar",
 	"queue_states.txtar",
 	"queue_subagent_push.txtar",
