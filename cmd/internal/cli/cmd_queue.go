@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -19,14 +20,21 @@ import (
 )
 
 var pushCommand = &command{
-	name: "push", args: "PROMPT", short: "queue a task for a sub-agent (returns at once)",
+	name: "push", args: "[name=NAME] [model=MODEL] [timeout=SECONDS] PROMPT", short: "queue a task for a sub-agent (returns at once)",
 	long: `Queue a task: PROMPT (the words after the flags, or - to read stdin) is what
 the sub-agent is asked to do. --name is the task's name and the sub-agent's
 agent name (generated and unique when omitted); --parent is who gets its
-result (default --agent, else main). Nothing runs until "inbox run".`,
+result (default --agent, else main). Nothing runs until "inbox run".
+
+Seed 003's words work too: leading name=NAME, model=MODEL and
+timeout=SECONDS words are --name, --model and --timeout-seconds. The first
+other word starts the prompt (a word such as priority=high is part of
+it); -- ends the options, for a prompt that starts with name=, model= or
+timeout=.`,
 	examples: []string{
 		`inbox push --name research "Research the API and summarise the auth flow"`,
 		`inbox push --timeout-seconds 300 --model fast "Refactor file1.c"`,
+		`inbox push name=a model=fast timeout=300 "Research approach A"`,
 	},
 	new: func() runner { return &pushCmd{} },
 }
@@ -44,8 +52,53 @@ func (r *pushCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.IntVar(&r.timeout, "timeout-seconds", 0, "kill the task's process group after this long (0: no limit)")
 }
 
+// seedWords are seed 003's option words of push (name=a), by the flag
+// each stands for.
+var seedWords = map[string]string{"name": "name", "model": "model", "timeout": "timeout-seconds"}
+
+// seedOptions takes seed 003's leading option words (seedWords), before
+// any --, off push's arguments and returns the rest: the prompt. The
+// first other word (one without "=", with a key of no option, or with
+// white space in it) starts the prompt.
+func (r *pushCmd) seedOptions(c *call) ([]string, error) {
+	args, dash := c.args, c.fs.ArgsLenAtDash()
+	given := map[string]bool{}
+	i := 0
+	for ; i < len(args) && (dash < 0 || i < dash); i++ {
+		key, val, ok := strings.Cut(args[i], "=")
+		flag := seedWords[key]
+		if !ok || flag == "" || strings.ContainsFunc(args[i], unicode.IsSpace) {
+			break
+		}
+		if c.fs.Changed(flag) || given[flag] {
+			return nil, usagef(flag, "%s= gives the task's %s a second time: give it once, as --%s or as %s=", key, key, flag, key)
+		}
+		given[flag] = true
+		if val == "" {
+			return nil, usagef(flag, "%s= needs a value, as in %s=%s", key, key, map[string]string{"name": "NAME", "model": "MODEL", "timeout": "SECONDS"}[key])
+		}
+		switch key {
+		case "name":
+			r.name = val
+		case "model":
+			r.model = val
+		case "timeout":
+			n, err := strconv.Atoi(val)
+			if err != nil {
+				return nil, usagef(flag, "timeout=%s must be a whole number of seconds (timeout=300: kill the task after 5 minutes)", val)
+			}
+			r.timeout = n
+		}
+	}
+	return args[i:], nil
+}
+
 func (r *pushCmd) run(c *call) (*result, error) {
-	prompt := strings.Join(c.args, " ")
+	words, err := r.seedOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	prompt := strings.Join(words, " ")
 	if prompt == "-" {
 		data, err := io.ReadAll(io.LimitReader(c.env.stdin, inbox.MaxBodyLen+1))
 		if err != nil {

@@ -172,6 +172,7 @@ var natsScripts = []string{
 	"queue_push_errors.txtar",
 	"queue_run_errors.txtar",
 	"queue_run_once.txtar",
+	"queue_seed_syntax.txtar",
 	"queue_run_timeout.txtar",
 	"queue_states.txtar",
 	"queue_subagent_push.txtar",

@@ -95,3 +95,18 @@ func TestMCPRunBesideCLIRun(t *testing.T) {
 		t.Fatalf("%d executions, %d results of %d tasks, want each once:\nexecutions %v\nresults %v", len(ran), len(results), len(names), ran, results)
 	}
 }
+
+// TestMCPPushPromptIsThePrompt: the push tool's prompt is the prompt as
+// given, also when it starts with words that the CLI's push takes as
+// seed 003's options (name=, model=, timeout=).
+func TestMCPPushPromptIsThePrompt(t *testing.T) {
+	mt := newMCPTest(t, "main", false)
+	p := mt.ok("push", map[string]any{"prompt": "name=x model=y timeout=5 is what the report says"})
+	if name, _ := get(p, "task.name").(string); !strings.HasPrefix(name, "task-") || get(p, "task.model") != nil {
+		t.Fatalf("push: %v, want a generated name and no model", p)
+	}
+	task, err := mt.bus.TaskByName(t.Context(), get(p, "task.name").(string))
+	if err != nil || task.Prompt != "name=x model=y timeout=5 is what the report says" || task.TimeoutSeconds != 0 {
+		t.Fatalf("the task: %+v (%v), want the prompt as given", task, err)
+	}
+}
