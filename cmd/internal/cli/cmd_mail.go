@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -300,4 +301,30 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		return asSeed002(c, res)
 	}
 	return res, nil
+}
+
+// sendNote sends in, the note of seed 003's "inbox send AGENT MESSAGE":
+// from inside a task (INBOX_THREAD names its thread) to the task's
+// parent, it is a progress message in the task's own thread, so that the
+// task's story (show --thread) reads prompt, notes, result; the parent's
+// mailbox gets it as any mail (SPEC §7). Any other note (to a sibling,
+// from outside a task, typed, or once the task finished) is a mail thread
+// of its own, as before. task is the task whose thread took the note.
+func (c *call) sendNote(s inbox.Bus, in inbox.SendInput) (out *inbox.Result, task *inbox.Task, err error) {
+	tid := c.env.getenv("INBOX_THREAD")
+	if tid != "" && in.ThreadID == "" && in.Subject == "" && (in.Kind == "" || in.Kind == inbox.KindProgress) &&
+		in.Type == "" && in.RunID == "" && in.TaskID == "" && in.Priority == "" {
+		t, terr := s.TaskByThread(c.ctx, tid)
+		if terr == nil && t.Name == in.From && t.Parent == in.To && t.State() == "running" {
+			note := in
+			note.ThreadID, note.Kind = tid, inbox.KindProgress
+			out, err = s.Send(c.ctx, note)
+			if !errors.Is(err, inbox.ErrInvalidState) {
+				return out, t, err
+			}
+			// The task finished meanwhile: a note of its own.
+		}
+	}
+	out, err = s.Send(c.ctx, in)
+	return out, nil, err
 }

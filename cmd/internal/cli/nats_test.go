@@ -171,6 +171,7 @@ var natsScripts = []string{
 	"queue_prompt_not_mail.txtar",
 	"queue_push_errors.txtar",
 	"queue_run_errors.txtar",
+	"queue_progress_thread.txtar",
 	"queue_run_once.txtar",
 	"queue_seed_syntax.txtar",
 	"queue_run_timeout.txtar",
