@@ -80,8 +80,8 @@ func (b *Bus) registerTask(ctx context.Context, name, tid string) error {
 			return serr
 		case !inbox.IsTerminal(r.Thread.Status):
 			state := "running"
-			if r.Thread.Status == inbox.StatusPending {
-				state = "queued"
+			if r.Thread.Status == inbox.StatusPending && r.Lease == nil {
+				state = "queued" // never started (inbox.Task.State)
 			}
 			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name",
 				"%q is taken by a task that is %s (%s); a name is free again once its task finished: choose another, or wait", name, state, old.ThreadID)
