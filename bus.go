@@ -99,6 +99,11 @@ type Bus interface {
 	// is none).
 	TaskByName(ctx context.Context, name string) (*Task, error)
 	TaskByThread(ctx context.Context, tid string) (*Task, error)
+	// StartTask starts a queued task's run: it claims the task's thread
+	// as the task's name (StartLease), only if the thread was never
+	// claimed. Of concurrent starts exactly one wins; the others, and
+	// every later start, get ErrInvalidState: a task runs once.
+	StartTask(ctx context.Context, t *Task, leaseSeconds int) (*Result, error)
 	// CancelTask cancels a queued task, which then never runs.
 	CancelTask(ctx context.Context, agent string, t *Task, c Content) (*Result, error)
 	// SetTaskRunner records (nil: forgets) the process running a task,

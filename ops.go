@@ -232,9 +232,12 @@ type TaskRunner struct {
 }
 
 // State is the task's place in the queue: queued, running or finished.
+// A task that started stays running until it finished, also when its
+// lease lapsed and its thread went back to pending (its runner died): it
+// is never started again, and Reap reports it failed.
 func (t *Task) State() string {
 	switch {
-	case t.Status == StatusPending:
+	case t.Status == StatusPending && t.StartedAt == "":
 		return "queued"
 	case IsTerminal(t.Status):
 		return "finished"

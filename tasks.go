@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"time"
 )
 
 // taskAlphabet is what a generated task name is drawn from: lower-case
@@ -57,4 +58,20 @@ func (r *TaskRunner) Runs(t *Task) bool {
 	claimed, err1 := ParseTime(t.StartedAt)
 	started, err2 := ParseTime(r.StartedAt)
 	return err1 == nil && err2 == nil && !started.Before(claimed)
+}
+
+// StartLease decides the start of a task (SPEC §7 "Exactly one start"):
+// the claim of its thread t (whose lease is cur) as the task's name for
+// secs seconds at now, which only a thread never claimed can give. Of
+// any number of runners racing to start it, exactly one is given the
+// lease; every other, and any start of a task that started before —
+// also one whose runner died and whose lease has lapsed since — is
+// refused (ErrInvalidState, code task_started): a task runs at most once.
+// The engine records the lease as a claim's.
+func StartLease(t *Thread, cur *Lease, name string, secs int, now time.Time) (Lease, error) {
+	if cur != nil || t.Status != StatusPending {
+		return Lease{}, Errorf(ErrInvalidState, "task_started", "",
+			"task %s (thread %s) has started already (%s): a task is started once, and never again", name, t.ThreadID, t.Status)
+	}
+	return ClaimLease(t, cur, name, secs, now)
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"Watch", testWatch},
 		{"EventOrder", testEventOrder},
 		{"Tasks", testTasks},
+		{"TaskStartsOnce", testTaskStartsOnce},
 		{"Errors", testErrors},
 		{"AgentsAndPresence", testAgents},
 		{"Fsck", testFsck},
@@ -753,6 +754,69 @@ func testTasks(t *testing.T, b inbox.Bus) {
 	}
 	_, err := b.TaskByName(t.Context(), "nope")
 	wantErr(t, "unknown task", err, inbox.ErrNotFound)
+}
+
+// testTaskStartsOnce: of 8 starts of a task at once, all as the task's
+// own name, exactly one wins (a second claim by the same name would
+// count as its holder claiming again); a task that started is never
+// started again, also once its lease lapsed and the thread went back to
+// pending (its runner died): it stays running, for Reap to fail.
+func testTaskStartsOnce(t *testing.T, b inbox.Bus) {
+	task := ok(b.Push(t.Context(), inbox.TaskSpec{Name: "once", Parent: "boss", Owner: "boss"}, "run me once"))(t)
+	const starters = 8
+	errs := make([]error, starters)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = b.StartTask(t.Context(), task, 1)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+		} else {
+			wantErr(t, "a start that lost", err, inbox.ErrInvalidState)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d concurrent starts won, want exactly 1", won, starters)
+	}
+	running := ok(b.TaskByName(t.Context(), "once"))(t)
+	if running.State() != "running" || running.LeaseToken != 1 {
+		t.Fatalf("started task: %+v, want running with lease token 1", running)
+	}
+	// Its prompt was read by the start: not in its own mailbox.
+	if m := ok(b.Mailbox(t.Context(), "once", ""))(t); len(m) != 0 {
+		t.Errorf("the task's prompt is in its own mailbox: %+v", m)
+	}
+	_, err := b.StartTask(t.Context(), running, 60)
+	wantErr(t, "a start of a running task", err, inbox.ErrInvalidState)
+	// The runner is gone: its 1 s lease lapses and is released.
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(b.ExpireLease(t.Context(), task.ThreadID))(t) {
+		if time.Now().After(deadline) {
+			t.Fatal("the task's 1 s lease did not expire within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if th := ok(b.Thread(t.Context(), task.ThreadID))(t); th.Status != inbox.StatusPending {
+		t.Fatalf("after expiry the task's thread is %s, want pending", th.Status)
+	}
+	lapsed := ok(b.TaskByName(t.Context(), "once"))(t)
+	if lapsed.State() != "running" {
+		t.Errorf("a started task whose lease lapsed is %s, want running (never queued again)", lapsed.State())
+	}
+	_, err = b.StartTask(t.Context(), lapsed, 60)
+	wantErr(t, "a start of a task whose lease lapsed", err, inbox.ErrInvalidState)
+	// A cancelled task never starts.
+	other := ok(b.Push(t.Context(), inbox.TaskSpec{Name: "never", Parent: "boss", Owner: "boss"}, "not needed"))(t)
+	ok(b.CancelTask(t.Context(), "boss", other, inbox.Content{Summary: "not needed"}))(t)
+	_, err = b.StartTask(t.Context(), other, 60)
+	wantErr(t, "a start of a cancelled task", err, inbox.ErrInvalidState)
 }
 
 func testErrors(t *testing.T, b inbox.Bus) {

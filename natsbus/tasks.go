@@ -80,8 +80,8 @@ func (b *Bus) registerTask(ctx context.Context, name, tid string) error {
 			return serr
 		case !inbox.IsTerminal(r.Thread.Status):
 			state := "running"
-			if r.Thread.Status == inbox.StatusPending {
-				state = "queued"
+			if r.Thread.Status == inbox.StatusPending && r.Lease == nil {
+				state = "queued" // never started (inbox.Task.State)
 			}
 			return inbox.Errorf(inbox.ErrInvalidInput, "task_name_taken", "name",
 				"%q is taken by a task that is %s (%s); a name is free again once its task finished: choose another, or wait", name, state, old.ThreadID)
@@ -360,4 +360,28 @@ func (b *Bus) TaskOutputPath(ctx context.Context, name string) (string, error) {
 		return "", inbox.Storage(err, "create %s", d)
 	}
 	return filepath.Join(d, name+"."+t.ThreadID+".out"), nil
+}
+
+// StartTask claims task t's thread for its run, as the task's name, if
+// it was never claimed (inbox.StartLease): the change is a
+// compare-and-set on the thread's record, so of racing starts exactly one
+// finds it unclaimed. The claim reads the prompt, as any claim reads what
+// it was sent.
+func (b *Bus) StartTask(ctx context.Context, t *inbox.Task, leaseSeconds int) (*inbox.Result, error) {
+	if err := inbox.CheckLeaseArgs(t.Name, t.ThreadID, leaseSeconds); err != nil {
+		return nil, err
+	}
+	return b.readResult(ctx, t.Name)(b.mutateResult(ctx, t.ThreadID, func(c *change) error {
+		th := &c.r.Thread
+		l, err := inbox.StartLease(th, c.r.Lease, t.Name, leaseSeconds, c.now)
+		if err != nil {
+			return err
+		}
+		c.r.Lease = &l
+		th.Status, th.AssignedTo = inbox.StatusClaimed, t.Name
+		c.r.Event = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: t.Name, Summary: "claimed by " + t.Name,
+			PayloadJSON: leasePayload(&l)}
+		c.readAll(t.Name)
+		return nil
+	}))
 }

@@ -12,12 +12,23 @@
 // Every task the runner starts ends with a message to its parent, whatever
 // the size of its output: the output is captured in the file the bus
 // names (TaskOutputPath) and becomes the message's body when it is text of
-// at most inbox.MaxInline bytes, else a blob the message points at. A
-// task is claimed (leased to the task's name) before it starts, so two
-// runners never start the same task. A runner that dies mid-task leaves a
-// record of its process (SetTaskRunner); Reap, which queue, run,
-// receive and check call, fails such a task visibly — killing whatever is
-// left of its process group — so nothing is silently running forever.
+// at most inbox.MaxInline bytes, else a blob the message points at.
+//
+// A task starts exactly once (SPEC §7): Start claims its thread, leased
+// to the task's name, only if the thread was never claimed
+// (inbox.Bus.StartTask, a compare-and-set on the backend), so of any
+// number of runs racing for a task one starts it and the others pass it
+// over. A task that started is never started again, also not once its
+// runner died and its lease lapsed (the daemon makes its thread pending
+// again; the task still shows running). The run command starts the tasks
+// that start now itself, before it returns, so that queue shows them
+// running, and hands them to the runner (Config.Started); the runner
+// starts the rest as its slots free. A runner killed mid-task (kill -9)
+// leaves a record of its process (SetTaskRunner); Reap, which queue,
+// run, receive and check call, fails such a task visibly — killing
+// whatever is left of its process group — with the output it captured,
+// so nothing is silently running forever and nothing runs twice: a task
+// is executed at most once, and its parent always hears.
 // Cancel kills a running task's process group and delivers the failure.
 // A task's message goes when its process exits, or at its timeout,
 // whatever the processes it started outside its process group (setsid)
@@ -71,7 +82,11 @@ type Config struct {
 	Exec        string   // the command, run as sh -c Exec
 	Concurrency int      // at most this many at once; 0 means all
 	Tasks       []string // task names, started in this order
-	Log         *slog.Logger
+	// Started are the tasks of Tasks that were started already (Start),
+	// by the run command that started this runner, by name: the runner
+	// runs them as they are, if they are still that start's.
+	Started map[string]Started
+	Log     *slog.Logger
 	// Grace is how long a timed-out task's process group has between
 	// SIGTERM and SIGKILL (default 2 s).
 	Grace time.Duration
@@ -184,28 +199,79 @@ func leaseFor(timeout time.Duration) int {
 	return 3600
 }
 
-func runOne(ctx context.Context, cfg Config, name string) error {
-	s := cfg.Store
-	t, err := s.TaskByName(ctx, name)
+// Started is the start of a task's run (Start): its thread and lease
+// token.
+type Started struct {
+	ThreadID string
+	Token    int64
+}
+
+// taskTimeout is how long task t may run: its own timeout, else def.
+func taskTimeout(t *inbox.Task, def time.Duration) time.Duration {
+	if t.TimeoutSeconds > 0 {
+		return time.Duration(t.TimeoutSeconds) * time.Second
+	}
+	return def
+}
+
+// Start starts queued task t's run (SPEC §7 "Exactly one start"): it
+// claims the task's thread as the task's name for the task's lease
+// (its timeout, else defaultTimeout, and a margin) if it was never
+// claimed (inbox.Bus.StartTask). Of any number of runs racing for the
+// task exactly one starts it (ok); for the others, and for a task that
+// started before or finished, ok is false and err nil. The caller then
+// runs it with the lease's token.
+func Start(ctx context.Context, s inbox.Bus, t *inbox.Task, defaultTimeout time.Duration) (st Started, ok bool, err error) {
+	res, err := s.StartTask(ctx, t, leaseFor(taskTimeout(t, defaultTimeout)))
+	if errors.Is(err, inbox.ErrInvalidState) || errors.Is(err, inbox.ErrLeaseConflict) {
+		return Started{}, false, nil // another run started it, or it finished
+	}
 	if err != nil {
-		return err
+		return Started{}, false, err
+	}
+	return Started{ThreadID: t.ThreadID, Token: res.Lease.LeaseToken}, true, nil
+}
+
+// Abandon fails task t, started (Start, its lease token) but never run,
+// saying why: its parent hears.
+func Abandon(ctx context.Context, s inbox.Bus, t *inbox.Task, token int64, why string) error {
+	return deliver(ctx, s, t, token, outcome{why: why})
+}
+
+// own reads task name as this runner is to run it: one Start started for
+// it (given), else the name's queued task, which it starts. It returns
+// nil when the task is not this runner's to run: another run started it,
+// or it finished (cancelled) meanwhile.
+func own(ctx context.Context, cfg Config, name string) (*inbox.Task, int64, error) {
+	t, err := cfg.Store.TaskByName(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	if st, given := cfg.Started[name]; given {
+		if t.ThreadID != st.ThreadID || t.State() != "running" || t.LeaseToken != st.Token {
+			cfg.Log.Info("task no longer this run's: not run", "task", name, "thread", st.ThreadID, "state", t.State())
+			return nil, 0, nil
+		}
+		return t, st.Token, nil
 	}
 	if t.State() != "queued" {
-		return nil // started or finished by someone else meanwhile
+		return nil, 0, nil // started or finished by someone else meanwhile
 	}
-	timeout := time.Duration(t.TimeoutSeconds) * time.Second
-	if timeout == 0 {
-		timeout = cfg.DefaultTimeout
+	st, ok, err := Start(ctx, cfg.Store, t, cfg.DefaultTimeout)
+	if !ok || err != nil {
+		return nil, 0, err
 	}
-	lease := leaseFor(timeout)
-	claimed, err := s.Claim(ctx, name, t.ThreadID, lease)
-	if errors.Is(err, inbox.ErrLeaseConflict) || errors.Is(err, inbox.ErrInvalidState) {
-		return nil // another runner took it
-	}
-	if err != nil {
+	return t, st.Token, nil
+}
+
+func runOne(ctx context.Context, cfg Config, name string) error {
+	s := cfg.Store
+	t, token, err := own(ctx, cfg, name)
+	if t == nil || err != nil {
 		return err
 	}
-	token := claimed.Lease.LeaseToken
+	timeout := taskTimeout(t, cfg.DefaultTimeout)
+	lease := leaseFor(timeout)
 	outPath, err := s.TaskOutputPath(ctx, name)
 	if err != nil {
 		return deliverRetrying(ctx, cfg, t, token, outcome{why: "cannot capture the task's output: " + err.Error()})
@@ -308,7 +374,13 @@ loop:
 			waitErr = stop(pgid, done, cfg.Grace)
 			break loop
 		case <-renew.C:
-			if _, err := s.Renew(ctx, name, t.ThreadID, lease, token); err != nil {
+			_, err := s.Renew(ctx, name, t.ThreadID, lease, token)
+			if errors.Is(err, inbox.ErrLeaseExpired) {
+				// It lapsed (the store was out of reach): the run is still
+				// this one's, and takes its lease back.
+				token, err = reclaim(ctx, s, t, lease, token)
+			}
+			if err != nil {
 				cfg.Log.Warn("cannot renew the task's lease", "task", name, "error", err)
 			}
 		case <-expired:
@@ -490,6 +562,16 @@ func deliverRetrying(ctx context.Context, cfg Config, t *inbox.Task, token int64
 			// or reaped.
 			cfg.Log.Info("task already finished; its result was not needed", "task", t.Name, "error", err)
 			return nil
+		case errors.Is(err, inbox.ErrLeaseExpired):
+			// The lease lapsed (the daemon may have released it): the
+			// task is still this run's, and its message goes.
+			if token, err = reclaim(ctx, cfg.Store, t, 60, token); err == nil {
+				continue
+			}
+			if errors.Is(err, inbox.ErrInvalidState) {
+				return nil // finished meanwhile
+			}
+			return err
 		case errors.Is(err, inbox.ErrInvalidInput) && o.ok:
 			cfg.Log.Warn("the store refused the task's result; it fails instead", "task", t.Name, "error", err)
 			o.ok, o.why, o.truncated = false, "the store refused the task's output: "+err.Error(), true
@@ -510,6 +592,26 @@ func deliverRetrying(ctx context.Context, cfg Config, t *inbox.Task, token int64
 		}
 		wait = min(2*wait, 30*time.Second)
 	}
+}
+
+// reclaim takes back the lapsed lease of task t's run for secs seconds
+// and returns its new token. Only the run's own lease (token) is taken
+// back: a task never runs twice, so nobody else holds it but a reaper
+// about to fail it, whose claim then fails.
+func reclaim(ctx context.Context, s inbox.Bus, t *inbox.Task, secs int, token int64) (int64, error) {
+	v, err := s.Show(ctx, t.ThreadID)
+	if err != nil {
+		return token, err
+	}
+	if v.Lease == nil || v.Lease.LeaseToken != token || v.Lease.AgentID != t.Name {
+		return token, inbox.Errorf(inbox.ErrStaleToken, "stale_lease_token", "lease_token",
+			"the lease of task %s's run (token %d) was taken since", t.Name, token)
+	}
+	c, err := s.Claim(ctx, t.Name, t.ThreadID, secs)
+	if err != nil {
+		return token, err
+	}
+	return c.Lease.LeaseToken, nil
 }
 
 // stop ends a process group: SIGTERM, then SIGKILL after grace.
@@ -761,9 +863,10 @@ func Reap(ctx context.Context, s inbox.Bus, tasks []*inbox.Task) ([]string, erro
 			rec = &inbox.TaskRunner{}
 			// No record: the runner died between claiming and starting
 			// (or is a moment from writing it); the claim's age tells,
-			// and the lease.
+			// and the lease: one that lapsed (released or not) was not
+			// renewed, by a runner that is not there.
 			started, perr := time.Parse(time.RFC3339Nano, t.StartedAt)
-			alive = !leaseExpired(ctx, s, t) && (perr != nil || time.Since(started) < unrecordedGrace)
+			alive = !leaseLapsed(ctx, s, t) && (perr != nil || time.Since(started) < unrecordedGrace)
 		}
 		if alive {
 			continue
@@ -800,12 +903,14 @@ func Reap(ctx context.Context, s inbox.Bus, tasks []*inbox.Task) ([]string, erro
 	return reaped, nil
 }
 
-func leaseExpired(ctx context.Context, s inbox.Bus, t *inbox.Task) bool {
+// leaseLapsed reports whether task t's lease is no longer live: it
+// expired, or the daemon released it since.
+func leaseLapsed(ctx context.Context, s inbox.Bus, t *inbox.Task) bool {
 	v, err := s.Show(ctx, t.ThreadID)
 	if err != nil || v.Lease == nil {
 		return false
 	}
-	return !v.Lease.Live(time.Now()) && !v.Lease.Released()
+	return !v.Lease.Live(time.Now())
 }
 
 // tail keeps the last max bytes written to it (at least; it trims in

@@ -3,7 +3,9 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -180,4 +182,62 @@ func TestOutputStopsAtTheBusMaximum(t *testing.T) {
 		t.Errorf("got payload %.300s, want a failure naming the maximum with its last zeros as a blob", m.PayloadJSON)
 	}
 	leftBehind(t, dir)
+}
+
+// A task whose runner died after starting it, and whose lease lapsed and
+// was released since (the daemon's expiry made its thread pending
+// again), is never started again: it stays running, a runner given it
+// passes it over (nothing is executed), and Reap reports it failed to
+// its parent.
+func TestStartedTaskNeverRunsAgain(t *testing.T) {
+	s, dir := openStore(t)
+	task, err := s.Push(t.Context(), inbox.TaskSpec{Name: "lapsed", Parent: "main", Owner: "main"}, "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Started by a runner that died at once, its lease 1 s.
+	if _, err := s.StartTask(t.Context(), task, 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		expired, err := s.ExpireLease(t.Context(), task.ThreadID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if expired {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task's 1 s lease did not expire within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	now, err := s.TaskByName(t.Context(), "lapsed")
+	if err != nil || now.Status != inbox.StatusPending || now.State() != "running" {
+		t.Fatalf("after its lease lapsed: %+v (%v), want status pending, state running", now, err)
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	err = queue.Run(t.Context(), queue.Config{Store: s, DB: dir, Exec: "echo ran >> " + ran, Tasks: []string{"lapsed"},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ran); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the task was executed again (%v)", err)
+	}
+	reaped, err := queue.Reap(t.Context(), s, []*inbox.Task{now})
+	if err != nil || len(reaped) != 1 {
+		t.Fatalf("reap: %v, %v; want the task failed", reaped, err)
+	}
+	m, err := s.Receive(t.Context(), "main", "lapsed", false, inbox.WaitOptions{})
+	if err != nil || m == nil {
+		t.Fatalf("receive: %v, %v", m, err)
+	}
+	if p := payload(t, m); p.Success || !strings.Contains(p.Error, "died") {
+		t.Errorf("got payload %s, want the failure of a runner that died", m.PayloadJSON)
+	}
+	if fin, _ := s.TaskByName(t.Context(), "lapsed"); fin.State() != "finished" || fin.Status != inbox.StatusFailed {
+		t.Errorf("after reap: %+v, want finished, failed", fin)
+	}
 }

@@ -234,8 +234,17 @@ func TestIdempotency(t *testing.T) {
 	}
 }
 
+// TestFetchOrderLeasesAndUnread: fetch lists high priority first, then
+// oldest first. The store's clock stands still, so that every thread is
+// made in one millisecond: their order is the order ids made in the same
+// millisecond sort in (inbox.NewID's, which is the order they were made).
 func TestFetchOrderLeasesAndUnread(t *testing.T) {
-	s, _ := storetest.New(t, spool.Options{})
+	now := time.Now()
+	_, db := storetest.New(t, spool.Options{})
+	s, err := spool.Open(t.Context(), db, spool.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	low, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "X", Subject: "low", Priority: "low"})
 	norm1 := send(t, s, "X")
 	high, _ := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "X", Subject: "high", Priority: "high"})

@@ -429,3 +429,31 @@ func (s *Store) CancelTask(ctx context.Context, agent string, t *inbox.Task, c i
 	}
 	return res, err
 }
+
+// StartTask claims task t's thread for its run, as the task's name, if
+// it was never claimed (inbox.StartLease): under the thread's lock, so of
+// racing starts exactly one finds it unclaimed. The claim reads the
+// prompt, as any claim reads what it was sent.
+func (s *Store) StartTask(ctx context.Context, t *inbox.Task, leaseSeconds int) (*inbox.Result, error) {
+	if err := inbox.CheckLeaseArgs(t.Name, t.ThreadID, leaseSeconds); err != nil {
+		return nil, err
+	}
+	var res *inbox.Result
+	err := s.mutate(ctx, t.ThreadID, func(x *tx) error {
+		l, err := inbox.StartLease(&x.h.Thread, x.h.Lease, t.Name, leaseSeconds, x.now)
+		if err != nil {
+			return err
+		}
+		x.setLease(l)
+		x.h.Status, x.h.AssignedTo = inbox.StatusClaimed, t.Name
+		payload := jsonrec.Fields{}.Num("lease_token", l.LeaseToken).Str("expires_at", l.ExpiresAt).JSON()
+		x.ev = inbox.Event{EventType: inbox.EventThreadClaimed, Agent: t.Name, Summary: "claimed by " + t.Name, PayloadJSON: payload}
+		x.readBy = t.Name
+		res = &inbox.Result{Thread: &x.h.Thread, Lease: x.h.Lease}
+		return nil
+	})
+	if err == nil {
+		s.seen(t.Name)
+	}
+	return res, err
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -88,7 +89,7 @@ message is collected once, even when two of your processes receive at the
 same time; collected messages stay in their threads (show still has them).
 Exit 10 with "woke":false on timeout; 130 or 143 with "interrupted":true
 when SIGINT or SIGTERM ends the wait. The agent is --agent, else
-INBOX_AGENT, else main.
+INBOX_AGENT, else main. Seed 003's from=ID is --from ID.
 
 Task results arrive here: a finished task's output is a result message from
 the task's name to its parent. receive --from a task that has finished, with
@@ -97,6 +98,7 @@ so ("task_finished":true), since nothing more will come from it.`,
 	examples: []string{
 		"inbox receive --json",
 		"inbox receive --agent main --from analyzer --timeout-seconds 600",
+		"inbox receive from=analyzer",
 	},
 	new: func() runner { return &receiveCmd{} },
 }
@@ -104,9 +106,9 @@ so ("task_finished":true), since nothing more will come from it.`,
 var checkCommand = &command{
 	name: "check", short: "collect every ready message, without waiting",
 	long: `Like receive, but never waits: collects and prints every message ready in
-your mailbox (oldest first; --lifo newest first; --from one sender's). Exit
-10 when there is none.`,
-	examples: []string{"inbox check --json", "inbox check --from worker --lifo"},
+your mailbox (oldest first; --lifo newest first; --from one sender's, or
+seed 003's from=ID). Exit 10 when there is none.`,
+	examples: []string{"inbox check --json", "inbox check --from worker --lifo", "inbox check from=worker"},
 	new:      func() runner { return &receiveCmd{all: true} },
 }
 
@@ -125,6 +127,8 @@ type receiveCmd struct {
 	all     bool // check: every ready message, without blocking
 	peek    bool // mailbox: look, do not collect
 	seed002 bool
+	// fromGiven: from=ID (seed 003's receive from=b) gave from.
+	fromGiven bool
 }
 
 func (r *receiveCmd) flags(fs *pflag.FlagSet, c *call) {
@@ -141,8 +145,26 @@ func (r *receiveCmd) flags(fs *pflag.FlagSet, c *call) {
 	seed002Flag(fs, &r.seed002)
 }
 
+// fromWord takes seed 003's from=ID (receive from=b, check from=b) as
+// --from; any other argument is refused.
+func (r *receiveCmd) fromWord(c *call) error {
+	for _, a := range c.args {
+		v, ok := strings.CutPrefix(a, "from=")
+		switch {
+		case !ok:
+			return usagef("", "unexpected argument %q (inbox %s takes flags, and from=AGENT as --from; see --help)", a, c.cmd.name)
+		case c.fs.Changed("from") || r.fromGiven:
+			return usagef("from", "from= gives the sender a second time: give it once, as --from or as from=")
+		case v == "":
+			return usagef("from", "from= needs a value, as in from=AGENT")
+		}
+		r.from, r.fromGiven = v, true
+	}
+	return nil
+}
+
 func (r *receiveCmd) run(c *call) (*result, error) {
-	if err := c.noArgs(); err != nil {
+	if err := r.fromWord(c); err != nil {
 		return nil, err
 	}
 	agent := c.mailAgent()
@@ -279,4 +301,30 @@ func (r *receiveCmd) run(c *call) (*result, error) {
 		return asSeed002(c, res)
 	}
 	return res, nil
+}
+
+// sendNote sends in, the note of seed 003's "inbox send AGENT MESSAGE":
+// from inside a task (INBOX_THREAD names its thread) to the task's
+// parent, it is a progress message in the task's own thread, so that the
+// task's story (show --thread) reads prompt, notes, result; the parent's
+// mailbox gets it as any mail (SPEC §7). Any other note (to a sibling,
+// from outside a task, typed, or once the task finished) is a mail thread
+// of its own, as before. task is the task whose thread took the note.
+func (c *call) sendNote(s inbox.Bus, in inbox.SendInput) (out *inbox.Result, task *inbox.Task, err error) {
+	tid := c.env.getenv("INBOX_THREAD")
+	if tid != "" && in.ThreadID == "" && in.Subject == "" && (in.Kind == "" || in.Kind == inbox.KindProgress) &&
+		in.Type == "" && in.RunID == "" && in.TaskID == "" && in.Priority == "" {
+		t, terr := s.TaskByThread(c.ctx, tid)
+		if terr == nil && t.Name == in.From && t.Parent == in.To && t.State() == "running" {
+			note := in
+			note.ThreadID, note.Kind = tid, inbox.KindProgress
+			out, err = s.Send(c.ctx, note)
+			if !errors.Is(err, inbox.ErrInvalidState) {
+				return out, t, err
+			}
+			// The task finished meanwhile: a note of its own.
+		}
+	}
+	out, err = s.Send(c.ctx, in)
+	return out, nil, err
 }

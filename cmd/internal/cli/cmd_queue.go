@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -18,14 +20,21 @@ import (
 )
 
 var pushCommand = &command{
-	name: "push", args: "PROMPT", short: "queue a task for a sub-agent (returns at once)",
+	name: "push", args: "[name=NAME] [model=MODEL] [timeout=SECONDS] PROMPT", short: "queue a task for a sub-agent (returns at once)",
 	long: `Queue a task: PROMPT (the words after the flags, or - to read stdin) is what
 the sub-agent is asked to do. --name is the task's name and the sub-agent's
 agent name (generated and unique when omitted); --parent is who gets its
-result (default --agent, else main). Nothing runs until "inbox run".`,
+result (default --agent, else main). Nothing runs until "inbox run".
+
+Seed 003's words work too: leading name=NAME, model=MODEL and
+timeout=SECONDS words are --name, --model and --timeout-seconds. The first
+other word starts the prompt (a word such as priority=high is part of
+it); -- ends the options, for a prompt that starts with name=, model= or
+timeout=.`,
 	examples: []string{
 		`inbox push --name research "Research the API and summarise the auth flow"`,
 		`inbox push --timeout-seconds 300 --model fast "Refactor file1.c"`,
+		`inbox push name=a model=fast timeout=300 "Research approach A"`,
 	},
 	new: func() runner { return &pushCmd{} },
 }
@@ -43,8 +52,53 @@ func (r *pushCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.IntVar(&r.timeout, "timeout-seconds", 0, "kill the task's process group after this long (0: no limit)")
 }
 
+// seedWords are seed 003's option words of push (name=a), by the flag
+// each stands for.
+var seedWords = map[string]string{"name": "name", "model": "model", "timeout": "timeout-seconds"}
+
+// seedOptions takes seed 003's leading option words (seedWords), before
+// any --, off push's arguments and returns the rest: the prompt. The
+// first other word (one without "=", with a key of no option, or with
+// white space in it) starts the prompt.
+func (r *pushCmd) seedOptions(c *call) ([]string, error) {
+	args, dash := c.args, c.fs.ArgsLenAtDash()
+	given := map[string]bool{}
+	i := 0
+	for ; i < len(args) && (dash < 0 || i < dash); i++ {
+		key, val, ok := strings.Cut(args[i], "=")
+		flag := seedWords[key]
+		if !ok || flag == "" || strings.ContainsFunc(args[i], unicode.IsSpace) {
+			break
+		}
+		if c.fs.Changed(flag) || given[flag] {
+			return nil, usagef(flag, "%s= gives the task's %s a second time: give it once, as --%s or as %s=", key, key, flag, key)
+		}
+		given[flag] = true
+		if val == "" {
+			return nil, usagef(flag, "%s= needs a value, as in %s=%s", key, key, map[string]string{"name": "NAME", "model": "MODEL", "timeout": "SECONDS"}[key])
+		}
+		switch key {
+		case "name":
+			r.name = val
+		case "model":
+			r.model = val
+		case "timeout":
+			n, err := strconv.Atoi(val)
+			if err != nil {
+				return nil, usagef(flag, "timeout=%s must be a whole number of seconds (timeout=300: kill the task after 5 minutes)", val)
+			}
+			r.timeout = n
+		}
+	}
+	return args[i:], nil
+}
+
 func (r *pushCmd) run(c *call) (*result, error) {
-	prompt := strings.Join(c.args, " ")
+	words, err := r.seedOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	prompt := strings.Join(words, " ")
 	if prompt == "-" {
 		data, err := io.ReadAll(io.LimitReader(c.env.stdin, inbox.MaxBodyLen+1))
 		if err != nil {
@@ -105,8 +159,12 @@ func taskView(t *inbox.Task, now time.Time) map[string]any {
 
 var runCommand = &command{
 	name: "run", args: "[N]", short: "start the queued tasks, N at a time (returns at once)",
-	long: `Start your queued tasks (all of them at once, or N at a time) and return at
-once: a detached runner runs each as "sh -c CMD" in its own process group,
+	long: `Start your queued tasks (all of them at once, or N at a time) and return as
+soon as the tasks started show as running in "inbox queue" (JSON: "running";
+"started" also names those that start as a slot frees). Each task starts
+exactly once, however many runs race (two shells, an MCP run beside this
+one): a task another run started is passed over, and a task that started
+is never started again. A detached runner runs each as "sh -c CMD" in its own process group,
 with the prompt on stdin and INBOX_TASK_NAME (also INBOX_AGENT),
 INBOX_THREAD, INBOX_PARENT, INBOX_MODEL and INBOX_DB set, so the task can
 use inbox itself (send progress to its parent, push sub-tasks). The runner
@@ -119,8 +177,9 @@ When a task exits 0 its stdout is delivered to the parent's mailbox as a
 result message from the task's name. When it fails, or passes its
 --timeout-seconds (its whole process group is killed), the message's
 payload is {"success":false,"error":…,"partial_output":…}. A task whose
-runner dies is reported failed the same way by the next queue, run,
-receive or check. Collect results with receive or check.`,
+runner dies (kill -9) is reported failed the same way by the next queue,
+run, receive or check, never run again. Collect results with receive or
+check.`,
 	examples: []string{
 		`inbox run --exec 'claude -p "$(cat)"'`,
 		`INBOX_EXEC='./agent.sh' inbox run 2`,
@@ -165,24 +224,53 @@ func (r *runCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
+	// The tasks that start now (all, or the first n) start here, before
+	// run returns, so that queue shows them running; the rest are the
+	// runner's to start as a slot frees. A task another run started
+	// meanwhile is passed over: each starts once (queue.Start).
+	def := time.Duration(r.timeout) * time.Second
+	started := map[string]queue.Started{}
+	var running, later []string
+	var startErr error
 	for _, t := range tasks {
-		if t.State() == "queued" {
-			names = append(names, t.Name)
+		switch {
+		case t.State() != "queued":
+		case startErr != nil || n > 0 && len(running) >= n:
+			later = append(later, t.Name)
+		default:
+			st, ok, err := queue.Start(c.ctx, s, t, def)
+			switch {
+			case err != nil:
+				startErr = err
+				later = append(later, t.Name) // the runner tries again
+			case ok:
+				started[t.Name] = st
+				running = append(running, t.Name)
+			}
 		}
 	}
+	if len(running) == 0 && startErr != nil {
+		return nil, startErr
+	}
 	res := &result{}
-	if len(names) == 0 {
-		res.set("started", []string{}).set("concurrency", n)
+	if len(running) == 0 {
+		res.set("started", []string{}).set("running", []string{}).set("concurrency", n)
 		res.exit = exitNoWork
 		res.human = func(io.Writer) { fmt.Fprintf(c.env.stderr, "inbox: no queued tasks in %s's queue\n", owner) }
 		return res, nil
 	}
-	pid, err := startRunner(s, c.g.db, c.env.getenv, n, r.timeout, command, names)
+	names := append(slices.Clone(running), later...)
+	pid, err := startRunner(s, c.g.db, c.env.getenv, n, r.timeout, command, names, started)
 	if err != nil {
+		// Started, and nothing will run them: their parents hear.
+		for _, t := range tasks {
+			if st, ok := started[t.Name]; ok {
+				queue.Abandon(c.ctx, s, t, st.Token, "the runner could not be started: "+err.Error())
+			}
+		}
 		return nil, err
 	}
-	res.set("started", names).set("concurrency", n).set("runner_pid", pid)
+	res.set("started", names).set("running", running).set("concurrency", n).set("runner_pid", pid)
 	res.human = func(w io.Writer) {
 		at := "all at once"
 		if n > 0 && n < len(names) {
@@ -202,7 +290,7 @@ var Executable = os.Executable
 // own process group) that outlives this command and the calling shell.
 // A NATS store's secret (SPEC §8) goes to it in its environment, never in
 // its argv: it may outlive the file this command found it in (a task's).
-func startRunner(s inbox.Bus, db string, getenv func(string) string, n, timeout int, command string, names []string) (int, error) {
+func startRunner(s inbox.Bus, db string, getenv func(string) string, n, timeout int, command string, names []string, started map[string]queue.Started) (int, error) {
 	self, err := Executable()
 	if err != nil {
 		return 0, fmt.Errorf("cannot find the inbox binary to start a runner: %w", err)
@@ -223,8 +311,14 @@ func startRunner(s inbox.Bus, db string, getenv func(string) string, n, timeout 
 	// The runner's tasks start with this process's umask as it started,
 	// not as a group-shared store left it (007), which the runner would
 	// inherit.
-	args := append([]string{"__runner", "--db", db, "--concurrency", strconv.Itoa(n), "--timeout-seconds", strconv.Itoa(timeout),
-		"--umask", queue.StartUmask(), "--exec", command, "--"}, names...)
+	args := []string{"__runner", "--db", db, "--concurrency", strconv.Itoa(n), "--timeout-seconds", strconv.Itoa(timeout),
+		"--umask", queue.StartUmask(), "--exec", command}
+	for _, name := range names {
+		if st, ok := started[name]; ok {
+			args = append(args, "--started", name+"="+st.ThreadID+":"+strconv.FormatInt(st.Token, 10))
+		}
+	}
+	args = append(append(args, "--"), names...)
 	cmd := exec.Command(self, args...)
 	cmd.Env = environ
 	if l, ok := s.(interface{ RunnerLog() string }); ok {
@@ -251,9 +345,11 @@ var runnerCommand = &command{
 type runnerCmd struct {
 	concurrency, timeout int
 	exec, umask          string
+	started              []string // NAME=THREAD:TOKEN: started by run (queue.Start)
 }
 
 func (r *runnerCmd) flags(fs *pflag.FlagSet, c *call) {
+	fs.StringArrayVar(&r.started, "started", nil, "")
 	fs.IntVar(&r.concurrency, "concurrency", 0, "")
 	fs.IntVar(&r.timeout, "timeout-seconds", 0, "")
 	fs.StringVar(&r.exec, "exec", "", "")
@@ -271,9 +367,19 @@ func (r *runnerCmd) run(c *call) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	started := map[string]queue.Started{}
+	for _, v := range r.started {
+		name, rest, _ := strings.Cut(v, "=")
+		tid, tok, _ := strings.Cut(rest, ":")
+		token, err := strconv.ParseInt(tok, 10, 64)
+		if err != nil || name == "" || tid == "" {
+			return nil, usagef("started", "--started %q is not NAME=THREAD:TOKEN", v)
+		}
+		started[name] = queue.Started{ThreadID: tid, Token: token}
+	}
 	log := slog.New(slog.NewTextHandler(c.env.stderr, nil)).With("runner", os.Getpid())
 	return nil, queue.Run(ctx, queue.Config{Store: s, DB: c.g.db, Exec: r.exec, Concurrency: r.concurrency,
-		Tasks: c.args, Log: log, DefaultTimeout: time.Duration(r.timeout) * time.Second, Umask: r.umask,
+		Tasks: c.args, Started: started, Log: log, DefaultTimeout: time.Duration(r.timeout) * time.Second, Umask: r.umask,
 		Secret: secret, SecretDir: c.env.getenv("XDG_RUNTIME_DIR")})
 }
 

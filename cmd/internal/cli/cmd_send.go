@@ -128,7 +128,13 @@ func (r *sendCmd) run(c *call) (*result, error) {
 	}
 	in := inbox.SendInput{From: from, To: strings.Join(r.to, ","), Subject: r.subject, ThreadID: r.thread, RunID: r.run_,
 		TaskID: r.task, Kind: r.kind, Priority: r.priority, Content: content}
-	out, err := s.Send(c.ctx, in)
+	var out *inbox.Result
+	var task *inbox.Task // the task whose thread took a note to its parent
+	if len(c.args) > 0 {
+		out, task, err = c.sendNote(s, in)
+	} else {
+		out, err = s.Send(c.ctx, in)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +147,9 @@ func (r *sendCmd) run(c *call) (*result, error) {
 			to = strings.Join(m.Recipients, ", ")
 		}
 		switch {
+		case task != nil:
+			fmt.Fprintf(w, "mailed %s a note (%s in %s, task %s's thread): it waits in %s's mailbox, not in anyone's fetch%s\n", to, m.MessageID, m.ThreadID, task.Name, to, replayNote(out))
+			return
 		case r.thread == "" && out.Thread.Mail:
 			// Mail is one line: what it is and where it waits, not a
 			// thread created and a message of kind progress.

@@ -125,7 +125,8 @@ type pushOut struct {
 
 type runOut struct {
 	outBase
-	Started     []string `json:"started,omitempty" jsonschema:"the tasks started, by name"`
+	Started     []string `json:"started,omitempty" jsonschema:"the tasks this run takes, by name: running now, or started as a slot frees (count)"`
+	Running     []string `json:"running,omitempty" jsonschema:"the tasks running when run returned (queue shows them running)"`
 	Concurrency int      `json:"concurrency,omitempty" jsonschema:"how many run at once"`
 	RunnerPID   int      `json:"runner_pid,omitempty" jsonschema:"the detached runner's process id"`
 }
