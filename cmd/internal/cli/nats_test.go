@@ -239,6 +239,7 @@ var natsScripts = []string{
 	"seed003_workflows.txtar",
 	"team_files_protocol.txtar",
 	"search.txtar",
+	"search_bounds.txtar",
 }
 
 func TestScriptsNATS(t *testing.T) {
