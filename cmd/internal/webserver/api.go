@@ -298,7 +298,12 @@ func (s *server) launch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, "web", err)
 		return
 	}
-	writeValue(w, http.StatusOK, map[string]any{"ok": true, "command": "web", "url": u})
+	writeValue(w, http.StatusOK, struct {
+		OK      bool   `json:"ok"`
+		Command string `json:"command"`
+		URL     string `json:"url"`
+	}{true, "web", u}) // in the envelope's order, as every answer
+
 }
 
 // attention serves the needs-attention list (inbox.Attention).
