@@ -1,8 +1,15 @@
 package spool
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,6 +124,191 @@ func TestPlantedRecords(t *testing.T) {
 				if rep, err := s.Fsck(t.Context(), false); err != nil || !rep.Clean() {
 					t.Fatalf("fsck after the repair: %v %+v", err, rep)
 				}
+			})
+		}
+	}
+}
+
+// TestPlantedPresence: a symbolic link, a FIFO or a socket planted in
+// presence/<agent>/ as a wait file, or as presence/<agent> itself, hangs
+// no reader of presence and is never read through (SPEC §8): Agents,
+// Waits, a new wait of the agent (what receive, wait-reply and watch
+// register) and FollowPresence, with inotify and polling, each return
+// within a few seconds, and the live waits beside it still show, while
+// the link's target (a wait file its own process holds) does not. fsck
+// reports the planted file as it does any other, --repair sets it aside,
+// and fsck is clean after it.
+func TestPlantedPresence(t *testing.T) {
+	for _, where := range []string{"wait-file", "agent-dir"} {
+		for _, plant := range testproc.PlantKinds {
+			t.Run(where+"/"+plant, func(t *testing.T) {
+				s, db := openTemp(t)
+				ctx := t.Context()
+				relV := s.WaitingOn(ctx, inbox.WaitInfo{Agent: "v", Reason: inbox.WaitOnReceive, From: "boss"})
+				defer relV()
+
+				// The link's target looks like a live wait: a wait file
+				// whose lock a process (this one) holds. A reader that
+				// followed the link would list it.
+				victimDir := t.TempDir()
+				victim := filepath.Join(victimDir, "4242-1.wait")
+				content := `{"agent":"w","reason":"receive","from":"victim","since":"2020-01-01T00:00:00Z"}`
+				if err := os.WriteFile(victim, []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				vf, err := os.Open(victim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer vf.Close()
+				if err := syscall.Flock(int(vf.Fd()), syscall.LOCK_EX); err != nil {
+					t.Fatal(err)
+				}
+
+				var p string
+				wWaits := false // w has a wait of its own
+				switch where {
+				case "wait-file":
+					p = filepath.Join(db, presenceDir, "w", "4242-1.wait")
+					if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+						t.Fatal(err)
+					}
+					testproc.Plant(t, plant, p, victim)
+				case "agent-dir":
+					p = filepath.Join(db, presenceDir, "w")
+					testproc.Plant(t, plant, p, victimDir)
+				}
+
+				// within runs fn, failing the test if it has not returned
+				// after 5 s (a reader stuck opening the FIFO is let go
+				// first, so that the test ends).
+				within := func(what string, fn func()) {
+					t.Helper()
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						fn()
+					}()
+					select {
+					case <-done:
+					case <-time.After(5 * time.Second):
+						if plant == "fifo" {
+							if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+								defer f.Close()
+							}
+						}
+						t.Fatalf("%s hung on the %s planted at %s", what, plant, p)
+					}
+				}
+				checkWaits := func(ws []inbox.WaitInfo, err error) {
+					t.Helper()
+					if err != nil {
+						t.Fatalf("Waits: %v", err)
+					}
+					want := map[string]bool{"v": true}
+					if wWaits {
+						want["w"] = true
+					}
+					got := map[string]bool{}
+					for _, w := range ws {
+						if w.From == "victim" {
+							t.Fatalf("Waits read through the planted %s: %+v", plant, ws)
+						}
+						got[w.Agent] = true
+					}
+					if !maps.Equal(got, want) {
+						t.Fatalf("Waits lists %+v, want the waits of %v", ws, want)
+					}
+				}
+				checkAgents := func(as []*inbox.AgentInfo, err error) {
+					t.Helper()
+					if err != nil {
+						t.Fatalf("Agents: %v", err)
+					}
+					for _, a := range as {
+						if (a.Agent == "v" || a.Agent == "w") && (a.State == inbox.StateWaiting) != (a.Agent == "v" || wWaits) {
+							t.Fatalf("Agents says %s is %s (the planted %s at %s): %+v", a.Agent, a.State, plant, p, a)
+						}
+					}
+				}
+
+				within("Agents", func() { checkAgents(s.Agents(ctx)) })
+				within("Waits", func() { checkWaits(s.Waits(ctx)) })
+				if where == "wait-file" {
+					// A live wait beside the planted file still shows.
+					relW := s.WaitingOn(ctx, inbox.WaitInfo{Agent: "w", Reason: inbox.WaitOnReceive, From: "boss"})
+					defer relW()
+					wWaits = true
+					within("Agents beside a live wait", func() { checkAgents(s.Agents(ctx)) })
+					within("Waits beside a live wait", func() { checkWaits(s.Waits(ctx)) })
+				}
+				within("a new wait of w (receive, wait-reply, watch)", func() {
+					s.Waiting(ctx, "w")()
+					s.WaitingOn(ctx, inbox.WaitInfo{Agent: "w", Reason: inbox.WaitForReply, ThreadID: "thr_x"})()
+				})
+				for _, poll := range []bool{false, true} {
+					within(fmt.Sprintf("FollowPresence (polling %v) and its readers", poll), func() {
+						fctx, cancel := context.WithCancel(ctx)
+						defer cancel()
+						calls := 0
+						relU := func() {}
+						defer func() { relU() }()
+						err := s.FollowPresence(fctx, inbox.WaitOptions{ForcePoll: poll}, func() {
+							// What the dashboard does on each call; then a
+							// wait that starts, for the follower to see.
+							calls++
+							checkWaits(s.Waits(fctx))
+							checkAgents(s.Agents(fctx))
+							if calls == 1 {
+								relU = s.Waiting(fctx, "u")
+							} else {
+								cancel()
+							}
+						})
+						if err != nil {
+							t.Errorf("FollowPresence: %v", err)
+						}
+					})
+				}
+
+				if b, err := os.ReadFile(victim); err != nil || string(b) != content {
+					t.Fatalf("the link's target was changed: %q %v", b, err)
+				}
+				if names, _ := os.ReadDir(victimDir); len(names) != 1 {
+					t.Fatalf("a wait was made through the planted link: %v", names)
+				}
+				if fi, err := os.Lstat(p); err != nil || fi.Mode().IsRegular() || fi.IsDir() {
+					t.Fatalf("the planted %s at %s was touched by a reader: %v %v", plant, p, fi, err)
+				}
+
+				rep, err := s.Fsck(ctx, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := inbox.Finding{Check: "planted_file", Path: p, Detail: map[string]string{"fifo": "a FIFO", "socket": "a socket"}[plant] +
+					" inside the store, where inbox only makes regular files; it is neither read nor written"}
+				if plant == "symlink" {
+					want = inbox.Finding{Check: "symlink", Path: p, Detail: "a symbolic link to " + map[string]string{"wait-file": victim, "agent-dir": victimDir}[where] +
+						" inside the store, which inbox never makes and does not write through"}
+				}
+				if !slices.Contains(rep.Findings, want) || len(rep.Findings) != 1 {
+					t.Fatalf("fsck should report only %+v, got %+v", want, rep.Findings)
+				}
+				rep, err = s.Fsck(ctx, true)
+				if err != nil || len(rep.Findings) != 1 || !rep.Findings[0].Repaired {
+					t.Fatalf("fsck --repair: %v %+v", err, rep)
+				}
+				if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("%s is still there after the repair: %v", p, err)
+				}
+				if rep, err := s.Fsck(ctx, false); err != nil || !rep.Clean() {
+					t.Fatalf("fsck after the repair: %v %+v", err, rep)
+				}
+				relW := s.WaitingOn(ctx, inbox.WaitInfo{Agent: "w", Reason: inbox.WaitForReply, ThreadID: "thr_y"})
+				defer relW()
+				wWaits = true
+				within("Waits after the repair", func() { checkWaits(s.Waits(ctx)) })
+				within("Agents after the repair", func() { checkAgents(s.Agents(ctx)) })
 			})
 		}
 	}

@@ -113,3 +113,103 @@ func TestPlantedStoreFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestPlantedPresence: a symbolic link, a FIFO or a socket planted in
+// presence/<agent>/ as a wait file, or as presence/<agent> itself, hangs
+// none of the commands that read presence (SPEC §8): agents, and
+// receive, wait-reply and watch for that agent, each run as a process
+// with a deadline, answer as they do without it (the waits time out
+// with 10). fsck reports it (50), --repair sets it aside, and fsck is
+// clean after it.
+func TestPlantedPresence(t *testing.T) {
+	inboxBin := testproc.Installed(t, "inbox")
+	for _, where := range []string{"wait-file", "agent-dir"} {
+		for _, plant := range testproc.PlantKinds {
+			t.Run(where+"/"+plant, func(t *testing.T) {
+				db := filepath.Join(t.TempDir(), "db")
+				run := func(args ...string) (int, string) {
+					t.Helper()
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					cmd := exec.CommandContext(ctx, inboxBin, append([]string{"--db", db, "--json"}, args...)...)
+					var stderr strings.Builder
+					cmd.Stderr = &stderr
+					out, err := cmd.Output()
+					if ctx.Err() != nil {
+						t.Fatalf("inbox %s hung on the planted %s (killed after 20 s): %s", strings.Join(args, " "), plant, out)
+					}
+					code, err := exitStatus(err)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return code, string(out) + stderr.String()
+				}
+				if code, out := run("init"); code != 0 {
+					t.Fatalf("init: %d %s", code, out)
+				}
+				code, out := run("send", "--from", "boss", "--to", "w", "--subject", "job")
+				if code != 0 {
+					t.Fatalf("send: %d %s", code, out)
+				}
+				var sent struct {
+					Thread struct {
+						ThreadID string `json:"thread_id"`
+					} `json:"thread"`
+				}
+				json.Unmarshal([]byte(out[:strings.IndexByte(out, '\n')]), &sent)
+				run("receive", "--agent", "w", "--timeout-seconds", "0") // the job: nothing waits after it
+				commands := [][]string{
+					{"agents"},
+					{"receive", "--agent", "w", "--timeout-seconds", "0.5"},
+					{"wait-reply", "--thread", sent.Thread.ThreadID, "--agent", "w", "--timeout-seconds", "0.5"},
+					{"watch", "--agent", "w", "--timeout-seconds", "0.5"},
+				}
+				// What each answers with presence as inbox wrote it.
+				want := map[string]int{}
+				for _, args := range commands {
+					want[args[0]], _ = run(args...)
+				}
+
+				victimDir := t.TempDir()
+				victim := filepath.Join(victimDir, "4242-1.wait")
+				if err := os.WriteFile(victim, []byte(`{"agent":"w","reason":"receive"}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				p, target := filepath.Join(db, "presence", "w", "4242-1.wait"), victim
+				if where == "agent-dir" {
+					p, target = filepath.Join(db, "presence", "w"), victimDir
+					os.RemoveAll(p)
+				}
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				testproc.Plant(t, plant, p, target)
+
+				for _, args := range commands {
+					if code, out := run(args...); code != want[args[0]] {
+						t.Errorf("inbox %s with the planted %s: exit %d, want %d as without it: %s", strings.Join(args, " "), plant, code, want[args[0]], out)
+					}
+				}
+				if names, _ := os.ReadDir(victimDir); len(names) != 1 {
+					t.Errorf("a wait was made through the planted link: %v", names)
+				}
+				code, out = run("fsck")
+				check := map[string]string{"symlink": `"check":"symlink"`, "fifo": `"check":"planted_file"`, "socket": `"check":"planted_file"`}[plant]
+				if code != 50 || !strings.Contains(out, check) || !strings.Contains(out, p) {
+					t.Fatalf("fsck should report the planted %s at %s (%s): exit %d: %s", plant, p, check, code, out)
+				}
+				if code, out := run("fsck", "--repair"); code != 0 {
+					t.Fatalf("fsck --repair: exit %d: %s", code, out)
+				}
+				if code, out := run("fsck"); code != 0 {
+					t.Fatalf("fsck after the repair: exit %d: %s", code, out)
+				}
+				for _, args := range commands {
+					if code, out := run(args...); code != want[args[0]] {
+						t.Errorf("inbox %s after the repair: exit %d, want %d: %s", strings.Join(args, " "), code, want[args[0]], out)
+					}
+				}
+			})
+		}
+	}
+}
