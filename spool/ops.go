@@ -11,8 +11,6 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
-
-	"github.com/gofrs/flock"
 )
 
 // message validates c and builds an unsaved message (inbox.NewMessage),
@@ -152,7 +150,7 @@ func (s *Store) SendBatch(ctx context.Context, ins []inbox.SendInput) (results [
 }
 
 func (s *Store) lockIdem(ctx context.Context) (unlock func(), err error) {
-	lk := flock.New(s.lockFile("idem.lock"), flock.SetPermissions(s.fileMode))
+	lk := newLock(s.lockFile("idem.lock"), s.fileMode)
 	if err := s.lockWithin(ctx, lk, "idempotency records"); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -309,6 +310,137 @@ func TestPlantedPresence(t *testing.T) {
 				wWaits = true
 				within("Waits after the repair", func() { checkWaits(s.Waits(ctx)) })
 				within("Agents after the repair", func() { checkAgents(s.Agents(ctx)) })
+			})
+		}
+	}
+}
+
+// TestPlantedLocks: a symbolic link, a FIFO or a socket planted in place
+// of one of the store's lock files (locks/) hangs no writer (the lock is
+// opened without blocking, then refused) and creates nothing through the
+// link; fsck reports it, --repair (which takes every lock) sets it aside
+// first, and afterwards fsck is clean and every writer works again.
+func TestPlantedLocks(t *testing.T) {
+	for _, name := range []string{"events.lock", "idem.lock", "teams.lock", "thread", "checkpoint.lock", "flush.lock", "daemon.lock", searchLockFile} {
+		for _, plant := range testproc.PlantKinds {
+			t.Run(name+"/"+plant, func(t *testing.T) {
+				s, db := openTemp(t)
+				ctx := t.Context()
+				if _, err := s.CreateTeam(ctx, "a", "t1", []string{"a", "b"}); err != nil {
+					t.Fatal(err)
+				}
+				r, err := s.Send(ctx, inbox.SendInput{From: "a", To: "b", Subject: "s"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tid := r.Thread.ThreadID
+				p := s.lockFile(name)
+				if name == "thread" {
+					p = s.threadLock(tid).Path()
+				}
+				ops := func(s *Store) error {
+					if _, err := s.Send(ctx, inbox.SendInput{From: "a", To: "b", Subject: "again", Content: inbox.Content{IdempotencyKey: "k-" + plant}}); err != nil {
+						return fmt.Errorf("send: %w", err)
+					}
+					if _, err := s.Reply(ctx, "a", "b", tid, inbox.KindProgress, inbox.Content{Summary: "ping"}); err != nil {
+						return fmt.Errorf("reply: %w", err)
+					}
+					if _, err := s.AddMembers(ctx, "a", "t1", []string{"c"}); err != nil {
+						return fmt.Errorf("add members: %w", err)
+					}
+					if err := s.Checkpoint(); err != nil {
+						return fmt.Errorf("checkpoint: %w", err)
+					}
+					release, err := s.LockDaemon(ctx, "test")
+					if err != nil {
+						return fmt.Errorf("lock the daemon: %w", err)
+					}
+					release()
+					if _, err := s.Search(ctx, inbox.SearchFilter{Query: "ping"}); err != nil {
+						return fmt.Errorf("search: %w", err)
+					}
+					return nil
+				}
+				if err := ops(s); err != nil {
+					t.Fatal(err)
+				}
+				victim := filepath.Join(t.TempDir(), "victim")
+				os.Remove(p)
+				testproc.Plant(t, plant, p, victim)
+
+				var opsErr error
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					s2, err := Open(ctx, db, Options{LockTimeout: 2 * time.Second})
+					if err != nil {
+						opsErr = err
+						return
+					}
+					opsErr = ops(s2)
+				}()
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					if plant == "fifo" {
+						if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+							defer f.Close()
+						}
+					}
+					t.Fatalf("a writer hung on the %s planted at %s", plant, p)
+				}
+				var e *inbox.Error
+				if name == searchLockFile && opsErr == nil {
+					// Search goes on without its lock (as on a store this
+					// user may only read), leaving its files to the next.
+				} else if !errors.As(opsErr, &e) || e.Code != "not_a_store_file" || !strings.Contains(e.Error(), p) {
+					t.Errorf("the writers should refuse the planted %s, naming it (not_a_store_file): %v", plant, opsErr)
+				}
+				if _, err := os.Lstat(victim); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("a file was made through the planted link: %v", err)
+				}
+
+				rep, err := s.Fsck(ctx, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check := "planted_file"
+				if plant == "symlink" {
+					check = "symlink"
+				}
+				if !slices.ContainsFunc(rep.Findings, func(f inbox.Finding) bool { return f.Check == check && f.Path == p }) {
+					t.Fatalf("fsck does not report the planted %s at %s: %+v", plant, p, rep.Findings)
+				}
+				type result struct {
+					rep *inbox.FsckReport
+					err error
+				}
+				fixed := make(chan result, 1)
+				go func() {
+					rep, err := s.Fsck(ctx, true)
+					fixed <- result{rep, err}
+				}()
+				select {
+				case res := <-fixed:
+					if res.err != nil {
+						t.Fatalf("fsck --repair: %v", res.err)
+					}
+					if !slices.ContainsFunc(res.rep.Findings, func(f inbox.Finding) bool { return f.Check == check && f.Path == p && f.Repaired }) {
+						t.Fatalf("fsck --repair does not report the planted %s at %s as repaired: %+v", plant, p, res.rep.Findings)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatalf("fsck --repair hung on the %s planted at %s", plant, p)
+				}
+				if rep, err := s.Fsck(ctx, false); err != nil || !rep.Clean() {
+					t.Fatalf("fsck after the repair: %v %+v", err, rep)
+				}
+				s3, err := Open(ctx, db, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ops(s3); err != nil {
+					t.Fatalf("after the repair: %v", err)
+				}
 			})
 		}
 	}

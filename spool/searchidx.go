@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/gofrs/flock"
-
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/searchindex"
 )
@@ -214,7 +212,7 @@ func (s *Store) currentSearchIndex(ctx context.Context) (*searchIndex, error) {
 			return ix, nil
 		}
 	}
-	lk := flock.New(s.lockFile(searchLockFile), flock.SetPermissions(s.fileMode))
+	lk := newLock(s.lockFile(searchLockFile), s.fileMode)
 	if err := s.lockWithin(ctx, lk, "search index"); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
