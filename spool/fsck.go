@@ -26,7 +26,7 @@ func (s *Store) Fsck(ctx context.Context, repair bool) (*inbox.FsckReport, error
 	if repair {
 		// The locks themselves must not be taken through what was
 		// planted in their place (fsck_planted.go).
-		planted := s.setAsidePlantedLocks()
+		planted := s.setAsideFirst()
 		locked, unlock, err := s.lockAllToWrite(ctx)
 		if err != nil {
 			return nil, err

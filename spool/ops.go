@@ -192,6 +192,10 @@ func (s *Store) prepareThread(ctx context.Context, in inbox.SendInput) (*tx, *in
 	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: in.IdempotencyKey}
 	t.ev = inbox.Event{EventType: inbox.EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
+	if s.linkErr != nil { // refused before anything is made (commitAll refuses too)
+		m.discardBlobs()
+		return nil, nil, s.linkErr
+	}
 	if err := os.Mkdir(t.dir, s.dirMode); err != nil {
 		m.discardBlobs()
 		return nil, nil, inbox.Storage(err, "create thread %s", tid)

@@ -445,3 +445,143 @@ func TestPlantedLocks(t *testing.T) {
 		}
 	}
 }
+
+// TestPlantedFormat: a symbolic link, a FIFO or a socket planted in place
+// of inbox.json hangs no one and is never read through (SPEC §8): Open
+// refuses it with not_a_store_file, naming the file and the repair; a
+// Store opened to recover (Options.Recover, what fsck uses) reports it as
+// fsck reports any planted file, and --repair sets it aside and writes
+// inbox.json anew from what the store shows (its format version, whether
+// it is shared, the time of its first event), not from the link's target,
+// which says otherwise and is left as it was; a Store opened before the
+// file was planted writes it as it read it. Then Open works, writers work
+// and fsck is clean.
+func TestPlantedFormat(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		for _, plant := range testproc.PlantKinds {
+			for _, via := range []string{"recover", "opened-before"} {
+				t.Run(fmt.Sprintf("shared=%v/%s/%s", shared, plant, via), func(t *testing.T) {
+					if shared {
+						old := syscall.Umask(0o007) // what Init does for a shared store
+						t.Cleanup(func() { syscall.Umask(old) })
+					}
+					db := filepath.Join(t.TempDir(), "store")
+					if _, err := Init(db, shared); err != nil {
+						t.Fatal(err)
+					}
+					ctx := t.Context()
+					s := openTest(t, db)
+					r, err := s.Send(ctx, inbox.SendInput{From: "a", To: "b", Subject: "s"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					before, err := readFormat(db)
+					if err != nil {
+						t.Fatal(err)
+					}
+					first := r.Thread.CreatedAt // the first event's time
+
+					// The link's target is an inbox.json that says otherwise
+					// on every member a reader that followed the link would
+					// take from it.
+					victim := filepath.Join(t.TempDir(), "inbox.json")
+					lie := fmt.Sprintf(`{"format":"inbox-store","version":1,"shared":%v,"created_at":"2001-01-01T00:00:00Z","max_blob":12345}`, !shared)
+					if err := os.WriteFile(victim, []byte(lie), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					p := filepath.Join(db, formatFile)
+					if err := os.Remove(p); err != nil {
+						t.Fatal(err)
+					}
+					testproc.Plant(t, plant, p, victim)
+
+					within := func(what string, fn func()) {
+						t.Helper()
+						done := make(chan struct{})
+						go func() {
+							defer close(done)
+							fn()
+						}()
+						select {
+						case <-done:
+						case <-time.After(10 * time.Second):
+							if plant == "fifo" {
+								if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+									defer f.Close()
+								}
+							}
+							t.Fatalf("%s hung on the %s planted at %s", what, plant, p)
+						}
+					}
+					within("Open", func() {
+						_, err := Open(ctx, db, Options{})
+						var e *inbox.Error
+						if !errors.As(err, &e) || e.Code != "not_a_store_file" || !strings.Contains(e.Error(), p) || !strings.Contains(e.Error(), "inbox fsck --repair") {
+							t.Errorf("Open should refuse the planted %s, naming it and the repair (not_a_store_file): %v", plant, err)
+						}
+					})
+					var rs *Store
+					within("Open to recover", func() {
+						rs, err = Open(ctx, db, Options{Recover: true})
+					})
+					if err != nil {
+						t.Fatalf("Open to recover: %v", err)
+					}
+					if _, err := rs.Send(ctx, inbox.SendInput{From: "a", To: "b", Subject: "through"}); err == nil {
+						t.Fatal("a Store opened to recover wrote while inbox.json was planted")
+					}
+					how := "from what the store shows"
+					wantFormat := formatInfo{Format: formatName, Version: FormatVersion, Shared: shared, CreatedAt: first, MaxBlob: inbox.DefaultMaxBlob}
+					if via == "opened-before" {
+						rs, how, wantFormat = s, "as this process read it", *before
+					}
+					var rep *inbox.FsckReport
+					within("Fsck", func() { rep, err = rs.Fsck(ctx, false) })
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := inbox.Finding{Check: "planted_file", Path: p, Detail: map[string]string{"fifo": "a FIFO", "socket": "a socket"}[plant] +
+						" inside the store, where inbox only makes regular files; it is neither read nor written"}
+					if plant == "symlink" {
+						want = inbox.Finding{Check: "symlink", Path: p, Detail: "a symbolic link to " + victim +
+							" inside the store, which inbox never makes and does not write through"}
+					}
+					if !slices.Contains(rep.Findings, want) || len(rep.Findings) != 1 {
+						t.Fatalf("fsck should report only %+v, got %+v", want, rep.Findings)
+					}
+					within("Fsck --repair", func() { rep, err = rs.Fsck(ctx, true) })
+					if err != nil || len(rep.Findings) != 1 || !rep.Findings[0].Repaired || rep.Findings[0].Path != p ||
+						!strings.Contains(rep.Findings[0].Detail, "inbox.json written anew "+how) {
+						t.Fatalf("fsck --repair should set the planted %s aside and write inbox.json anew: %v %+v", plant, err, rep)
+					}
+					if b, err := os.ReadFile(victim); err != nil || string(b) != lie {
+						t.Fatalf("the link's target was changed: %q %v", b, err)
+					}
+					after, err := readFormat(db)
+					if err != nil {
+						t.Fatalf("inbox.json after the repair: %v", err)
+					}
+					if *after != wantFormat {
+						t.Fatalf("inbox.json after the repair is %+v, want %+v (it was %+v)", *after, wantFormat, *before)
+					}
+					if fi, err := os.Lstat(p); err != nil || fi.Mode().Perm() != rs.fileMode {
+						t.Fatalf("inbox.json after the repair: %v %v, want mode %v", fi, err, rs.fileMode)
+					}
+					if rep, err := rs.Fsck(ctx, false); err != nil || !rep.Clean() {
+						t.Fatalf("fsck after the repair: %v %+v", err, rep)
+					}
+					s2 := openTest(t, db)
+					if _, err := s2.Send(ctx, inbox.SendInput{From: "a", To: "b", Subject: "after"}); err != nil {
+						t.Fatalf("send after the repair: %v", err)
+					}
+					if _, err := rs.Send(ctx, inbox.SendInput{From: "a", To: "b", Subject: "after, recovered"}); err != nil {
+						t.Fatalf("send through the recovered Store after the repair: %v", err)
+					}
+					if rep, err := s2.Fsck(ctx, false); err != nil || !rep.Clean() {
+						t.Fatalf("fsck at the end: %v %+v", err, rep)
+					}
+				})
+			}
+		}
+	}
+}
