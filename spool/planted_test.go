@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -583,5 +584,75 @@ func TestPlantedFormat(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestPlantedLockAfterRestart: a FIFO, link or socket planted in place of
+// a lock file that opening the store after the machine restarted must
+// take (to replay) makes Open refuse it, naming it, without hanging; a
+// Store opened to recover (fsck's) reports it and --repair sets it
+// aside, after which Open replays and fsck is clean.
+func TestPlantedLockAfterRestart(t *testing.T) {
+	for _, plant := range testproc.PlantKinds {
+		t.Run(plant, func(t *testing.T) {
+			s, db := openTemp(t)
+			ctx := t.Context()
+			for _, subj := range []string{"one", "two"} {
+				if _, err := s.Send(ctx, inbox.SendInput{From: "a", To: "b", Subject: subj}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := views(t, s)
+			crashMachine(t, db, 1)
+			p := s.lockFile("idem.lock")
+			os.Remove(p)
+			testproc.Plant(t, plant, p, filepath.Join(t.TempDir(), "victim"))
+
+			within := func(what string, fn func()) {
+				t.Helper()
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					fn()
+				}()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s hung on the %s planted at %s", what, plant, p)
+				}
+			}
+			within("Open", func() {
+				_, err := Open(ctx, db, Options{})
+				var e *inbox.Error
+				if !errors.As(err, &e) || e.Code != "not_a_store_file" || !strings.Contains(e.Error(), p) {
+					t.Errorf("Open after a restart should refuse the planted %s, naming it (not_a_store_file): %v", plant, err)
+				}
+			})
+			var rs *Store
+			var err error
+			within("Open to recover", func() { rs, err = Open(ctx, db, Options{Recover: true}) })
+			if err != nil {
+				t.Fatalf("Open to recover: %v", err)
+			}
+			var rep *inbox.FsckReport
+			within("Fsck", func() { rep, err = rs.Fsck(ctx, false) })
+			if err != nil || !slices.ContainsFunc(rep.Findings, func(f inbox.Finding) bool { return f.Path == p }) {
+				t.Fatalf("fsck should report the planted %s at %s: %v %+v", plant, p, err, rep)
+			}
+			within("Fsck --repair", func() { rep, err = rs.Fsck(ctx, true) })
+			if err != nil || !slices.ContainsFunc(rep.Findings, func(f inbox.Finding) bool { return f.Path == p && f.Repaired }) {
+				t.Fatalf("fsck --repair should set the planted %s at %s aside: %v %+v", plant, p, err, rep)
+			}
+			s2 := openTest(t, db) // replays
+			if w, ok := s2.readWatermark(); !ok || w.BootID != bootID() {
+				t.Fatalf("Open after the repair did not replay: %+v %v", w, ok)
+			}
+			if got := views(t, s2); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after the repair and replay the threads are %+v, want %+v", got, want)
+			}
+			if rep, err := s2.Fsck(ctx, false); err != nil || !rep.Clean() {
+				t.Fatalf("fsck at the end: %v %+v", err, rep)
+			}
+		})
 	}
 }
