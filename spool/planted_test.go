@@ -133,7 +133,8 @@ func TestPlantedRecords(t *testing.T) {
 
 // TestPlantedPresence: a symbolic link, a FIFO or a socket planted in
 // presence/<agent>/ as a wait file, or as presence/<agent> itself, hangs
-// no reader of presence and is never read through (SPEC §8): Agents,
+// no reader of presence and is never read through (SPEC §8): through
+// inbox.Bus, as the dashboard and the commands call them, Agents,
 // Waits, a new wait of the agent (what receive, wait-reply and watch
 // register) and FollowPresence, with inotify and polling, each return
 // within a few seconds, and the live waits beside it still show, while
@@ -144,7 +145,8 @@ func TestPlantedPresence(t *testing.T) {
 	for _, where := range []string{"wait-file", "agent-dir"} {
 		for _, plant := range testproc.PlantKinds {
 			t.Run(where+"/"+plant, func(t *testing.T) {
-				s, db := openTemp(t)
+				st, db := openTemp(t)
+				var s inbox.Bus = st // what the dashboard and the commands call
 				ctx := t.Context()
 				relV := s.WaitingOn(ctx, inbox.WaitInfo{Agent: "v", Reason: inbox.WaitOnReceive, From: "boss"})
 				defer relV()
@@ -283,7 +285,7 @@ func TestPlantedPresence(t *testing.T) {
 					t.Fatalf("the planted %s at %s was touched by a reader: %v %v", plant, p, fi, err)
 				}
 
-				rep, err := s.Fsck(ctx, false)
+				rep, err := st.Fsck(ctx, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -296,14 +298,14 @@ func TestPlantedPresence(t *testing.T) {
 				if !slices.Contains(rep.Findings, want) || len(rep.Findings) != 1 {
 					t.Fatalf("fsck should report only %+v, got %+v", want, rep.Findings)
 				}
-				rep, err = s.Fsck(ctx, true)
+				rep, err = st.Fsck(ctx, true)
 				if err != nil || len(rep.Findings) != 1 || !rep.Findings[0].Repaired {
 					t.Fatalf("fsck --repair: %v %+v", err, rep)
 				}
 				if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 					t.Fatalf("%s is still there after the repair: %v", p, err)
 				}
-				if rep, err := s.Fsck(ctx, false); err != nil || !rep.Clean() {
+				if rep, err := st.Fsck(ctx, false); err != nil || !rep.Clean() {
 					t.Fatalf("fsck after the repair: %v %+v", err, rep)
 				}
 				relW := s.WaitingOn(ctx, inbox.WaitInfo{Agent: "w", Reason: inbox.WaitForReply, ThreadID: "thr_y"})
