@@ -124,8 +124,9 @@ const DefaultSegmentBytes = 16 << 20
 // the Store of its own (lockAllToWrite).
 //
 // One caveat: a Fsck with repair that finds or removes a planted link
-// (links.go) sets the Store's refusal of writes without synchronisation,
-// so such a repair should not run beside other calls on the same value.
+// (links.go), or writes a planted inbox.json anew (fsck_planted.go), sets
+// the Store's refusal of writes without synchronisation, so such a repair
+// should not run beside other calls on the same value.
 type Store struct {
 	// Steps gives Update, Done, Fail and the team changes (holderMessage,
 	// changeTeam).
