@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gofrs/flock"
-
 	"github.com/inbox-dev/inbox"
 )
 
@@ -75,8 +73,8 @@ func (s *Store) maybeCheckpoint(last int64) {
 // time; another's checkpoint in progress makes this one return at once.
 // It also sweeps tmp/ of the temp files of writers that died.
 func (s *Store) Checkpoint() error {
-	lk := flock.New(s.lockFile("checkpoint.lock"), flock.SetPermissions(s.fileMode))
-	ok, err := lk.TryLock()
+	lk := newLock(s.lockFile("checkpoint.lock"), s.fileMode)
+	ok, err := tryLock(lk)
 	if err != nil || !ok {
 		return inbox.Storage(err, "lock the checkpoint")
 	}

@@ -214,7 +214,7 @@ type appender struct {
 func (l *eventLog) reserve(ctx context.Context) (*appender, error) {
 	a := &appender{l: l}
 	if !l.held {
-		lk := flock.New(l.lockPath, flock.SetPermissions(l.fileMode))
+		lk := newLock(l.lockPath, l.fileMode)
 		if err := lockWithin(ctx, lk, "event log", l.lockTimeout); err != nil {
 			return nil, err
 		}

@@ -24,17 +24,18 @@ import (
 // holding every lock of the store while it does.
 func (s *Store) Fsck(ctx context.Context, repair bool) (*inbox.FsckReport, error) {
 	if repair {
-		// The locks themselves must not be taken through a link.
-		if p := s.lockFile(""); refuseLink(filepath.Clean(p)) != nil {
-			os.Remove(filepath.Clean(p))
-			os.Mkdir(filepath.Clean(p), s.dirMode)
-		}
+		// The locks themselves must not be taken through what was
+		// planted in their place (fsck_planted.go).
+		planted := s.setAsideFirst()
 		locked, unlock, err := s.lockAllToWrite(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer unlock()
 		r, err := locked.fsck(ctx, repair)
+		if r != nil && len(planted) > 0 {
+			r.Findings = append(planted, r.Findings...)
+		}
 		if (locked.linkErr == nil) != (s.linkErr == nil) {
 			// A planted link was removed (or found): writes through
 			// this Store go again (or stop).

@@ -9,8 +9,6 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
-
-	"github.com/gofrs/flock"
 )
 
 // HeldLeases lists the threads in a leased status (claimed, in_progress,
@@ -108,8 +106,8 @@ var ErrDaemonRunning = errors.New("another daemon is running")
 // The returned function releases the lock.
 func (s *Store) LockDaemon(ctx context.Context, holder string) (release func(), err error) {
 	p := s.lockFile("daemon.lock")
-	lk := flock.New(p, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(s.fileMode))
-	ok, err := lk.TryLock()
+	lk := newLock(p, s.fileMode)
+	ok, err := tryLock(lk)
 	if err != nil {
 		return nil, inbox.Storage(err, "lock %s", p)
 	}

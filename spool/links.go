@@ -53,11 +53,10 @@ func refuseLink(p string) error {
 const plantedDir = "planted"
 
 // fsckSymlinks finds what inbox never makes anywhere in the store:
-// symbolic links, and FIFOs, sockets and devices (SPEC §8). A link is
-// removed on repair (its target is not the store's and is left alone); a
-// special file is moved into planted/, out of the store's way, so that
-// the file it stood in place of can be rebuilt. The intake directory is
-// the daemon's to judge (it answers such a descriptor with .failed).
+// symbolic links, and FIFOs, sockets and devices (SPEC §8). With repair
+// each is set aside (plantedFinding) so that the file it stood in place
+// of can be rebuilt. The intake directory is the daemon's to judge (it
+// answers such a descriptor with .failed).
 func (s *Store) fsckSymlinks(add func(inbox.Finding) *inbox.Finding, repair bool) {
 	skip := map[string]bool{filepath.Join(s.dir, plantedDir): true, filepath.Join(s.dir, intakeDir): true}
 	filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
@@ -67,31 +66,41 @@ func (s *Store) fsckSymlinks(add func(inbox.Finding) *inbox.Finding, repair bool
 		if d.IsDir() && skip[p] {
 			return filepath.SkipDir
 		}
-		switch t := d.Type(); {
-		case t&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			f := add(inbox.Finding{Check: "symlink", Path: p, Detail: "a symbolic link to " + target + " inside the store, which inbox never makes and does not write through"})
-			if repair {
-				f.Repaired = os.Remove(p) == nil
-				if f.Repaired {
-					f.Detail += "; removed (its target is untouched)"
-				}
-			}
-		case t&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0:
-			f := add(inbox.Finding{Check: "planted_file", Path: p, Detail: safefile.TypeName(t) +
-				" inside the store, where inbox only makes regular files; it is neither read nor written"})
-			if repair {
-				rel, _ := filepath.Rel(s.dir, p)
-				aside := filepath.Join(s.dir, plantedDir, strings.ReplaceAll(rel, string(filepath.Separator), "~"))
-				for i := 1; exists(aside); i++ {
-					aside = filepath.Join(s.dir, plantedDir, fmt.Sprintf("%s.%d", strings.ReplaceAll(rel, string(filepath.Separator), "~"), i))
-				}
-				if os.MkdirAll(filepath.Dir(aside), s.dirMode) == nil && os.Rename(p, aside) == nil {
-					f.Repaired = true
-					f.Detail += "; set aside as " + filepath.Join(plantedDir, filepath.Base(aside))
-				}
-			}
+		if isPlanted(d.Type()) {
+			add(plantedFinding(s.dir, s.dirMode, p, d.Type(), repair))
 		}
 		return nil
 	})
+}
+
+// plantedFinding is the finding about p, which is of type t (a link, or
+// anything else but a regular file) inside the store at dir. With repair
+// p is set aside: a link is removed (its target is not the store's and
+// is left alone), anything else moved into planted/ (made with dirMode),
+// out of the store's way.
+func plantedFinding(dir string, dirMode os.FileMode, p string, t fs.FileMode, repair bool) inbox.Finding {
+	if t&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(p)
+		f := inbox.Finding{Check: "symlink", Path: p, Detail: "a symbolic link to " + target + " inside the store, which inbox never makes and does not write through"}
+		if repair && os.Remove(p) == nil {
+			f.Repaired = true
+			f.Detail += "; removed (its target is untouched)"
+		}
+		return f
+	}
+	f := inbox.Finding{Check: "planted_file", Path: p, Detail: safefile.TypeName(t) +
+		" inside the store, where inbox only makes regular files; it is neither read nor written"}
+	if repair {
+		rel, _ := filepath.Rel(dir, p)
+		name := strings.ReplaceAll(rel, string(filepath.Separator), "~")
+		aside := filepath.Join(dir, plantedDir, name)
+		for i := 1; exists(aside); i++ {
+			aside = filepath.Join(dir, plantedDir, fmt.Sprintf("%s.%d", name, i))
+		}
+		if os.MkdirAll(filepath.Dir(aside), dirMode) == nil && os.Rename(p, aside) == nil {
+			f.Repaired = true
+			f.Detail += "; set aside as " + filepath.Join(plantedDir, filepath.Base(aside))
+		}
+	}
+	return f
 }

@@ -25,7 +25,7 @@ const lockStripes = 256
 func (s *Store) threadLock(tid string) *flock.Flock {
 	h := fnv.New32a()
 	h.Write([]byte(tid))
-	return flock.New(s.stripeLock(h.Sum32()%lockStripes), flock.SetPermissions(s.fileMode))
+	return newLock(s.stripeLock(h.Sum32()%lockStripes), s.fileMode)
 }
 
 // stripeLock is the path of thread lock stripe i.
@@ -70,7 +70,7 @@ func (s *Store) lockAll(ctx context.Context) (unlock func(), err error) {
 	}
 	paths = append(paths, s.lockFile("idem.lock"), s.log.lockPath)
 	for _, p := range paths {
-		lk := flock.New(p, flock.SetPermissions(s.fileMode))
+		lk := newLock(p, s.fileMode)
 		if err := s.lockWithin(ctx, lk, filepath.Base(p)); err != nil {
 			unlock()
 			return nil, err

@@ -26,12 +26,13 @@ const DefaultLockTimeout = 30 * time.Second
 // lockWithin takes lk, waiting at most timeout (0: DefaultLockTimeout).
 // An uncontended lock costs one non-blocking flock; a contended one is
 // waited for by a blocking flock, so it is had the moment its holder lets
-// go. A lock still held at the deadline is an ErrStorage error of code
+// go. A lock file planted by someone else (a link, a FIFO) is refused
+// (safeopen.go). A lock still held at the deadline is an ErrStorage error of code
 // lock_timeout naming what (the lock, in words) and, where /proc/locks
 // tells, the process holding it. When ctx ends first the wait stops at
 // once and the error wraps ctx's (context.Canceled for an interrupt).
 func lockWithin(ctx context.Context, lk *flock.Flock, what string, timeout time.Duration) error {
-	ok, err := lk.TryLock()
+	ok, err := tryLock(lk)
 	if err != nil {
 		return inbox.Storage(err, "lock %s", what)
 	}
@@ -48,7 +49,7 @@ func lockWithin(ctx context.Context, lk *flock.Flock, what string, timeout time.
 	if err != nil {
 		return inbox.Storage(err, "lock %s", what)
 	}
-	return nil
+	return checkLocked(lk)
 }
 
 // waitBounded runs the blocking acquire, giving up after timeout (0:

@@ -11,8 +11,6 @@ import (
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
-
-	"github.com/gofrs/flock"
 )
 
 // message validates c and builds an unsaved message (inbox.NewMessage),
@@ -152,7 +150,7 @@ func (s *Store) SendBatch(ctx context.Context, ins []inbox.SendInput) (results [
 }
 
 func (s *Store) lockIdem(ctx context.Context) (unlock func(), err error) {
-	lk := flock.New(s.lockFile("idem.lock"), flock.SetPermissions(s.fileMode))
+	lk := newLock(s.lockFile("idem.lock"), s.fileMode)
 	if err := s.lockWithin(ctx, lk, "idempotency records"); err != nil {
 		return nil, err
 	}
@@ -194,6 +192,10 @@ func (s *Store) prepareThread(ctx context.Context, in inbox.SendInput) (*tx, *in
 	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: in.IdempotencyKey}
 	t.ev = inbox.Event{EventType: inbox.EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
+	if s.linkErr != nil { // refused before anything is made (commitAll refuses too)
+		m.discardBlobs()
+		return nil, nil, s.linkErr
+	}
 	if err := os.Mkdir(t.dir, s.dirMode); err != nil {
 		m.discardBlobs()
 		return nil, nil, inbox.Storage(err, "create thread %s", tid)

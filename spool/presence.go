@@ -6,14 +6,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/inbox-dev/inbox"
-
-	"github.com/gofrs/flock"
+	"github.com/inbox-dev/inbox/internal/safefile"
 )
 
 // Waiting presence (SPEC §7). A process that blocks for an agent (receive,
@@ -32,7 +33,7 @@ var waitSeq atomic.Int64
 // presence is a registration of a waiting process; Release ends it.
 type presence struct {
 	path string
-	lk   *flock.Flock
+	f    *os.File // the wait file, open and exclusively locked while the wait lasts
 }
 
 // Waiting records that this process is blocked for agent until release
@@ -53,48 +54,45 @@ func (s *Store) waitingWith(agent string, data []byte) *presence {
 	if agent == "" || inbox.ValidateAgent("agent", agent) != nil || s.linkErr != nil {
 		return nil
 	}
-	dir := filepath.Join(s.dir, presenceDir, agent)
-	if refuseLink(dir) != nil {
-		return nil
+	p := filepath.Join(s.dir, presenceDir, agent)
+	d, err := safefile.OpenDir(p)
+	if errors.Is(err, fs.ErrNotExist) && os.MkdirAll(p, s.dirMode) == nil {
+		d, err = safefile.OpenDir(p)
 	}
-	s.sweepPresence(dir)
+	if err != nil {
+		return nil // not a directory (planted): fsck reports it
+	}
+	defer d.Close()
+	sweepPresence(d)
 	name := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(waitSeq.Add(1), 10) + ".wait"
 	// Created and locked under a dot name that sweeps leave alone, then
-	// renamed into view: no one can take the lock between.
-	hidden := filepath.Join(dir, "."+name)
-	lock := func() (*flock.Flock, error) {
-		lk := flock.New(hidden, flock.SetFlag(os.O_CREATE|os.O_EXCL|os.O_RDWR), flock.SetPermissions(s.fileMode))
-		ok, err := lk.TryLock()
-		if err == nil && !ok {
-			err = errors.New("locked")
-		}
-		return lk, err
-	}
-	lk, err := lock()
-	if errors.Is(err, fs.ErrNotExist) && os.MkdirAll(dir, s.dirMode) == nil {
-		lk, err = lock()
-	}
+	// renamed into view: no one can take the lock between. The file is
+	// written and timed through its own descriptor, never by its name.
+	hidden := "." + name
+	f, err := d.Open(hidden, os.O_CREATE|os.O_EXCL|os.O_RDWR, s.fileMode)
 	if err != nil {
 		return nil
 	}
+	fail := func() *presence {
+		d.Remove(hidden)
+		f.Close()
+		return nil
+	}
+	if ok, err := safefile.TryLock(f, syscall.LOCK_EX); err != nil || !ok {
+		return fail()
+	}
 	if len(data) > 0 {
-		if err := os.WriteFile(hidden, data, s.fileMode); err != nil {
-			os.Remove(hidden)
-			lk.Unlock()
-			return nil
+		if _, err := f.Write(data); err != nil {
+			return fail()
 		}
 	}
 	// The file's time is when the wait began, on the clock activity is
 	// recorded with (a new file's own time comes from a coarser clock).
-	now := s.now()
-	os.Chtimes(hidden, now, now)
-	p := filepath.Join(dir, name)
-	if err := os.Rename(hidden, p); err != nil {
-		os.Remove(hidden)
-		lk.Unlock()
-		return nil
+	d.Chtimes(hidden, s.now())
+	if err := d.Rename(hidden, name); err != nil {
+		return fail()
 	}
-	return &presence{path: p, lk: lk}
+	return &presence{path: d.Path(name), f: f}
 }
 
 // Release ends the wait: the file goes first, then the lock, so no reader
@@ -104,57 +102,81 @@ func (p *presence) Release() {
 		return
 	}
 	os.Remove(p.path)
-	p.lk.Unlock()
+	p.f.Close()
 }
 
-// sweepPresence removes the files of waits whose processes died: a new
-// wait by the same agent shows it is back.
-func (s *Store) sweepPresence(dir string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
+// eachWait calls fn with each wait file in view in the agent's presence
+// directory d (not the dot names of waits being created; nothing but
+// regular files, so that a FIFO, socket or link planted there is never
+// opened: fsck reports it).
+func eachWait(d *safefile.Dir, fn func(name string)) {
+	entries, _ := d.Entries()
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			continue // being created
+		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
+			continue
 		}
-		p := filepath.Join(dir, e.Name())
-		lk := flock.New(p, flock.SetFlag(os.O_RDONLY)) // read-only: a close is no waiter's (presence_follow.go)
-		if ok, err := lk.TryLock(); err == nil && ok {
-			os.Remove(p)
-			lk.Unlock()
-		}
+		fn(e.Name())
 	}
+}
+
+// probeWait opens the wait file name in d read-only (so that its close is
+// no waiter's, presence_follow.go) and takes a shared lock of it, which
+// only its live waiter's exclusive lock keeps it from: held is true when
+// a live process waits. The caller closes f (nil when err is set: the
+// file is gone, the wait ended, or it is no regular file).
+func probeWait(d *safefile.Dir, name string) (f *os.File, held bool, err error) {
+	f, err = d.Open(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	ok, err := safefile.TryLock(f, syscall.LOCK_SH)
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return f, !ok, nil
+}
+
+// sweepPresence removes the files of waits whose processes died from the
+// agent's presence directory d: a new wait by the same agent shows it is
+// back.
+func sweepPresence(d *safefile.Dir) {
+	eachWait(d, func(name string) {
+		f, err := d.Open(name, os.O_RDONLY, 0) // read-only: a close is no waiter's (presence_follow.go)
+		if err != nil {
+			return
+		}
+		if ok, err := safefile.TryLock(f, syscall.LOCK_EX); err == nil && ok {
+			d.Remove(name)
+		}
+		f.Close()
+	})
 }
 
 // waits reports whether a live process waits for agent now, and the
 // latest time a waiter of agent died (zero if none did).
 func (s *Store) waits(agent string) (live bool, died time.Time) {
-	dir := filepath.Join(s.dir, presenceDir, agent)
-	entries, err := os.ReadDir(dir)
+	d, err := safefile.OpenDir(filepath.Join(s.dir, presenceDir, agent))
 	if err != nil {
 		return false, time.Time{}
 	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			continue // being created
-		}
-		p := filepath.Join(dir, e.Name())
-		lk := flock.New(p, flock.SetFlag(os.O_RDONLY)) // read-only: a close is no waiter's (presence_follow.go)
-		ok, err := lk.TryLock()
+	defer d.Close()
+	eachWait(d, func(name string) {
+		f, held, err := probeWait(d, name)
 		if err != nil {
-			continue // removed meanwhile: the wait ended normally
+			return // removed meanwhile (the wait ended normally), or planted
 		}
-		if !ok {
+		defer f.Close()
+		if held {
 			live = true
-			continue
+			return
 		}
 		// Lockable: its process is gone. When it died is not recorded;
 		// the file's time says when it began waiting, a lower bound.
-		if fi, err := os.Stat(p); err == nil && fi.ModTime().After(died) {
+		if fi, err := f.Stat(); err == nil && fi.ModTime().After(died) {
 			died = fi.ModTime()
 		}
-		lk.Unlock()
-	}
+	})
 	return live, died
 }

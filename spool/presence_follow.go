@@ -6,12 +6,12 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/safefile"
 	"github.com/inbox-dev/inbox/watcher"
 )
 
@@ -79,37 +79,41 @@ func (s *Store) pollPresence(ctx context.Context, every time.Duration, fn func()
 // them a live process holds.
 func (s *Store) presencePrint() uint64 {
 	h := fnv.New64a()
-	root := filepath.Join(s.dir, presenceDir)
-	agents, _ := os.ReadDir(root)
-	for _, a := range agents {
-		if inbox.ValidateAgent("agent", a.Name()) != nil || !a.IsDir() {
-			continue
-		}
-		entries, _ := os.ReadDir(filepath.Join(root, a.Name()))
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".") {
-				continue // being created
-			}
+	eachPresence(filepath.Join(s.dir, presenceDir), func(agent string, d *safefile.Dir) {
+		eachWait(d, func(name string) {
 			state := "/gone\n"
-			if heldByWaiter(filepath.Join(root, a.Name(), e.Name())) {
-				state = "/live\n"
+			if f, held, err := probeWait(d, name); err == nil {
+				f.Close()
+				if held {
+					state = "/live\n"
+				}
 			}
-			h.Write([]byte(a.Name() + "/" + e.Name() + state))
-		}
-	}
+			h.Write([]byte(agent + "/" + name + state))
+		})
+	})
 	return h.Sum64()
 }
 
-// heldByWaiter reports whether the process that made wait file p still
-// holds its lock.
-func heldByWaiter(p string) bool {
-	lk := flock.New(p, flock.SetFlag(os.O_RDONLY))
-	ok, err := lk.TryRLock()
+// eachPresence calls fn with each agent's presence directory under root
+// (presence/), open; what is not a directory there (a planted link or
+// FIFO) is skipped, for fsck to report.
+func eachPresence(root string, fn func(agent string, d *safefile.Dir)) {
+	r, err := safefile.OpenDir(root)
 	if err != nil {
-		return false // removed meanwhile
+		return // no one has waited yet, or planted
 	}
-	if ok {
-		lk.Unlock()
+	defer r.Close()
+	agents, _ := r.Entries()
+	slices.SortFunc(agents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, a := range agents {
+		if !a.IsDir() || inbox.ValidateAgent("agent", a.Name()) != nil {
+			continue
+		}
+		d, err := safefile.OpenDir(r.Path(a.Name()))
+		if err != nil {
+			continue
+		}
+		fn(a.Name(), d)
+		d.Close()
 	}
-	return !ok
 }

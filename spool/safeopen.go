@@ -3,6 +3,9 @@ package spool
 import (
 	"errors"
 	"os"
+	"syscall"
+
+	"github.com/gofrs/flock"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/safefile"
@@ -40,4 +43,58 @@ func plantedErr(err error) error {
 			Rule: nr.Path + " is " + nr.What + ", not a file inbox wrote; inbox neither reads nor writes through it (inbox fsck --repair sets it aside)"}
 	}
 	return err
+}
+
+// The store's lock files (locks/, locks.go) are flocks taken through
+// gofrs/flock, which opens the file by name itself. newLock has it open
+// the file without following a link planted there (which would create a
+// file wherever it points) or blocking on a FIFO, and tryLock and
+// lockWithin let go of a lock at once when fstat says it was taken on
+// anything but a regular file: a planted lock file is refused with
+// not_a_store_file, and fsck --repair sets it aside before it takes the
+// locks (plantedLocks).
+
+// lockFlags opens a lock file, creating it if need be.
+const lockFlags = os.O_CREATE | os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+
+// newLock returns the flock of the store's lock file p (made with mode).
+func newLock(p string, mode os.FileMode) *flock.Flock {
+	return flock.New(p, flock.SetFlag(lockFlags), flock.SetPermissions(mode))
+}
+
+// tryLock is lk.TryLock for a lock of newLock's, refusing a planted file.
+func tryLock(lk *flock.Flock) (bool, error) {
+	ok, err := lk.TryLock()
+	if err != nil {
+		return false, lockOpenErr(lk.Path(), err)
+	}
+	if ok {
+		if err := checkLocked(lk); err != nil {
+			return false, err
+		}
+	}
+	return ok, nil
+}
+
+// lockOpenErr is err, from opening the lock file p; a link, socket or
+// directory planted there (ELOOP, ENXIO, EISDIR) is not_a_store_file.
+func lockOpenErr(p string, err error) error {
+	if fi, lerr := os.Lstat(p); lerr == nil && !fi.Mode().IsRegular() {
+		return plantedErr(&safefile.NotRegularError{Path: p, What: safefile.TypeName(fi.Mode())})
+	}
+	return err
+}
+
+// checkLocked lets go of the lock lk, just taken, unless it is on a
+// regular file (a FIFO opens without blocking and takes a flock).
+func checkLocked(lk *flock.Flock) error {
+	fi, err := lk.Stat() // fstat of the descriptor the lock is on
+	if err == nil && fi.Mode().IsRegular() {
+		return nil
+	}
+	lk.Unlock()
+	if err != nil {
+		return inbox.Storage(err, "check the lock file %s", lk.Path())
+	}
+	return plantedErr(&safefile.NotRegularError{Path: lk.Path(), What: safefile.TypeName(fi.Mode())})
 }

@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gofrs/flock"
-
 	"github.com/inbox-dev/inbox"
 )
 
 // reindexSearch rebuilds the search index from the live threads'
 // messages and brings it up to the end of the log (inbox reindex).
 func (s *Store) reindexSearch(ctx context.Context) error {
-	lk := flock.New(s.lockFile(searchLockFile), flock.SetPermissions(s.fileMode))
+	lk := newLock(s.lockFile(searchLockFile), s.fileMode)
 	if err := s.lockWithin(ctx, lk, "search index"); err != nil {
 		return err
 	}

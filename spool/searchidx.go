@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/gofrs/flock"
-
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/searchindex"
 )
@@ -215,7 +213,7 @@ func (s *Store) currentSearchIndex(ctx context.Context) (*searchIndex, error) {
 			return ix, nil
 		}
 	}
-	lk := flock.New(s.lockFile(searchLockFile), flock.SetPermissions(s.fileMode))
+	lk := newLock(s.lockFile(searchLockFile), s.fileMode)
 	if err := s.lockWithin(ctx, lk, "search index"); err != nil {
 		if ctx.Err() != nil {
 			return nil, err

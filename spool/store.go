@@ -20,6 +20,7 @@ import (
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/index"
 	"github.com/inbox-dev/inbox/internal/durable"
+	"github.com/inbox-dev/inbox/internal/safefile"
 )
 
 // FormatVersion is the on-disk format this package reads and writes.
@@ -100,6 +101,13 @@ type Options struct {
 	// LockTimeout bounds every wait for one of the store's locks; 0
 	// means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// Recover opens, for Fsck, a store that Open refuses for a file
+	// planted where it reads first (SPEC §8): inbox.json, or a lock file
+	// that opening after a restart takes. The store is then taken as
+	// the rest of it shows (fsck_planted.go), writes are refused, and Fsck
+	// reports the planted file; its repair sets it aside and writes what
+	// it stood for. fsck opens stores this way.
+	Recover bool
 }
 
 // DefaultSegmentBytes is the event-log segment size bound.
@@ -116,8 +124,9 @@ const DefaultSegmentBytes = 16 << 20
 // the Store of its own (lockAllToWrite).
 //
 // One caveat: a Fsck with repair that finds or removes a planted link
-// (links.go) sets the Store's refusal of writes without synchronisation,
-// so such a repair should not run beside other calls on the same value.
+// (links.go), or writes a planted inbox.json anew (fsck_planted.go), sets
+// the Store's refusal of writes without synchronisation, so such a repair
+// should not run beside other calls on the same value.
 type Store struct {
 	// Steps gives Update, Done, Fail and the team changes (holderMessage,
 	// changeTeam).
@@ -136,6 +145,11 @@ type Store struct {
 	checkpointEvery int
 	lockTimeout     time.Duration // Options.LockTimeout
 	maxBlob         int64         // inbox.json's max_blob, defaulted
+	// format is inbox.json as Open read it, or as the store showed it
+	// when it was planted (formatProven; Options.Recover): what a
+	// repair writes in place of a planted one.
+	format       formatInfo
+	formatProven bool
 }
 
 // Store is a Bus on a directory.
@@ -281,6 +295,12 @@ func readFormat(dir string) (*formatInfo, error) {
 		return nil, &inbox.Error{Code: "store_not_initialized", Err: inbox.ErrNotInitialized, Cause: err,
 			Rule: fmt.Sprintf("no inbox store at %s (create it with inbox init)", dir)}
 	}
+	var nr *safefile.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, &inbox.Error{Code: "not_a_store_file", Err: inbox.ErrFormat, Cause: err,
+			Rule: nr.Path + " is " + nr.What + ", not the format file inbox wrote; inbox neither reads nor writes through it " +
+				"(inbox fsck --repair sets it aside and writes inbox.json anew from what the store shows)"}
+	}
 	if err != nil {
 		return nil, inbox.Storage(err, "read %s", formatFile)
 	}
@@ -320,15 +340,20 @@ func readFormat(dir string) (*formatInfo, error) {
 // Open opens the store at dir, which must have been created by Init.
 func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	info, err := readFormat(dir)
+	formatErr := err
 	if err != nil {
-		return nil, err
+		if !opts.Recover || !notAStoreFile(err) {
+			return nil, err
+		}
+		info = shownFormat(dir)
 	}
 	fileMode, dirMode := modes(info.Shared)
 	if info.Shared {
 		shareUmask()
 	}
 	s := &Store{dir: dir, fileMode: fileMode, dirMode: dirMode, now: opts.Now, source: opts.Source, unsynced: opts.Unsynced,
-		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout, maxBlob: info.MaxBlob, markID: new(atomic.Int64)}
+		checkpointEvery: opts.CheckpointEvery, lockTimeout: opts.LockTimeout, maxBlob: info.MaxBlob, markID: new(atomic.Int64),
+		format: *info, formatProven: formatErr != nil}
 	s.Steps = inbox.Steps{Holder: s.holderMessage, Team: s.changeTeam, Append: s.reply}
 	if s.maxBlob == 0 {
 		s.maxBlob = inbox.DefaultMaxBlob
@@ -353,9 +378,15 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	// Writes refuse to go through a planted link; reads and fsck (which
 	// removes it) still work.
 	s.linkErr = s.checkNoLinks()
+	if formatErr != nil {
+		s.linkErr = formatErr // until Fsck's repair writes inbox.json
+	}
 	if !s.unsynced {
 		if err := s.openDurable(ctx, info.Version); err != nil {
-			return nil, err
+			if !opts.Recover || !notAStoreFile(err) {
+				return nil, err
+			}
+			s.linkErr = err // a planted lock: the repair sets it aside
 		}
 	}
 	return s, nil

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gofrs/flock"
-
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
 )
@@ -127,7 +125,7 @@ func (s *Store) changeTeam(ctx context.Context, by, name string, members []strin
 	if err := refuseLink(filepath.Join(s.dir, teamsDir)); err != nil {
 		return nil, err
 	}
-	lk := flock.New(s.lockFile("teams.lock"), flock.SetPermissions(s.fileMode))
+	lk := newLock(s.lockFile("teams.lock"), s.fileMode)
 	if err := s.lockWithin(ctx, lk, "teams"); err != nil {
 		return nil, err
 	}

@@ -3,14 +3,13 @@ package spool
 import (
 	"context"
 	"encoding/json"
-	"os"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/gofrs/flock"
-
 	"github.com/inbox-dev/inbox"
+	"github.com/inbox-dev/inbox/internal/safefile"
 )
 
 // Waits on someone (SPEC §15's wait graph). A wait that says what it is
@@ -33,49 +32,38 @@ func (s *Store) WaitingOn(ctx context.Context, w inbox.WaitInfo) (release func()
 // oldest first.
 func (s *Store) Waits(ctx context.Context) ([]inbox.WaitInfo, error) {
 	out := []inbox.WaitInfo{}
-	root := filepath.Join(s.dir, presenceDir)
-	agents, err := os.ReadDir(root)
-	if err != nil {
-		return out, nil // no one has waited yet
-	}
-	for _, a := range agents {
-		if inbox.ValidateAgent("agent", a.Name()) != nil {
-			continue
-		}
-		entries, err := os.ReadDir(filepath.Join(root, a.Name()))
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".") {
-				continue // being created
-			}
-			if w, ok := liveWait(filepath.Join(root, a.Name(), e.Name())); ok {
-				w.Agent = a.Name()
+	eachPresence(filepath.Join(s.dir, presenceDir), func(agent string, d *safefile.Dir) {
+		eachWait(d, func(name string) {
+			if w, ok := liveWait(d, name); ok {
+				w.Agent = agent
 				out = append(out, w)
 			}
-		}
-	}
+		})
+	})
 	slices.SortFunc(out, func(a, b inbox.WaitInfo) int {
 		return strings.Compare(a.Since+a.Agent, b.Since+b.Agent)
 	})
 	return out, nil
 }
 
-// liveWait reads the wait of presence file p while its process still
-// holds the lock; ok is false for an ended or dead wait, or a plain one.
-func liveWait(p string) (w inbox.WaitInfo, ok bool) {
-	lk := flock.New(p, flock.SetFlag(os.O_RDONLY))
-	locked, err := lk.TryRLock()
+// maxWaitFile bounds what is read of a wait file: an inbox.WaitInfo is a
+// few hundred bytes.
+const maxWaitFile = 64 << 10
+
+// liveWait reads the wait of presence file name in d while its process
+// still holds the lock; ok is false for an ended or dead wait, a plain
+// one, or a file that is no wait.
+func liveWait(d *safefile.Dir, name string) (w inbox.WaitInfo, ok bool) {
+	f, held, err := probeWait(d, name)
 	if err != nil {
-		return w, false // removed meanwhile: the wait ended
+		return w, false // removed meanwhile (the wait ended), or planted
 	}
-	if locked {
-		lk.Unlock() // its process is gone
-		return w, false
+	defer f.Close()
+	if !held {
+		return w, false // its process is gone
 	}
-	data, err := readFile(p)
-	if err != nil || len(data) == 0 || json.Unmarshal(data, &w) != nil {
+	data, err := io.ReadAll(io.LimitReader(f, maxWaitFile+1))
+	if err != nil || len(data) == 0 || len(data) > maxWaitFile || json.Unmarshal(data, &w) != nil {
 		return w, false
 	}
 	return w, w.Reason != ""

@@ -50,3 +50,69 @@ func TestOpenFile(t *testing.T) {
 		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestDir: OpenDir opens a directory but refuses a link to one and a FIFO
+// (without blocking) as NotRegularError; Dir.Open refuses what OpenFile
+// refuses, and TryLock tells a lock another open file holds.
+func TestDir(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "reg"), []byte("store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(sub, filepath.Join(dir, "link"))
+	os.Symlink(filepath.Join(sub, "reg"), filepath.Join(sub, "link"))
+	for _, p := range []string{filepath.Join(dir, "fifo"), filepath.Join(sub, "fifo")} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, what := range map[string]string{filepath.Join(dir, "link"): "a symbolic link", filepath.Join(dir, "fifo"): "a FIFO", filepath.Join(sub, "reg"): "a regular file"} {
+		_, err := OpenDir(p)
+		var nr *NotRegularError
+		if !errors.As(err, &nr) || nr.What != what {
+			t.Errorf("OpenDir(%s) = %v, want NotRegularError %q", p, err, what)
+		}
+	}
+	if _, err := OpenDir(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenDir(missing) = %v, want fs.ErrNotExist", err)
+	}
+	d, err := OpenDir(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if entries, err := d.Entries(); err != nil || len(entries) != 3 {
+		t.Fatalf("Entries = %v, %v", entries, err)
+	}
+	for name, what := range map[string]string{"link": "a symbolic link", "fifo": "a FIFO"} {
+		_, err := d.Open(name, os.O_RDONLY, 0)
+		var nr *NotRegularError
+		if !errors.As(err, &nr) || nr.What != what || nr.Path != filepath.Join(sub, name) {
+			t.Errorf("Open(%s) = %v, want NotRegularError %q", name, err, what)
+		}
+	}
+	f, err := d.Open("reg", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	g, err := d.Open("reg", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if ok, err := TryLock(f, syscall.LOCK_EX); !ok || err != nil {
+		t.Fatalf("TryLock(free) = %v, %v", ok, err)
+	}
+	if ok, err := TryLock(g, syscall.LOCK_SH); ok || err != nil {
+		t.Fatalf("TryLock(held) = %v, %v, want false", ok, err)
+	}
+	f.Close()
+	if ok, err := TryLock(g, syscall.LOCK_SH); !ok || err != nil {
+		t.Fatalf("TryLock(after close) = %v, %v", ok, err)
+	}
+}

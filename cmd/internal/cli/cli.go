@@ -76,6 +76,9 @@ type call struct {
 	// takes it. in records the signal that cancelled it.
 	ctx context.Context
 	in  *interruption
+	// recoverStore opens a store whose inbox.json or lock file was
+	// planted (spool.Options.Recover), for fsck to report and repair.
+	recoverStore bool
 }
 
 // agentFlag registers --agent with command-specific help.
@@ -369,7 +372,7 @@ func (c *call) open() (inbox.Bus, error) {
 	if err != nil {
 		return nil, err
 	}
-	return spool.Open(c.ctx, c.g.db, spool.Options{LockTimeout: lt})
+	return spool.Open(c.ctx, c.g.db, spool.Options{LockTimeout: lt, Recover: c.recoverStore})
 }
 
 // lockTimeoutUsage is --lock-timeout's help line.

@@ -54,6 +54,7 @@ func (r *fsckCmd) run(c *call) (*result, error) {
 	if err := optionalDir(c, "claude-teams", &r.claudeTeams); err != nil {
 		return nil, err
 	}
+	c.recoverStore = true
 	s, err := c.openNoArgs()
 	if err != nil {
 		return nil, err
