@@ -155,7 +155,8 @@ type WaitOptions struct {
 // ReplyCursor says what wait-reply waits after: a message of the thread
 // (AfterMessage), an event id (AfterEvent, when HasEvent), or neither: the
 // read cursor of Agent in the thread when Agent is set, else the thread's
-// newest message when the wait starts.
+// last question or blocked update, or its newest message when the wait
+// starts if it has no question (ReplyWait.Start).
 type ReplyCursor struct {
 	AfterMessage string
 	AfterEvent   int64

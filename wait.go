@@ -18,6 +18,15 @@ type ReplyThread interface {
 	// RequestSeq is the seq of the first message of the thread carrying
 	// request id requestID, 0 when none does.
 	RequestSeq(requestID string) (int, error)
+	// QuestionSeq is the seq of the thread's newest question (IsQuestion),
+	// 0 when it has none.
+	QuestionSeq() (int, error)
+}
+
+// IsQuestion reports whether m asks something a wait-reply waits to have
+// answered: a question (reply --kind question) or a blocked update.
+func IsQuestion(m *Message) bool {
+	return m.Kind == KindQuestion || m.Status == StatusBlocked
 }
 
 // ReplyWait is a wait-reply's rules: where its cursor points and which
@@ -56,8 +65,11 @@ func NewReplyWait(tid string, cur ReplyCursor, f ReplyFilter) (*ReplyWait, error
 
 // Start resolves the cursor into "messages after seq" or "after event":
 // after the message given, after the event given, after the agent's read
-// cursor, from the first message for a request's response, else after
-// the thread's last message. A request must be in the thread already.
+// cursor, from the first message for a request's response, else (no
+// cursor, no agent: seed 000's flag set) after the thread's last question
+// or blocked update, so that the answer to the question waited on counts
+// even when it landed before the wait, and after its newest message when
+// it has no question. A request must be in the thread already.
 func (w *ReplyWait) Start(t ReplyThread) error {
 	cur, f := w.Cursor, w.Filter
 	switch {
@@ -78,7 +90,14 @@ func (w *ReplyWait) Start(t ReplyThread) error {
 	case f.RequestID != "":
 		w.AfterSeq = 0
 	default:
-		w.AfterSeq = t.MessageCount()
+		seq, err := t.QuestionSeq()
+		if err != nil {
+			return err
+		}
+		if seq == 0 {
+			seq = t.MessageCount()
+		}
+		w.AfterSeq = seq
 	}
 	if f.RequestID != "" {
 		seq, err := t.RequestSeq(f.RequestID)

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"ReceiveWakesAndTimesOut", testReceive},
 		{"WaitReply", testWaitReply},
 		{"WaitReplyNoLostWakeup", testWaitReplyNoLostWakeup},
+		{"WaitReplyNoAgent", testWaitReplyNoAgent},
 		{"Watch", testWatch},
 		{"EventOrder", testEventOrder},
 		{"Tasks", testTasks},

@@ -279,6 +279,15 @@ func (t replyThread) RequestSeq(requestID string) (int, error) {
 	return 0, nil
 }
 
+func (t replyThread) QuestionSeq() (int, error) {
+	for i := len(t.msgs) - 1; i >= 0; i-- {
+		if inbox.IsQuestion(t.msgs[i]) {
+			return t.msgs[i].Seq, nil
+		}
+	}
+	return 0, nil
+}
+
 // statusEvents are the event types that set a thread's status.
 var statusEvents = []string{inbox.EventThreadCreated, inbox.EventThreadClaimed, inbox.EventThreadUpdated, inbox.EventThreadDone,
 	inbox.EventThreadFailed, inbox.EventThreadCancelled, inbox.EventLeaseExpired}

@@ -250,6 +250,22 @@ func (t replyThread) RequestSeq(requestID string) (int, error) {
 	return 0, nil
 }
 
+func (t replyThread) QuestionSeq() (int, error) {
+	for seq := t.h.MessageCount; seq >= 1; seq-- {
+		m, err := t.s.readMessage(t.h.ThreadID, seq)
+		if isDamaged(err) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if inbox.IsQuestion(m) {
+			return seq, nil
+		}
+	}
+	return 0, nil
+}
+
 // findMessage looks a message up by id, newest first.
 func (s *Store) findMessage(tid string, count int, id string) (*inbox.Message, error) {
 	for seq := count; seq >= 1; seq-- {

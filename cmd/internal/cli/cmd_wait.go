@@ -302,11 +302,14 @@ your read cursor in the thread, so an answer that landed just before you
 started waiting is returned at once, and the message returned moves your
 cursor, so it is never returned twice. Or give the cursor yourself:
 --after-event N (the next_event_id of an earlier output) or --after-message
-ID. With no cursor and no agent, only messages written after the call starts
-count. The output's next_event_id is the cursor for the next wait. On a
-thread that is already done, failed or cancelled it returns at once with the
-message that ended it. On timeout it exits 10 with "woke":false; SIGINT
-(Ctrl-C) or SIGTERM ends it at once with 130 or 143 and "interrupted":true.
+ID. With no cursor and no agent, the wait is for a message later than the
+thread's last question or blocked update (so the answer to it counts even
+if it landed first), or, on a thread with no question, later than its
+newest message when the call starts. The output's next_event_id is the
+cursor for the next wait. On a thread that is already done, failed or
+cancelled it returns at once with the message that ended it. On timeout it
+exits 10 with "woke":false; SIGINT (Ctrl-C) or SIGTERM ends it at once with
+130 or 143 and "interrupted":true.
 
 Request/response (seed 002): --request-id R waits for the response to the
 request that carries R (send or reply --request-id R, or --request): any
