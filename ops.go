@@ -166,6 +166,10 @@ type ReplyCursor struct {
 	// answer that landed just before the wait is returned, and never
 	// twice.
 	Agent string
+	// LeaseToken, when not 0, is the token Agent claims to hold the
+	// thread's lease with: a holder's wait keeps its lease (SPEC §4) only
+	// when the token is the lease's.
+	LeaseToken int64
 }
 
 // ReplyFilter says which messages wait-reply wakes for: one of Kinds

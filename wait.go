@@ -2,7 +2,10 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
+	"time"
 )
 
 // ReplyThread is what a wait-reply needs from the thread it waits on, as
@@ -112,6 +115,12 @@ func (w *ReplyWait) Start(t ReplyThread) error {
 	return nil
 }
 
+// KeepsLease reports whether the wait keeps thread t's lease l, as the
+// waiting agent's own (WaitKeepsLease with the cursor's agent and token).
+func (w *ReplyWait) KeepsLease(t *Thread, l *Lease, now time.Time) bool {
+	return WaitKeepsLease(t, l, w.Cursor.Agent, w.Cursor.LeaseToken, now)
+}
+
 // After reports whether m is past the wait's cursor.
 func (w *ReplyWait) After(m *Message) bool {
 	if w.AfterSeq >= 0 {
@@ -153,4 +162,54 @@ func (w *ReplyWait) Answer(ctx context.Context, m *Message, markRead func(ctx co
 		}
 	}
 	return &WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
+}
+
+// Renewer renews a lease: a backend's Renew.
+type Renewer func(ctx context.Context, agent, tid string, leaseSeconds int, token int64) (*Result, error)
+
+// KeepLease keeps lease l, the waiting agent's (WaitKeepsLease), while a
+// wait-reply blocks (SPEC §4 "A holder's own wait keeps its lease"): it
+// renews l with renew, for its length (LeaseLength) and with its token,
+// each time half of that length is left (LeaseRenewAt) by the clock now,
+// until stop is called; stop returns once a renewal under way has ended.
+// A renewal refused (the lease was taken or claimed again, the thread
+// ended) ends the keeping, and the wait goes on without it; one that
+// failed to reach the store is tried again a little later. Nothing
+// outlives the process: a waiter that dies renews no more, and its lease
+// runs out.
+func KeepLease(ctx context.Context, l Lease, now func() time.Time, renew Renewer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		secs := LeaseLength(&l)
+		retry := min(max(time.Duration(secs)*time.Second/10, 100*time.Millisecond), 5*time.Second)
+		at := LeaseRenewAt(&l)
+		for {
+			t := time.NewTimer(max(at.Sub(now()), 0))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			r, err := renew(ctx, l.AgentID, l.ThreadID, secs, l.LeaseToken)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil && r != nil && r.Lease != nil:
+				l = *r.Lease
+				at = LeaseRenewAt(&l)
+			case errors.Is(err, ErrStorage):
+				at = now().Add(retry)
+			default:
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }

@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"WaitReply", testWaitReply},
 		{"WaitReplyNoLostWakeup", testWaitReplyNoLostWakeup},
 		{"WaitReplyNoAgent", testWaitReplyNoAgent},
+		{"WaitKeepsHolderLease", testWaitKeepsHolderLease},
 		{"Watch", testWatch},
 		{"EventOrder", testEventOrder},
 		{"Tasks", testTasks},

@@ -222,6 +222,10 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 	if opt.Timeout <= 0 {
 		return &inbox.WaitResult{NextEventID: verified}, nil
 	}
+	// A holder's own wait keeps its lease (SPEC §4) while it blocks.
+	if w.KeepsLease(&last.Thread, last.Lease, b.now()) {
+		defer inbox.KeepLease(ctx, *last.Lease, b.now, b.Renew)()
+	}
 	var res *inbox.WaitResult
 	err = b.waitFollowing(ctx, b.threadFilter(tid), uint64(last.Thread.LastEventID)+1, opt.Agent, deadline, func(r *record, seq uint64) (bool, error) {
 		verified = max(verified, int64(seq))

@@ -139,10 +139,22 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 		checked = h.MessageCount
 		return found, nil
 	}
+	// A holder's own wait keeps its lease (SPEC §4), from the moment it
+	// blocks: the check right after the watch is armed.
+	keeps := w.KeepsLease(&h.Thread, h.Lease, s.now())
+	var keeping func()
+	defer func() {
+		if keeping != nil {
+			keeping()
+		}
+	}()
 	var got *inbox.Message
 	woke, err := s.waitLoop(ctx, deadline, opt, func(armed bool) (bool, error) {
 		if armed {
 			checked = 0 // re-check everything once the watch is armed
+			if keeps && keeping == nil {
+				keeping = inbox.KeepLease(ctx, *h.Lease, s.now, s.Renew)
+			}
 		}
 		m, err := check()
 		got = m
