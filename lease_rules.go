@@ -49,7 +49,7 @@ func ClaimLease(t *Thread, cur *Lease, agent string, secs int, now time.Time) (L
 		token = cur.LeaseToken + 1
 	}
 	return Lease{ThreadID: t.ThreadID, AgentID: agent, LeaseToken: token, ClaimedAt: FormatTime(now),
-		ExpiresAt: FormatTime(now.Add(time.Duration(secs) * time.Second))}, nil
+		ExpiresAt: FormatTime(now.Add(time.Duration(secs) * time.Second)), LeaseSeconds: secs}, nil
 }
 
 // ClaimWarnings says what a claim of thread t by agent, decided on t as
@@ -75,5 +75,44 @@ func RenewLease(t *Thread, cur *Lease, agent string, token int64, secs int, now 
 	}
 	l := *cur
 	l.ExpiresAt = FormatTime(now.Add(time.Duration(secs) * time.Second))
+	l.LeaseSeconds = secs
 	return l, nil
+}
+
+// LeaseLength is the length lease l was claimed or last renewed with: its
+// LeaseSeconds, or for a lease recorded without it its expiry less its
+// claim (exact for a lease never renewed), at least a second and at most
+// MaxLeaseSecs.
+func LeaseLength(l *Lease) int {
+	secs := l.LeaseSeconds
+	if secs <= 0 {
+		claimed, err1 := ParseTime(l.ClaimedAt)
+		expires, err2 := ParseTime(l.ExpiresAt)
+		if err1 == nil && err2 == nil {
+			secs = int(expires.Sub(claimed).Round(time.Second) / time.Second)
+		}
+	}
+	return min(max(secs, 1), MaxLeaseSecs)
+}
+
+// WaitKeepsLease decides whether a wait-reply by agent (token: the lease
+// token it gave, 0 for none) on thread t keeps the thread's lease l (SPEC
+// §4 "A holder's own wait keeps its lease"): only when agent holds l, live
+// at now, with that token when one is given, on a thread not ended. A
+// wait that names no agent is nobody's: it keeps no lease, so that a
+// leader waiting on a worker's thread never keeps a dead worker's lease.
+func WaitKeepsLease(t *Thread, l *Lease, agent string, token int64, now time.Time) bool {
+	return agent != "" && !IsTerminal(t.Status) && l.Live(now) && l.AgentID == agent && (token == 0 || token == l.LeaseToken)
+}
+
+// LeaseRenewAt is when a holder's wait renews lease l: once half its
+// length (LeaseLength) is left, so that a wait renews it at most once per
+// half of its length (the lease costs one renew per half lease, and a
+// renewal that comes late still has half the lease to land in).
+func LeaseRenewAt(l *Lease) time.Time {
+	expires, err := ParseTime(l.ExpiresAt)
+	if err != nil {
+		return time.Time{} // at once: the renewal writes a well-formed one
+	}
+	return expires.Add(-time.Duration(LeaseLength(l)) * time.Second / 2)
 }

@@ -155,7 +155,8 @@ type WaitOptions struct {
 // ReplyCursor says what wait-reply waits after: a message of the thread
 // (AfterMessage), an event id (AfterEvent, when HasEvent), or neither: the
 // read cursor of Agent in the thread when Agent is set, else the thread's
-// newest message when the wait starts.
+// last question or blocked update, or its newest message when the wait
+// starts if it has no question (ReplyWait.Start).
 type ReplyCursor struct {
 	AfterMessage string
 	AfterEvent   int64
@@ -165,6 +166,10 @@ type ReplyCursor struct {
 	// answer that landed just before the wait is returned, and never
 	// twice.
 	Agent string
+	// LeaseToken, when not 0, is the token Agent claims to hold the
+	// thread's lease with: a holder's wait keeps its lease (SPEC §4) only
+	// when the token is the lease's.
+	LeaseToken int64
 }
 
 // ReplyFilter says which messages wait-reply wakes for: one of Kinds

@@ -184,7 +184,7 @@ func (v *Message) DecodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadMessage(d, v) })
 }
 
-var leaseJSONMembers = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at"}
+var leaseJSONMembers = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at", "lease_seconds"}
 
 // AppendJSON appends v as a JSON object, as encoding/json writes it.
 func (v *Lease) AppendJSON(b []byte) []byte {
@@ -200,6 +200,7 @@ func (v *Lease) AppendJSONMembers(b []byte) []byte {
 	b = jsonrec.String(b, `,"claimed_at":`, v.ClaimedAt)
 	b = jsonrec.String(b, `,"expires_at":`, v.ExpiresAt)
 	b = jsonrec.StrPtr(b, `,"released_at":`, v.ReleasedAt)
+	b = jsonrec.IntOmitEmpty(b, `,"lease_seconds":`, int64(v.LeaseSeconds))
 	return b
 }
 
@@ -224,6 +225,8 @@ func (v *Lease) ReadJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.ExpiresAt)
 	case 5:
 		jsonrec.ReadStrPtr(d, &v.ReleasedAt)
+	case 6:
+		d.Int(&v.LeaseSeconds)
 	default:
 		d.Skip()
 	}

@@ -157,6 +157,10 @@ type Lease struct {
 	// ReleasedAt is when done, fail, cancel or expiry ended the lease; nil
 	// while it has not been released.
 	ReleasedAt *string `json:"released_at"`
+	// LeaseSeconds is the length the lease was claimed or last renewed
+	// with, which a holder's wait renews it for (SPEC §4); 0 in a lease
+	// written before it was recorded (LeaseLength works it out then).
+	LeaseSeconds int `json:"lease_seconds,omitempty"`
 }
 
 // Released reports whether the lease was released.

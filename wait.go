@@ -2,7 +2,10 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
+	"time"
 )
 
 // ReplyThread is what a wait-reply needs from the thread it waits on, as
@@ -18,6 +21,15 @@ type ReplyThread interface {
 	// RequestSeq is the seq of the first message of the thread carrying
 	// request id requestID, 0 when none does.
 	RequestSeq(requestID string) (int, error)
+	// QuestionSeq is the seq of the thread's newest question (IsQuestion),
+	// 0 when it has none.
+	QuestionSeq() (int, error)
+}
+
+// IsQuestion reports whether m asks something a wait-reply waits to have
+// answered: a question (reply --kind question) or a blocked update.
+func IsQuestion(m *Message) bool {
+	return m.Kind == KindQuestion || m.Status == StatusBlocked
 }
 
 // ReplyWait is a wait-reply's rules: where its cursor points and which
@@ -56,8 +68,11 @@ func NewReplyWait(tid string, cur ReplyCursor, f ReplyFilter) (*ReplyWait, error
 
 // Start resolves the cursor into "messages after seq" or "after event":
 // after the message given, after the event given, after the agent's read
-// cursor, from the first message for a request's response, else after
-// the thread's last message. A request must be in the thread already.
+// cursor, from the first message for a request's response, else (no
+// cursor, no agent: seed 000's flag set) after the thread's last question
+// or blocked update, so that the answer to the question waited on counts
+// even when it landed before the wait, and after its newest message when
+// it has no question. A request must be in the thread already.
 func (w *ReplyWait) Start(t ReplyThread) error {
 	cur, f := w.Cursor, w.Filter
 	switch {
@@ -78,7 +93,14 @@ func (w *ReplyWait) Start(t ReplyThread) error {
 	case f.RequestID != "":
 		w.AfterSeq = 0
 	default:
-		w.AfterSeq = t.MessageCount()
+		seq, err := t.QuestionSeq()
+		if err != nil {
+			return err
+		}
+		if seq == 0 {
+			seq = t.MessageCount()
+		}
+		w.AfterSeq = seq
 	}
 	if f.RequestID != "" {
 		seq, err := t.RequestSeq(f.RequestID)
@@ -91,6 +113,12 @@ func (w *ReplyWait) Start(t ReplyThread) error {
 		w.RequestSeq = seq
 	}
 	return nil
+}
+
+// KeepsLease reports whether the wait keeps thread t's lease l, as the
+// waiting agent's own (WaitKeepsLease with the cursor's agent and token).
+func (w *ReplyWait) KeepsLease(t *Thread, l *Lease, now time.Time) bool {
+	return WaitKeepsLease(t, l, w.Cursor.Agent, w.Cursor.LeaseToken, now)
 }
 
 // After reports whether m is past the wait's cursor.
@@ -134,4 +162,54 @@ func (w *ReplyWait) Answer(ctx context.Context, m *Message, markRead func(ctx co
 		}
 	}
 	return &WaitResult{Woke: true, NextEventID: m.EventID, Message: m}, nil
+}
+
+// Renewer renews a lease: a backend's Renew.
+type Renewer func(ctx context.Context, agent, tid string, leaseSeconds int, token int64) (*Result, error)
+
+// KeepLease keeps lease l, the waiting agent's (WaitKeepsLease), while a
+// wait-reply blocks (SPEC §4 "A holder's own wait keeps its lease"): it
+// renews l with renew, for its length (LeaseLength) and with its token,
+// each time half of that length is left (LeaseRenewAt) by the clock now,
+// until stop is called; stop returns once a renewal under way has ended.
+// A renewal refused (the lease was taken or claimed again, the thread
+// ended) ends the keeping, and the wait goes on without it; one that
+// failed to reach the store is tried again a little later. Nothing
+// outlives the process: a waiter that dies renews no more, and its lease
+// runs out.
+func KeepLease(ctx context.Context, l Lease, now func() time.Time, renew Renewer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		secs := LeaseLength(&l)
+		retry := min(max(time.Duration(secs)*time.Second/10, 100*time.Millisecond), 5*time.Second)
+		at := LeaseRenewAt(&l)
+		for {
+			t := time.NewTimer(max(at.Sub(now()), 0))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			r, err := renew(ctx, l.AgentID, l.ThreadID, secs, l.LeaseToken)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil && r != nil && r.Lease != nil:
+				l = *r.Lease
+				at = LeaseRenewAt(&l)
+			case errors.Is(err, ErrStorage):
+				at = now().Add(retry)
+			default:
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }

@@ -45,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) inbox.Bus) {
 		{"ReceiveWakesAndTimesOut", testReceive},
 		{"WaitReply", testWaitReply},
 		{"WaitReplyNoLostWakeup", testWaitReplyNoLostWakeup},
+		{"WaitReplyNoAgent", testWaitReplyNoAgent},
+		{"WaitKeepsHolderLease", testWaitKeepsHolderLease},
 		{"Watch", testWatch},
 		{"EventOrder", testEventOrder},
 		{"Tasks", testTasks},

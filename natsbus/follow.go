@@ -222,6 +222,10 @@ func (b *Bus) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor, 
 	if opt.Timeout <= 0 {
 		return &inbox.WaitResult{NextEventID: verified}, nil
 	}
+	// A holder's own wait keeps its lease (SPEC §4) while it blocks.
+	if w.KeepsLease(&last.Thread, last.Lease, b.now()) {
+		defer inbox.KeepLease(ctx, *last.Lease, b.now, b.Renew)()
+	}
 	var res *inbox.WaitResult
 	err = b.waitFollowing(ctx, b.threadFilter(tid), uint64(last.Thread.LastEventID)+1, opt.Agent, deadline, func(r *record, seq uint64) (bool, error) {
 		verified = max(verified, int64(seq))
@@ -274,6 +278,15 @@ func (t replyThread) RequestSeq(requestID string) (int, error) {
 	for _, m := range t.msgs {
 		if m.RequestID == requestID {
 			return m.Seq, nil
+		}
+	}
+	return 0, nil
+}
+
+func (t replyThread) QuestionSeq() (int, error) {
+	for i := len(t.msgs) - 1; i >= 0; i-- {
+		if inbox.IsQuestion(t.msgs[i]) {
+			return t.msgs[i].Seq, nil
 		}
 	}
 	return 0, nil

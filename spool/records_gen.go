@@ -81,7 +81,7 @@ func (v *logHead) decodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadLogHead(d, v) })
 }
 
-var leaseRecordJSONMembers = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at", "rev"}
+var leaseRecordJSONMembers = []string{"thread_id", "agent_id", "lease_token", "claimed_at", "expires_at", "released_at", "lease_seconds", "rev"}
 
 func (v *leaseRecord) appendJSON(b []byte) []byte {
 	return jsonrec.AppendObject(b, v, (*leaseRecord).appendJSONMembers)
@@ -99,9 +99,9 @@ func jsonReadLeaseRecord(d *jsonrec.Decoder, v *leaseRecord) {
 
 func (v *leaseRecord) readJSONMember(d *jsonrec.Decoder, i int) {
 	switch {
-	case i >= 0 && i < 6:
+	case i >= 0 && i < 7:
 		v.Lease.ReadJSONMember(d, i)
-	case i == 6:
+	case i == 7:
 		d.Int64(&v.Rev)
 	default:
 		d.Skip()

@@ -139,10 +139,22 @@ func (s *Store) WaitReply(ctx context.Context, tid string, cur inbox.ReplyCursor
 		checked = h.MessageCount
 		return found, nil
 	}
+	// A holder's own wait keeps its lease (SPEC §4), from the moment it
+	// blocks: the check right after the watch is armed.
+	keeps := w.KeepsLease(&h.Thread, h.Lease, s.now())
+	var keeping func()
+	defer func() {
+		if keeping != nil {
+			keeping()
+		}
+	}()
 	var got *inbox.Message
 	woke, err := s.waitLoop(ctx, deadline, opt, func(armed bool) (bool, error) {
 		if armed {
 			checked = 0 // re-check everything once the watch is armed
+			if keeps && keeping == nil {
+				keeping = inbox.KeepLease(ctx, *h.Lease, s.now, s.Renew)
+			}
 		}
 		m, err := check()
 		got = m
@@ -244,6 +256,22 @@ func (t replyThread) ReadSeq(agent string) (int, error) {
 func (t replyThread) RequestSeq(requestID string) (int, error) {
 	for seq := 1; seq <= t.h.MessageCount; seq++ {
 		if m, err := t.s.readMessage(t.h.ThreadID, seq); err == nil && m.RequestID == requestID {
+			return seq, nil
+		}
+	}
+	return 0, nil
+}
+
+func (t replyThread) QuestionSeq() (int, error) {
+	for seq := t.h.MessageCount; seq >= 1; seq-- {
+		m, err := t.s.readMessage(t.h.ThreadID, seq)
+		if isDamaged(err) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if inbox.IsQuestion(m) {
 			return seq, nil
 		}
 	}

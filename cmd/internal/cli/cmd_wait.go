@@ -302,11 +302,22 @@ your read cursor in the thread, so an answer that landed just before you
 started waiting is returned at once, and the message returned moves your
 cursor, so it is never returned twice. Or give the cursor yourself:
 --after-event N (the next_event_id of an earlier output) or --after-message
-ID. With no cursor and no agent, only messages written after the call starts
-count. The output's next_event_id is the cursor for the next wait. On a
-thread that is already done, failed or cancelled it returns at once with the
-message that ended it. On timeout it exits 10 with "woke":false; SIGINT
-(Ctrl-C) or SIGTERM ends it at once with 130 or 143 and "interrupted":true.
+ID. With no cursor and no agent, the wait is for a message later than the
+thread's last question or blocked update (so the answer to it counts even
+if it landed first), or, on a thread with no question, later than its
+newest message when the call starts. The output's next_event_id is the
+cursor for the next wait. On a thread that is already done, failed or
+cancelled it returns at once with the message that ended it. On timeout it
+exits 10 with "woke":false; SIGINT (Ctrl-C) or SIGTERM ends it at once with
+130 or 143 and "interrupted":true.
+
+Your wait keeps your lease: when --agent holds the thread's lease (with the
+token --lease-token gives, if given), the waiting process renews it, for
+the length it was claimed or last renewed with, whenever half of it is
+left, so an answer after a wait longer than the lease finds you still
+holding the thread. The renewing stops when the wait returns or the
+process dies, so a dead worker's lease still runs out. A wait without an
+agent, or by another agent, renews nothing.
 
 Request/response (seed 002): --request-id R waits for the response to the
 request that carries R (send or reply --request-id R, or --request): any
@@ -327,7 +338,7 @@ agent's threads for new threads and status changes.`,
 
 type waitReplyCmd struct {
 	thread, afterMessage string
-	afterEvent           int64
+	afterEvent, token    int64
 	kinds, types         []string
 	requestID            string
 	timeout              float64
@@ -342,6 +353,7 @@ func (r *waitReplyCmd) flags(fs *pflag.FlagSet, c *call) {
 	fs.StringSliceVar(&r.types, "types", nil, "message types that count, comma- or |-separated (seed 002's task_status_response, …)")
 	fs.StringVar(&r.requestID, "request-id", "", "wait for the response to the request carrying this id")
 	fs.Float64Var(&r.timeout, "timeout-seconds", defaultWaitSeconds, "give up after this long (exit 10); 0 checks once")
+	fs.Int64Var(&r.token, "lease-token", 0, "as the lease holder (--agent), keep the lease only while it is this token's")
 }
 
 func (r *waitReplyCmd) run(c *call) (*result, error) {
@@ -350,6 +362,9 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	}
 	if r.thread == "" {
 		return nil, usagef("thread", "--thread is required")
+	}
+	if r.token != 0 && c.g.agent == "" {
+		return nil, usagef("lease-token", "--lease-token names the holder's lease the wait keeps: give the holder as --agent (or INBOX_AGENT) too")
 	}
 	kinds, err := splitAlternatives("kinds", r.kinds, func(f, k string) error { return inbox.ValidateKind(f, k, inbox.Kinds) })
 	if err != nil {
@@ -366,7 +381,7 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	ctx, stop, in := c.waitContext()
 	defer stop()
 	cur := inbox.ReplyCursor{AfterMessage: r.afterMessage, AfterEvent: r.afterEvent, HasEvent: c.fs.Changed("after-event"),
-		Agent: c.g.agent}
+		Agent: c.g.agent, LeaseToken: r.token}
 	f := inbox.ReplyFilter{Kinds: kinds, Types: types, RequestID: r.requestID}
 	// The wait graph shows what a blocked agent waits on, recorded once a
 	// first look (Timeout 0) found nothing, so that a reply already there

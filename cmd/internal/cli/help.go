@@ -68,7 +68,8 @@ As a worker, the normal loop is:
   inbox done    --agent me --thread T --summary "result"   (or: inbox fail)
 
 fetch never grants ownership; only claim does. Work only while you hold the
-lease, renew it for long work, and never sleep-poll: wait-reply wakes you.
+lease, renew it for long work, and never sleep-poll: wait-reply wakes you,
+and while you wait in it with --agent it renews your lease for you.
 As a leader: send work, list and show threads, reply to blocked workers,
 cancel what is no longer needed.
 

@@ -210,6 +210,7 @@ var natsScripts = []string{
 	"wait-reply_existing.txtar",
 	"wait-reply_human.txtar",
 	"wait-reply_kinds.txtar",
+	"wait-reply_no_agent.txtar",
 	"wait-reply_no_lost_wakeup.txtar",
 	"wait-reply_now.txtar",
 	"wait-reply_terminal.txtar",

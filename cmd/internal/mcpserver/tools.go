@@ -154,6 +154,7 @@ type waitReplyIn struct {
 	Kinds        string `json:"kinds,omitempty" jsonschema:"kinds that count, comma-separated (default answer,control,result)"`
 	Types        string `json:"types,omitempty" jsonschema:"seed-002 types that count, comma-separated"`
 	RequestID    string `json:"request_id,omitempty" jsonschema:"wait for the response to the request carrying this id"`
+	LeaseToken   int64  `json:"lease_token,omitempty" jsonschema:"as the lease holder, keep the lease (renewed while you wait) only while it is this token's"`
 	waitIn
 }
 
@@ -520,7 +521,7 @@ var toolTable = []toolSpec{
 	tool[showIn, showOut](toolSpec{name: "show", effect: addsOnce,
 		desc: "Read one thread's full history: header, lease and every message. Without mark_read it changes nothing; mark_read moves your read cursor to the newest message (what it marks leaves your mailbox)."}),
 	tool[waitReplyIn, waitReplyOut](toolSpec{name: "wait_reply", effect: adds, blocking: true,
-		desc: "Block until an answer (or control, or result) lands in a thread, then return it; at once if one is there already. Waits at most max_wait_seconds (default 45): on woke:false call again with after_event set to next_event_id. request_id waits for the response to that request."}),
+		desc: "Block until an answer (or control, or result) lands in a thread, then return it; at once if one is there already. Waits at most max_wait_seconds (default 45): on woke:false call again with after_event set to next_event_id. request_id waits for the response to that request. While you (agent) hold the thread's lease, the wait renews it."}),
 	tool[watchIn, watchOut](toolSpec{name: "watch", effect: reads, blocking: true,
 		desc: "Block until one of your threads is created or changes status. Waits at most max_wait_seconds (default 45); on woke:false call again with after_event set to next_event_id."}),
 	tool[eventsIn, eventsOut](toolSpec{name: "events", effect: reads, cmd: []string{"events", "--limit=100"},
