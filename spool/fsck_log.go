@@ -170,19 +170,19 @@ func (s *Store) fsckSegment(ctx context.Context, li *logIndex, first int64, cut 
 		return inbox.Storage(err, "read %s", p)
 	}
 	size := fi.Size()
-	lr := newLineReader(sf)
-	var off int64
+	lr := newLineReader(sf, 0, s.log.lineMax())
 	for {
+		start := lr.pos
 		line, err := lr.next()
 		if err != nil && !errors.Is(err, io.EOF) {
 			return inbox.Storage(err, "read %s", p)
 		}
-		if err != nil && lr.end == lr.beg {
+		if err != nil && lr.rest() == 0 {
 			return nil
 		}
 		if err != nil {
 			f := add(inbox.Finding{Check: "torn_event_log", Path: p,
-				Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", lr.end-lr.beg)})
+				Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", lr.rest())})
 			if cut {
 				if err := s.log.cutTail(ctx); err != nil {
 					return err
@@ -191,9 +191,8 @@ func (s *Store) fsckSegment(ctx context.Context, li *logIndex, first int64, cut 
 			}
 			return nil
 		}
-		start := off
-		off += int64(len(line)) + 1
-		body, ok := checkLine(line)
+		off := lr.pos
+		body, _, ok := openLine(line)
 		// The line's head only: the message it carries is read again
 		// from where the line ends when a file must be rebuilt from it
 		// (messageFromLog), never held for the whole log.
