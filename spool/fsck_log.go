@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/inbox-dev/inbox"
 )
 
@@ -306,46 +308,8 @@ func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[strin
 		}
 	}
 	for _, seg := range segs {
-		p := s.log.segPath(seg)
-		data, err := readFile(p)
+		shifts, err := s.rewriteSegment(seg, bySeg[seg], r, lastEvent, li, byEvent)
 		if err != nil {
-			return inbox.Storage(err, "read %s", p)
-		}
-		var out []byte
-		type shift struct{ at, by int64 }
-		var shifts []shift
-		pos := int64(0)
-		for _, g := range bySeg[seg] {
-			bad := filepath.Join(s.log.dir, fmt.Sprintf("%020d.damaged-%d.bad", seg, g.start))
-			if err := publishFile(bad, s.tmpDir(), s.fileMode, data[g.start:g.end]); err != nil {
-				return err
-			}
-			var lines [][]byte
-			for id := g.prev + 1; id < g.next; id++ {
-				lines = append(lines, encodeEvent(&logEvent{Event: *s.lostEvent(id, lastEvent, byEvent, filepath.Base(bad))}))
-			}
-			repl := padLines(lines, int(g.end-g.start))
-			out = append(out, data[pos:g.start]...)
-			out = append(out, repl...)
-			if d := int64(len(repl)) - (g.end - g.start); d != 0 {
-				shifts = append(shifts, shift{at: g.start, by: d})
-			}
-			pos = g.end
-			f := &r.Findings[g.finding]
-			f.Detail += fmt.Sprintf("; events %d to %d restored under their ids (the damaged bytes are in %s)", g.prev+1, g.next-1, filepath.Base(bad))
-			f.Repaired = true
-			for id := g.prev + 1; id < g.next; id++ {
-				if m := byEvent[id]; m != nil {
-					li.msgs[m.MessageID] = id
-					li.ids[id] = m.ThreadID
-				}
-			}
-		}
-		out = append(out, data[pos:]...)
-		if err := publishFile(p, s.tmpDir(), s.fileMode, out); err != nil {
-			return err
-		}
-		if err := syncDir(s.log.dir); err != nil {
 			return err
 		}
 		// Headers that point past a change of length move with it.
@@ -368,6 +332,93 @@ func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[strin
 				headers[tid] = n
 			}
 		}
+	}
+	return nil
+}
+
+// A shift is where a segment's rewrite changed the length of its bytes,
+// and by how much.
+type shift struct{ at, by int64 }
+
+// rewriteSegment rewrites segment seg with its damaged bytes gaps
+// replaced by the events they held (see restoreGaps), streaming it: the
+// segment, which may hold lines of hundreds of MiB, is copied a piece at
+// a time into its new file, never held. The damaged bytes go to a .bad
+// file the same way. It returns where lengths changed.
+func (s *Store) rewriteSegment(seg int64, gaps []*logGap, r *inbox.FsckReport, lastEvent map[int64]*inbox.Event, li *logIndex, byEvent map[int64]*inbox.Message) ([]shift, error) {
+	p := s.log.segPath(seg)
+	src, err := openRead(p)
+	if err != nil {
+		return nil, inbox.Storage(err, "read %s", p)
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return nil, inbox.Storage(err, "read %s", p)
+	}
+	var shifts []shift
+	err = s.publishFrom(p, func(w io.Writer) error {
+		pos := int64(0)
+		for _, g := range gaps {
+			bad := filepath.Join(s.log.dir, fmt.Sprintf("%020d.damaged-%d.bad", seg, g.start))
+			if err := s.publishFrom(bad, func(bw io.Writer) error {
+				_, err := io.Copy(bw, io.NewSectionReader(src, g.start, g.end-g.start))
+				return err
+			}); err != nil {
+				return err
+			}
+			var lines [][]byte
+			for id := g.prev + 1; id < g.next; id++ {
+				lines = append(lines, encodeEvent(&logEvent{Event: *s.lostEvent(id, lastEvent, byEvent, filepath.Base(bad))}))
+			}
+			repl := padLines(lines, int(g.end-g.start))
+			if _, err := io.Copy(w, io.NewSectionReader(src, pos, g.start-pos)); err != nil {
+				return err
+			}
+			if _, err := w.Write(repl); err != nil {
+				return err
+			}
+			if d := int64(len(repl)) - (g.end - g.start); d != 0 {
+				shifts = append(shifts, shift{at: g.start, by: d})
+			}
+			pos = g.end
+			f := &r.Findings[g.finding]
+			f.Detail += fmt.Sprintf("; events %d to %d restored under their ids (the damaged bytes are in %s)", g.prev+1, g.next-1, filepath.Base(bad))
+			f.Repaired = true
+			for id := g.prev + 1; id < g.next; id++ {
+				if m := byEvent[id]; m != nil {
+					li.msgs[m.MessageID] = id
+					li.ids[id] = m.ThreadID
+				}
+			}
+		}
+		_, err := io.Copy(w, io.NewSectionReader(src, pos, fi.Size()-pos))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return shifts, syncDir(s.log.dir)
+}
+
+// publishFrom writes the file at path as publishFile does (a temp file,
+// fsynced, renamed into place), with what write writes to it.
+func (s *Store) publishFrom(path string, write func(w io.Writer) error) error {
+	flushes.Add(1) // renameio fsyncs the file
+	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(s.tmpDir()), renameio.WithStaticPermissions(s.fileMode))
+	if err != nil {
+		return inbox.Storage(err, "write %s", path)
+	}
+	defer pf.Cleanup()
+	if err := write(pf); err != nil {
+		var ie *inbox.Error
+		if errors.As(err, &ie) {
+			return err
+		}
+		return inbox.Storage(err, "write %s", path)
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return inbox.Storage(err, "write %s", path)
 	}
 	return nil
 }
