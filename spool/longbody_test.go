@@ -1,11 +1,13 @@
 package spool
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,11 +243,20 @@ func searchFiles(t *testing.T, db string) map[string]uint64 {
 }
 
 // TestRepairNextToLongLines: damage inside a segment that holds long
-// lines (the line of an event between two long messages garbled, then
-// replaced by a shorter one, which moves what follows): fsck --repair
-// restores the event under its id, the long lines around it stay whole
-// (a message rebuilt from each is its body byte for byte), and the
-// segment is rewritten without being held in memory.
+// lines, repaired by fsck --repair under the events' own ids. The segment
+// holds a send and a reply of 4 MiB each with a claim between them. The
+// claim's line garbled keeps its length: its stand-in is padded to it and
+// no position moves. The claim's line replaced by a shorter one: its
+// stand-in is longer than the damage, what follows moves, and so does the
+// header that points past it. The header's own event and the line after
+// it garbled together: both are restored in the damaged bytes, and the
+// header points where its event's line ends now. The send's long line damaged in
+// its middle: the event rebuilt from the message is padded to the line's
+// 4 MiB. After each repair the long lines around the damage stay whole (a
+// message rebuilt from each is its body byte for byte), the next change
+// on the thread finds its last event where the header says (no event is
+// logged again), and the segment is rewritten without being held in
+// memory.
 func TestRepairNextToLongLines(t *testing.T) {
 	const n = 4 << 20 // three lines in one segment (DefaultSegmentBytes)
 	s, db := openTemp(t)
@@ -262,35 +273,72 @@ func TestRepairNextToLongLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	bodies := []string{b1, b2}
-	// The claim's event is restored as lost: no header or message names
-	// it.
-	types := []string{"thread_created", "message_added"}
 	seg := newestSegmentOf(t, db)
-	data, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
+	// The claim's event is restored as lost: no header or message names
+	// it, and the thread's events no longer list it.
+	types := []string{"thread_created", "message_added"}
+
+	// lineBounds is where line i (from 0) of the segment starts and ends
+	// (its newline excluded).
+	lineBounds := func(f []byte, i int) (int, int) {
+		a := 0
+		for range i {
+			a += bytes.IndexByte(f[a:], '\n') + 1
+		}
+		return a, a + bytes.IndexByte(f[a:], '\n')
 	}
-	// The claim's line: the second.
-	i := strings.IndexByte(string(data), '\n') + 1
-	j := i + strings.IndexByte(string(data[i:]), '\n')
 	damage := []struct {
-		name string
-		line []byte
+		name    string
+		damage  func(f []byte) []byte
+		shifted bool
+		rebuilt []int // the messages whose line is whole, damaged then rebuilt from it
 	}{
-		{"garbled", []byte(strings.Repeat("#", j-i))},
-		{"shorter", []byte("garbage")},
+		{"the claim garbled", func(f []byte) []byte {
+			a, b := lineBounds(f, 1)
+			return slices.Concat(f[:a], bytes.Repeat([]byte("#"), b-a), f[b:])
+		}, false, []int{1, 2}},
+		{"the claim shorter", func(f []byte) []byte {
+			a, b := lineBounds(f, 1)
+			return slices.Concat(f[:a], []byte("garbage"), f[b:])
+		}, true, []int{1, 2}},
+		{"the header's event and the next garbled", func(f []byte) []byte {
+			// The update after the last repair and the send of
+			// another thread after it (a second send follows): one
+			// stretch of damage, restored as two lines padded to its
+			// length, the header's no longer last.
+			k := bytes.Count(f, []byte("\n"))
+			a, _ := lineBounds(f, k-3)
+			_, b := lineBounds(f, k-2)
+			for i := a; i < b; i++ {
+				if f[i] != '\n' {
+					f[i] = '#'
+				}
+			}
+			return f
+		}, false, []int{1, 2}},
+		{"the send's long line garbled", func(f []byte) []byte {
+			a, b := lineBounds(f, 0)
+			f[a+(b-a)/2] ^= 0x20
+			return f
+		}, false, []int{2}},
 	}
 	for _, d := range damage {
+		if strings.HasPrefix(d.name, "the header's event") {
+			for range 2 {
+				if _, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "v", Subject: "other"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		f, err := os.ReadFile(seg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := strings.IndexByte(string(f), '\n') + 1
-		b := a + strings.IndexByte(string(f[a:]), '\n')
-		out := append(append(append([]byte{}, f[:a]...), d.line...), f[b:]...)
+		out := d.damage(f)
 		if err := os.WriteFile(seg, out, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		damaged := int64(len(out))
 		f, out = nil, nil
 		var rep *inbox.FsckReport
 		used := allocated(func() { rep, err = s.Fsck(t.Context(), true) })
@@ -310,16 +358,80 @@ func TestRepairNextToLongLines(t *testing.T) {
 		if limit := uint64(5 * n); used > limit {
 			t.Errorf("%s: fsck --repair allocated %d MiB, more than %d MiB", d.name, used>>20, limit>>20)
 		}
+		fi, err := os.Stat(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved := fi.Size() != damaged; moved != d.shifted {
+			t.Errorf("%s: the repaired segment is %d bytes, the damaged one %d: want it moved %v", d.name, fi.Size(), damaged, d.shifted)
+		}
+		// The header names the reply's event and where its line ends,
+		// moved with the rewrite.
+		h, err := s.readHeader(tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _, ok, garbled, err := s.log.headAt(h.LogPos)
+		if id, _ := lineID(head); err != nil || !ok || garbled || id != h.LastEventID {
+			t.Errorf("%s: the header's last event %d at %v: a line of event %d there, ok %v garbled %v err %v",
+				d.name, h.LastEventID, h.LogPos, id, ok, garbled, err)
+		}
 		wantClean(t, s, d.name+": after the repair")
 		wantEvents(t, s, tid, types, d.name+": after the repair")
-		for _, seq := range []int{1, 2} {
+		for _, seq := range d.rebuilt {
 			if err := os.Truncate(filepath.Join(db, threadsDir, tid, msgName(seq)), 10); err != nil {
 				t.Fatal(err)
 			}
 		}
 		mustRepairClean(t, s, "damaged_message")
 		wantBodies(t, s, tid, bodies, d.name+": messages rebuilt from the long lines")
+		// The next change on the thread logs its own event only.
+		if _, err := s.Update(t.Context(), "w", tid, inbox.StatusInProgress, 0, inbox.Content{Summary: d.name}); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, "thread_updated")
+		bodies = append(bodies, "")
+		wantEvents(t, s, tid, types, d.name+": after a change")
+		wantClean(t, s, d.name+": after a change")
+		if got := newestSegmentOf(t, db); got != seg {
+			seg = got // the change started a segment: damage it next
+		}
 	}
+}
+
+// TestFsckHeaderLogPos: a header whose log_pos does not point where its
+// last event's line ends (here inside that line, a long one) makes the
+// next change on the thread log the event again: fsck reports it, and
+// fsck --repair points the header at the line.
+func TestFsckHeaderLogPos(t *testing.T) {
+	s, _ := openTemp(t)
+	r, err := s.Send(t.Context(), inbox.SendInput{From: "boss", To: "w", Subject: "big", Content: inbox.Content{Body: longBody(1<<20+1, "one", false)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := r.Thread.ThreadID
+	h, err := s.readHeader(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := h.clone()
+	n.LogPos.Offset -= 1 << 19
+	if _, err := s.appendHeader(s.threadDir(tid), n, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Fsck(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Check != "stale_header" || !strings.Contains(rep.Findings[0].Detail, "log_pos") {
+		t.Errorf("fsck of a header pointing inside its event's line: %+v, want one stale_header", rep.Findings)
+	}
+	mustRepairClean(t, s, "stale_header")
+	if _, err := s.Claim(t.Context(), "w", tid, 600); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, s, tid, []string{"thread_created", "thread_claimed"}, "a claim after the repair")
+	wantClean(t, s, "after the claim")
 }
 
 // newestSegmentOf is the path of the newest segment of the log of db.
