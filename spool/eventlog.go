@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -47,6 +46,7 @@ type eventLog struct {
 	tmpDir   string
 	segBytes int64
 	fileMode os.FileMode
+	maxLine  int64 // the longest line read (0: maxLogLine, see lineMax)
 	// held is set in the view of a Store that holds events.lock for a
 	// whole upkeep run (lockAllToWrite): its appends must not take it
 	// again.
@@ -91,25 +91,16 @@ func (ev *logEvent) stateAt(end Pos) *header {
 }
 
 // checkLine verifies a line (without its newline) and returns the JSON
-// object it carries without the crc member.
+// object it carries without the crc member, in a new buffer (openLine
+// opens it in place).
 func checkLine(line []byte) ([]byte, bool) {
-	if len(line) < crcSuffixLen+2 || line[0] != '{' {
+	n, _, ok := verifyLine(line)
+	if !ok {
 		return nil, false
 	}
-	suf := line[len(line)-crcSuffixLen:]
-	if !bytes.HasPrefix(suf, []byte(`,"crc":"`)) || suf[len(suf)-2] != '"' || suf[len(suf)-1] != '}' {
-		return nil, false
-	}
-	want, err := strconv.ParseUint(string(suf[8:16]), 16, 32)
-	if err != nil {
-		return nil, false
-	}
-	body := make([]byte, 0, len(line)-crcSuffixLen+1)
-	body = append(body, line[:len(line)-crcSuffixLen]...)
-	body = append(body, '}')
-	if crc32.ChecksumIEEE(body) != uint32(want) {
-		return nil, false
-	}
+	body := make([]byte, n+1)
+	copy(body, line[:n])
+	body[n] = '}'
 	return body, true
 }
 
@@ -153,49 +144,16 @@ func (l *eventLog) segments() ([]int64, error) {
 
 func (l *eventLog) segPath(first int64) string { return filepath.Join(l.dir, segmentName(first)) }
 
-// tail finds the last valid event in a segment of the given size. It
-// returns its id (first-1 when the segment holds none) and the offset where
-// valid data ends.
-func tail(f *os.File, size, first int64) (lastID, end int64, err error) {
-	body, end, err := lastLine(f, size, func(b []byte) bool { _, ok := lineID(b); return ok })
+// tail finds the last valid event, of at most max bytes, in a segment of
+// the given size. It returns its id (first-1 when the segment holds
+// none) and the offset where valid data ends.
+func tail(f *os.File, size, first, max int64) (lastID, end int64, err error) {
+	body, end, err := lastLine(f, size, max, false, func(b []byte) bool { _, ok := lineID(b); return ok })
 	if err != nil || body == nil {
 		return first - 1, end, err
 	}
 	id, _ := lineID(body)
 	return id, end, nil
-}
-
-// lastLine finds the last complete, checksummed line of a file of the given
-// size that accept approves, and returns its body (nil if there is none) and
-// the offset just past it. Bytes after that offset are a torn tail.
-func lastLine(f *os.File, size int64, accept func([]byte) bool) (body []byte, end int64, err error) {
-	window := int64(4 << 10) // a header or event line is well under this
-	for {
-		if window > size {
-			window = size
-		}
-		buf := make([]byte, window)
-		if _, err := f.ReadAt(buf, size-window); err != nil && !errors.Is(err, io.EOF) {
-			return nil, 0, err
-		}
-		base := size - window
-		// Walk complete lines backwards from the last newline.
-		stop := bytes.LastIndexByte(buf, '\n')
-		for stop >= 0 {
-			start := bytes.LastIndexByte(buf[:stop], '\n') + 1
-			if start == 0 && base > 0 {
-				break // the line may begin before the window: widen it
-			}
-			if body, ok := checkLine(buf[start:stop]); ok && accept(body) {
-				return body, base + int64(stop) + 1, nil
-			}
-			stop = start - 1
-		}
-		if base == 0 {
-			return nil, 0, nil
-		}
-		window *= 4
-	}
 }
 
 // appender holds the log lock from reserve to release: while it is held,
@@ -257,7 +215,7 @@ func (a *appender) open() error {
 	if err != nil {
 		return inbox.Storage(err, "stat event log")
 	}
-	lastID, end, err := tail(f, fi.Size(), first)
+	lastID, end, err := tail(f, fi.Size(), first, l.lineMax())
 	if err != nil {
 		return inbox.Storage(err, "read event log")
 	}

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/google/renameio/v2"
 
 	"github.com/inbox-dev/inbox"
 )
@@ -56,10 +59,14 @@ type logIndex struct {
 	addAt  map[string]Pos                      // "thread#seq" → where that event's line ends (messageFromLog reads it)
 	reads  map[string]map[string]*inbox.Cursor // thread → agent → the newest cursor the log records
 	newest map[string]*logEvent
-	first  int64               // the first id of the oldest segment still in the log
-	last   int64               // the id of the last valid event read so far
-	blobs  map[string]blobMeta // blob path → what a message says of it
-	gaps   []*logGap           // damage inside the log
+	// newestAt is where the line of newest[thread] ends: where the
+	// thread's header must point when that event is its last (the writer
+	// looks for it there, fsckMessageFiles checks it).
+	newestAt map[string]Pos
+	first    int64               // the first id of the oldest segment still in the log
+	last     int64               // the id of the last valid event read so far
+	blobs    map[string]blobMeta // blob path → what a message says of it
+	gaps     []*logGap           // damage inside the log
 }
 
 // hasOwnEvent is Store.hasOwnEvent answered from the index: the header's
@@ -124,7 +131,7 @@ func (s *Store) messageFromLog(tid string, seq int, li *logIndex) (*logEvent, Po
 // restored later, once the threads are read (restoreGaps).
 func (s *Store) fsckLog(ctx context.Context, r *inbox.FsckReport, add addFinding, repair bool) (*logIndex, error) {
 	li := &logIndex{ids: map[int64]string{}, msgs: map[string]int64{}, adds: map[string]*inbox.Event{},
-		addAt: map[string]Pos{}, reads: map[string]map[string]*inbox.Cursor{}, newest: map[string]*logEvent{}, blobs: map[string]blobMeta{}}
+		addAt: map[string]Pos{}, reads: map[string]map[string]*inbox.Cursor{}, newest: map[string]*logEvent{}, newestAt: map[string]Pos{}, blobs: map[string]blobMeta{}}
 	segs, err := s.log.segments()
 	if err != nil {
 		return nil, err
@@ -170,19 +177,19 @@ func (s *Store) fsckSegment(ctx context.Context, li *logIndex, first int64, cut 
 		return inbox.Storage(err, "read %s", p)
 	}
 	size := fi.Size()
-	lr := newLineReader(sf)
-	var off int64
+	lr := newLineReader(sf, 0, s.log.lineMax())
 	for {
+		start := lr.pos
 		line, err := lr.next()
 		if err != nil && !errors.Is(err, io.EOF) {
 			return inbox.Storage(err, "read %s", p)
 		}
-		if err != nil && lr.end == lr.beg {
+		if err != nil && lr.rest() == 0 {
 			return nil
 		}
 		if err != nil {
 			f := add(inbox.Finding{Check: "torn_event_log", Path: p,
-				Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", lr.end-lr.beg)})
+				Detail: fmt.Sprintf("%d bytes after the last complete line (a crash mid-append)", lr.rest())})
 			if cut {
 				if err := s.log.cutTail(ctx); err != nil {
 					return err
@@ -191,9 +198,8 @@ func (s *Store) fsckSegment(ctx context.Context, li *logIndex, first int64, cut 
 			}
 			return nil
 		}
-		start := off
-		off += int64(len(line)) + 1
-		body, ok := checkLine(line)
+		off := lr.pos
+		body, _, ok := openLine(line)
 		// The line's head only: the message it carries is read again
 		// from where the line ends when a file must be rebuilt from it
 		// (messageFromLog), never held for the whole log.
@@ -243,6 +249,7 @@ func (li *logIndex) note(ev *logEvent, end Pos) {
 	li.noteRead(ev)
 	if ev.State != nil {
 		li.newest[ev.ThreadID] = ev
+		li.newestAt[ev.ThreadID] = end
 		if ev.MessageID != "" && ev.EventType != inbox.EventThreadRead {
 			a := ev.Event
 			k := addKey(ev.ThreadID, ev.State.MessageCount)
@@ -285,9 +292,10 @@ func (li *logIndex) inGap(id int64) bool {
 // it was), else one rebuilt from the message that names the id, else a
 // placeholder saying the event was lost. The damaged bytes are kept in a
 // .bad file. When the new lines fit in the damaged bytes they are padded
-// to the same length, so that no position in the log moves; otherwise the
-// segment is rewritten and the headers that point past the damage are
-// moved with it. The caller holds every lock.
+// to the same length, so that no position past them moves; otherwise
+// what follows moves, and the headers that point past the damage move
+// with it. A header whose own event was restored points where its new
+// line ends. The caller holds every lock.
 func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[string]*header, byEvent map[int64]*inbox.Message) error {
 	bySeg := map[int64][]*logGap{}
 	var segs []int64
@@ -307,28 +315,90 @@ func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[strin
 		}
 	}
 	for _, seg := range segs {
-		p := s.log.segPath(seg)
-		data, err := readFile(p)
+		shifts, restored, err := s.rewriteSegment(seg, bySeg[seg], r, lastEvent, li, byEvent)
 		if err != nil {
-			return inbox.Storage(err, "read %s", p)
+			return err
 		}
-		var out []byte
-		type shift struct{ at, by int64 }
-		var shifts []shift
-		pos := int64(0)
-		for _, g := range bySeg[seg] {
+		for tid, h := range headers {
+			moved, ok := restored[h.LastEventID]
+			if !ok && h.LogPos.Segment == seg {
+				// Headers that point past a change of length move
+				// with it.
+				moved = h.LogPos
+				for _, sh := range shifts {
+					if h.LogPos.Offset > sh.at {
+						moved.Offset += sh.by
+					}
+				}
+			}
+			if (ok || h.LogPos.Segment == seg) && moved != h.LogPos {
+				n := h.clone()
+				n.LogPos = moved
+				if _, err := s.appendHeader(s.threadDir(tid), n, nil, true); err != nil {
+					return err
+				}
+				headers[tid] = n
+			}
+		}
+	}
+	return nil
+}
+
+// A shift is where a segment's rewrite changed the length of its bytes,
+// and by how much.
+type shift struct{ at, by int64 }
+
+// rewriteSegment rewrites segment seg with its damaged bytes gaps
+// replaced by the events they held (see restoreGaps), streaming it: the
+// segment, which may hold lines of hundreds of MiB, is copied a piece at
+// a time into its new file, never held, and the padding of a long damaged
+// line is written the same way. The damaged bytes go to a .bad file. It
+// returns where lengths changed and where each restored event's line ends
+// in the new file.
+func (s *Store) rewriteSegment(seg int64, gaps []*logGap, r *inbox.FsckReport, lastEvent map[int64]*inbox.Event, li *logIndex, byEvent map[int64]*inbox.Message) ([]shift, map[int64]Pos, error) {
+	p := s.log.segPath(seg)
+	src, err := openRead(p)
+	if err != nil {
+		return nil, nil, inbox.Storage(err, "read %s", p)
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return nil, nil, inbox.Storage(err, "read %s", p)
+	}
+	var shifts []shift
+	restored := map[int64]Pos{}
+	err = s.publishFrom(p, func(w io.Writer) error {
+		pos, written := int64(0), int64(0) // read from the old file, written to the new one
+		for _, g := range gaps {
 			bad := filepath.Join(s.log.dir, fmt.Sprintf("%020d.damaged-%d.bad", seg, g.start))
-			if err := publishFile(bad, s.tmpDir(), s.fileMode, data[g.start:g.end]); err != nil {
+			if err := s.publishFrom(bad, func(bw io.Writer) error {
+				_, err := io.Copy(bw, io.NewSectionReader(src, g.start, g.end-g.start))
+				return err
+			}); err != nil {
 				return err
 			}
 			var lines [][]byte
 			for id := g.prev + 1; id < g.next; id++ {
 				lines = append(lines, encodeEvent(&logEvent{Event: *s.lostEvent(id, lastEvent, byEvent, filepath.Base(bad))}))
 			}
-			repl := padLines(lines, int(g.end-g.start))
-			out = append(out, data[pos:g.start]...)
-			out = append(out, repl...)
-			if d := int64(len(repl)) - (g.end - g.start); d != 0 {
+			if _, err := io.Copy(w, io.NewSectionReader(src, pos, g.start-pos)); err != nil {
+				return err
+			}
+			written += g.start - pos
+			ends, err := writePadded(w, lines, g.end-g.start)
+			if err != nil {
+				return err
+			}
+			for i, end := range ends {
+				restored[g.prev+1+int64(i)] = Pos{Segment: seg, Offset: written + end}
+			}
+			var n int64 // nothing when no event was hidden there
+			if len(ends) > 0 {
+				n = ends[len(ends)-1]
+			}
+			written += n
+			if d := n - (g.end - g.start); d != 0 {
 				shifts = append(shifts, shift{at: g.start, by: d})
 			}
 			pos = g.end
@@ -342,33 +412,33 @@ func (s *Store) restoreGaps(li *logIndex, r *inbox.FsckReport, headers map[strin
 				}
 			}
 		}
-		out = append(out, data[pos:]...)
-		if err := publishFile(p, s.tmpDir(), s.fileMode, out); err != nil {
+		_, err := io.Copy(w, io.NewSectionReader(src, pos, fi.Size()-pos))
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return shifts, restored, syncDir(s.log.dir)
+}
+
+// publishFrom writes the file at path as publishFile does (a temp file,
+// fsynced, renamed into place), with what write writes to it.
+func (s *Store) publishFrom(path string, write func(w io.Writer) error) error {
+	flushes.Add(1) // renameio fsyncs the file
+	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(s.tmpDir()), renameio.WithStaticPermissions(s.fileMode))
+	if err != nil {
+		return inbox.Storage(err, "write %s", path)
+	}
+	defer pf.Cleanup()
+	if err := write(pf); err != nil {
+		var ie *inbox.Error
+		if errors.As(err, &ie) {
 			return err
 		}
-		if err := syncDir(s.log.dir); err != nil {
-			return err
-		}
-		// Headers that point past a change of length move with it.
-		for tid, h := range headers {
-			if h.LogPos.Segment != seg {
-				continue
-			}
-			moved := h.LogPos.Offset
-			for _, sh := range shifts {
-				if h.LogPos.Offset > sh.at {
-					moved += sh.by
-				}
-			}
-			if moved != h.LogPos.Offset {
-				n := h.clone()
-				n.LogPos.Offset = moved
-				if _, err := s.appendHeader(s.threadDir(tid), n, nil, true); err != nil {
-					return err
-				}
-				headers[tid] = n
-			}
-		}
+		return inbox.Storage(err, "write %s", path)
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return inbox.Storage(err, "write %s", path)
 	}
 	return nil
 }
@@ -403,21 +473,58 @@ func (s *Store) lostEvent(id int64, lastEvent map[int64]*inbox.Event, byEvent ma
 		Summary: fmt.Sprintf("event %d was damaged in the log and nothing else records it (the bytes are in %s)", id, bad)}
 }
 
-// padLines joins lines and, when they are shorter than n bytes, pads the
-// last one with spaces inside its JSON (before the checksum, which covers
-// them) to exactly n bytes.
-func padLines(lines [][]byte, n int) []byte {
-	var out []byte
-	for _, l := range lines {
-		out = append(out, l...)
+// writePadded writes lines and, when they are shorter than n bytes, pads
+// the last one with spaces inside its JSON (before the checksum, which
+// covers them) to exactly n bytes, writing the padding a piece at a time:
+// a damaged line of hundreds of MiB is restored as a short event padded
+// to its length without that length being held. It returns where each
+// line ends, from the start of the first.
+func writePadded(w io.Writer, lines [][]byte, n int64) ([]int64, error) {
+	if len(lines) == 0 {
+		return nil, nil
 	}
-	if len(out) >= n || len(lines) == 0 {
-		return out
+	ends := make([]int64, len(lines))
+	var total int64
+	for i, l := range lines {
+		total += int64(len(l))
+		ends[i] = total
 	}
 	last := lines[len(lines)-1]
+	pad := n - total
+	if pad <= 0 {
+		for _, l := range lines {
+			if _, err := w.Write(l); err != nil {
+				return nil, err
+			}
+		}
+		return ends, nil
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if _, err := w.Write(l); err != nil {
+			return nil, err
+		}
+	}
+	// The last line's JSON without its closing brace, the spaces, the
+	// brace, then the checksum of all three as sealLine writes it.
 	body, _ := checkLine(last[:len(last)-1])
-	pad := n - len(out)
-	padded := append(append(append([]byte{}, body[:len(body)-1]...), bytes.Repeat([]byte(" "), pad)...), '}')
-	out = out[:len(out)-len(last)]
-	return append(out, encodeLine(padded)...)
+	head := body[:len(body)-1]
+	if _, err := w.Write(head); err != nil {
+		return nil, err
+	}
+	sum := crc32.ChecksumIEEE(head)
+	spaces := bytes.Repeat([]byte(" "), int(min(pad, 64<<10)))
+	for left := pad; left > 0; {
+		k := min(left, int64(len(spaces)))
+		if _, err := w.Write(spaces[:k]); err != nil {
+			return nil, err
+		}
+		sum = crc32.Update(sum, crc32.IEEETable, spaces[:k])
+		left -= k
+	}
+	sum = crc32.Update(sum, crc32.IEEETable, []byte("}"))
+	if _, err := fmt.Fprintf(w, `,"crc":"%08x"}`+"\n", sum); err != nil {
+		return nil, err
+	}
+	ends[len(ends)-1] = n
+	return ends, nil
 }

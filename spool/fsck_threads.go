@@ -125,6 +125,12 @@ func (s *Store) fsckMessageFiles(ctx context.Context, tid string, h *header, seq
 		}
 	}
 	ownEvent := li.hasOwnEvent(h)
+	if ownEvent {
+		var err error
+		if h, err = s.fsckLogPos(tid, h, li, add, repair); err != nil {
+			return nil, err
+		}
+	}
 	if len(extra) == 0 && ownEvent {
 		return h, nil
 	}
@@ -150,6 +156,31 @@ func (s *Store) fsckMessageFiles(ctx context.Context, tid string, h *header, seq
 	}
 	li.ids[h.LastEventID] = tid
 	return h, nil
+}
+
+// fsckLogPos checks that the header points where the line of its last
+// event ends: the writer looks for the event there (hasOwnEvent) and logs
+// again one it does not find. On repair the header points at the line the
+// log holds.
+func (s *Store) fsckLogPos(tid string, h *header, li *logIndex, add addFinding, repair bool) (*header, error) {
+	ev, at := li.newest[tid], li.newestAt[tid]
+	if ev == nil || ev.EventID != h.LastEventID || at == h.LogPos {
+		return h, nil
+	}
+	f := add(inbox.Finding{Check: "stale_header", ThreadID: tid, Path: s.log.segPath(at.Segment), Detail: fmt.Sprintf(
+		"log_pos says event %d ends at byte %d of segment %d, but its line ends at byte %d of segment %d: the next change on the thread would log the event again",
+		h.LastEventID, h.LogPos.Offset, h.LogPos.Segment, at.Offset, at.Segment)})
+	if !repair {
+		return h, nil
+	}
+	n := h.clone()
+	n.LogPos = at
+	if _, err := s.appendHeader(s.threadDir(tid), n, nil, true); err != nil {
+		return nil, err
+	}
+	f.Detail += "; the header points at it now"
+	f.Repaired = true
+	return n, nil
 }
 
 // fsckMessages reads each message the header counts: a damaged one is

@@ -54,7 +54,7 @@ func readLastLine(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, _, err := lastLine(f, fi.Size(), func([]byte) bool { return true })
+	body, _, err := lastLine(f, fi.Size(), maxLogLine, true, func([]byte) bool { return true })
 	return body, err
 }
 
@@ -74,7 +74,7 @@ func (s *Store) appendLine(p string, line []byte, max int64, sync bool) (end int
 	if err != nil {
 		return 0, false, inbox.Storage(err, "stat %s", p)
 	}
-	_, end, err = lastLine(f, fi.Size(), func([]byte) bool { return true })
+	_, end, err = lastLine(f, fi.Size(), maxLogLine, false, func([]byte) bool { return true })
 	if err != nil {
 		return 0, false, inbox.Storage(err, "read %s", p)
 	}

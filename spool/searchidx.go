@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -192,11 +191,11 @@ func (s *Store) coveredState(c searchindex.Covered) (stale, behind bool) {
 			return true, false
 		}
 	} else {
-		body, ok, _, err := s.log.eventAt(p)
+		head, sum, ok, _, err := s.log.headAt(p)
 		if err != nil || !ok {
 			return true, false
 		}
-		if id, _ := lineID(body); id != c.EventID || crc32.ChecksumIEEE(body) != c.LineCRC {
+		if id, _ := lineID(head); id != c.EventID || sum != c.LineCRC {
 			return true, false
 		}
 	}
@@ -281,14 +280,14 @@ func (s *Store) catchUpSearchIndex(ctx context.Context, ix *searchIndex) (*searc
 	if last.EventID == from.EventID && b.Len() == 0 {
 		return ix, nil // a torn tail past the last line: nothing new
 	}
-	body, ok, _, err := s.log.eventAt(lastEnd)
+	_, sum, ok, _, err := s.log.headAt(lastEnd)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return ix, nil // moved away meanwhile: the next search rebuilds
 	}
-	last.Segment, last.Offset, last.LineCRC = lastEnd.Segment, lastEnd.Offset, crc32.ChecksumIEEE(body)
+	last.Segment, last.Offset, last.LineCRC = lastEnd.Segment, lastEnd.Offset, sum
 	data, err := b.Encode(searchindex.Meta{Covered: last, Base: ix.base.Sum})
 	if err != nil {
 		return nil, inbox.Storage(err, "build the search index")
@@ -391,14 +390,14 @@ func (s *Store) rebuildSearchIndex(ctx context.Context) (*searchIndex, error) {
 	}
 	cov := searchindex.Covered{EventID: lastID, Segment: end.Segment, Offset: end.Offset}
 	if end.Offset != 0 {
-		body, ok, _, err := s.log.eventAt(end)
+		_, sum, ok, _, err := s.log.headAt(end)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, inbox.Storage(errors.New("the log's last line moved while it was read"), "build the search index")
 		}
-		cov.LineCRC = crc32.ChecksumIEEE(body)
+		cov.LineCRC = sum
 	}
 	tids, err := s.threadIDs()
 	if err != nil {

@@ -61,7 +61,10 @@ func (s *Store) hasOwnEvent(h *header) (bool, error) {
 	if !exists(s.log.segPath(h.LogPos.Segment)) {
 		return true, nil
 	}
-	body, ok, garbled, err := s.log.eventAt(h.LogPos)
+	// The line's head and checksum: a line that carries a large message
+	// is checked, not held. A read that fails is an error, never "not
+	// logged": that would append the event a second time.
+	head, _, ok, garbled, err := s.log.headAt(h.LogPos)
 	if err != nil {
 		return false, err
 	}
@@ -74,8 +77,8 @@ func (s *Store) hasOwnEvent(h *header) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	id, _ := lineID(body)
-	return id == h.LastEventID && bytes.Contains(body, []byte(`"thread_id":"`+h.ThreadID+`"`)), nil
+	id, _ := lineID(head)
+	return id == h.LastEventID && bytes.Contains(head, []byte(`"thread_id":"`+h.ThreadID+`"`)), nil
 }
 
 // settle repairs a thread after a crash: a header whose event never reached

@@ -348,6 +348,12 @@ func (s *Store) commitAll(ctx context.Context, txs []*tx) (err error) {
 		// The event, and with it the header's log position, come first: the
 		// header names its event, and the message its event id.
 		line, msg := t.event(id, ap.first, off)
+		if len(line) > maxLogLine {
+			// Past what validation allows (see maxLogLine): refused,
+			// so that every line the log holds can be read back.
+			return inbox.TooLarge("message", int64(len(line)), maxLogLine, "the longest event log line",
+				"send less inline content in one message")
+		}
 		if len(txs) == 1 {
 			lines = line
 		} else {

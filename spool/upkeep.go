@@ -238,7 +238,7 @@ func (l *eventLog) lastTime(first int64) (time.Time, bool, error) {
 	if err != nil {
 		return time.Time{}, false, inbox.Storage(err, "stat event log")
 	}
-	body, _, err := lastLine(f, fi.Size(), func(b []byte) bool { _, ok := lineID(b); return ok })
+	body, _, err := lastLine(f, fi.Size(), l.lineMax(), true, func(b []byte) bool { _, ok := lineID(b); return ok })
 	if err != nil || body == nil {
 		return time.Time{}, false, err
 	}
