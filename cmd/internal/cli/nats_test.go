@@ -240,6 +240,7 @@ var natsScripts = []string{
 	"team_files_protocol.txtar",
 	"search.txtar",
 	"search_bounds.txtar",
+	"idempotency_conflict.txtar",
 	"output_control_chars.txtar",
 }
 
