@@ -68,22 +68,47 @@ func AppendPrintable(b, p []byte, text bool) []byte { return appendPrintable(b, 
 
 // firstEscape is the index of the first byte of s that is escaped, or -1.
 func firstEscape[T string | []byte](s T, text bool) int {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c < 0x7f || text && (c == '\n' || c == '\t') {
-			i++
+	class := &lineClass
+	if text {
+		class = &textClass
+	}
+	for i := 0; i < len(s); i++ {
+		switch class[s[i]] {
+		case passes:
 			continue
-		}
-		if c < 0x80 {
+		case escaped:
 			return i
 		}
 		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		if r == utf8.RuneError && size == 1 || escapedRune(r) {
 			return i
 		}
-		i += size
+		i += size - 1
 	}
 	return -1
+}
+
+// What a byte is to firstEscape: printable ASCII passes, a control
+// character is escaped, the first byte of a multi-byte character (or a
+// byte that is not UTF-8) needs a look at the character.
+const (
+	passes = iota
+	escaped
+	decode
+)
+
+var lineClass, textClass = byteClasses(false), byteClasses(true)
+
+func byteClasses(text bool) (c [256]byte) {
+	for b := range 256 {
+		switch {
+		case b >= 0x80:
+			c[b] = decode
+		case b < 0x20 && !(text && (b == '\n' || b == '\t')) || b == 0x7f:
+			c[b] = escaped
+		}
+	}
+	return c
 }
 
 func appendPrintable[T string | []byte](b []byte, s T, text bool) []byte {

@@ -235,6 +235,9 @@ func (h *humanWriter) Write(p []byte) (int, error) {
 			break
 		}
 	}
+	// Room for what comes and a few escapes, so that a long body is
+	// copied once.
+	h.buf = slices.Grow(h.buf, len(p)+len(p)/8)
 	h.buf = inbox.AppendPrintable(h.buf, p[:len(p)-keep], true)
 	if keep > 0 {
 		h.tail = append([]byte(nil), p[len(p)-keep:]...)

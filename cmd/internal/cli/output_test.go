@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
 
 	"github.com/inbox-dev/inbox"
@@ -91,5 +92,17 @@ func TestOneLine(t *testing.T) {
 		if got := oneLine(tc.in, tc.n); got != tc.want {
 			t.Errorf("oneLine(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
+	}
+}
+
+// BenchmarkHumanWriter: a 44 KB body shown by show, an escape on every
+// line, in one write as show's buffer hands it over.
+func BenchmarkHumanWriter(b *testing.B) {
+	text := bytes.Repeat([]byte("    │ a line of a long body: the quick brown fox jumps over the lazy dog, \x1b[31mred\x1b[0m and a\ttab\n"), 400)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		w := newHumanWriter(io.Discard)
+		w.Write(text)
+		w.Flush()
 	}
 }
