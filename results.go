@@ -154,8 +154,9 @@ type HistoryEntry struct {
 	Origin   *Origin
 	Message  *Message
 	// NewThreadKey is the idempotency key of the send that created the
-	// thread, on its first message.
-	NewThreadKey string
+	// thread, on its first message, and NewThreadArgs what that send was
+	// given (NewThreadArgs; empty when recorded before they were kept).
+	NewThreadKey, NewThreadArgs string
 	// Key is an idempotency key a change of the thread used.
 	Key *IdempotencyUse
 	// Task is the task's name, on the event that queued it.
@@ -164,8 +165,10 @@ type HistoryEntry struct {
 	Team *Team
 }
 
-// IdempotencyUse is a call made with an idempotency key.
+// IdempotencyUse is a call made with an idempotency key; Args is what
+// it was given (IdemArgs; empty when recorded before they were kept).
 type IdempotencyUse struct {
 	Key, Command, MessageID string
 	Seq                     int
+	Args                    string
 }

@@ -35,9 +35,11 @@ type replay struct{ res *inbox.Result }
 
 func (r *replay) Error() string { return "replayed" }
 
-// idempotent checks key in a thread change: an earlier call with it
-// replays (a *replay error); otherwise the change records it.
-func (c *change) idempotent(ctx context.Context, cmd, k string) error {
+// idempotent checks key k, given to command cmd with arguments args
+// (inbox.IdemArgs), in a thread change: an earlier call with it replays
+// (a *replay error), or is refused when its arguments differ
+// (inbox.CheckIdemArgs); otherwise the change records it.
+func (c *change) idempotent(ctx context.Context, cmd, k, args string) error {
 	if k == "" {
 		return nil
 	}
@@ -48,6 +50,9 @@ func (c *change) idempotent(ctx context.Context, cmd, k string) error {
 		if rec.Command != cmd {
 			return mismatch(k, rec.Command, cmd)
 		}
+		if err := inbox.CheckIdemArgs(k, rec.Args, args); err != nil {
+			return err
+		}
 		m, err := c.b.messageAt(ctx, c.r.Thread.ThreadID, rec.Seq)
 		if err != nil {
 			return err
@@ -55,7 +60,7 @@ func (c *change) idempotent(ctx context.Context, cmd, k string) error {
 		t := c.r.Thread
 		return &replay{&inbox.Result{Thread: &t, Message: m, Lease: c.r.Lease, Replayed: true}}
 	}
-	c.idem = &idemRecord{Key: k, Command: cmd}
+	c.idem = &idemRecord{Key: k, Command: cmd, Args: args}
 	return nil
 }
 
@@ -64,12 +69,17 @@ type newThreadKey struct {
 	Key      string `json:"key"`
 	Command  string `json:"command"`
 	ThreadID string `json:"thread_id"`
+	// Args is what the send was given (inbox.NewThreadArgs); a record of
+	// a version before them has none.
+	Args string `json:"args,omitempty"`
 }
 
-// claimKey returns the thread a thread-creating key stands for: tid when
-// the key is new (it is recorded now), or the thread an earlier call
-// chose.
-func (b *Bus) claimKey(ctx context.Context, k, tid string) (string, error) {
+// claimKey returns the thread a thread-creating key, given with
+// arguments args, stands for: tid when the key is new (it is recorded
+// now), or the thread an earlier call chose. The key is the first call's
+// once recorded: a call with other arguments is refused, whether or not
+// the first got as far as creating its thread.
+func (b *Bus) claimKey(ctx context.Context, k, tid, args string) (string, error) {
 	name := "idem." + idemHash(k)
 	for attempt := 0; attempt < 10; attempt++ {
 		var e jetstream.KeyValueEntry
@@ -83,6 +93,9 @@ func (b *Bus) claimKey(ctx context.Context, k, tid string) (string, error) {
 				if rec.Command != "send" {
 					return "", mismatch(k, rec.Command, "send")
 				}
+				if err := inbox.CheckIdemArgs(k, rec.Args, args); err != nil {
+					return "", err
+				}
 				return rec.ThreadID, nil
 			}
 			return tid, nil // a hash collision: run afresh
@@ -90,7 +103,7 @@ func (b *Bus) claimKey(ctx context.Context, k, tid string) (string, error) {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return "", inbox.Storage(err, "read idempotency record")
 		}
-		data, _ := json.Marshal(newThreadKey{Key: k, Command: "send", ThreadID: tid})
+		data, _ := json.Marshal(newThreadKey{Key: k, Command: "send", ThreadID: tid, Args: args})
 		err = b.retry(ctx, func(ctx context.Context) error {
 			_, err := b.kv.Create(ctx, name, data)
 			return err

@@ -32,8 +32,8 @@ func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryE
 	var b *Bus
 	states := map[string]*record{}
 	teams := map[string]bool{}
-	keys := map[string]string{}    // new-thread key → thread
-	tasks := map[string][]string{} // task name → its threads, oldest first
+	keys := map[string]newThreadKey{} // new-thread key → its record
+	tasks := map[string][]string{}    // task name → its threads, oldest first
 	next := int64(0)
 	err := history(func(e *inbox.HistoryEntry) error {
 		if b == nil {
@@ -99,14 +99,14 @@ func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryE
 				} else if prev != nil {
 					r.Idem = cloneMap(prev.Idem)
 				}
-				r.Idem[idemHash(k.Key)] = idemRecord{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq}
+				r.Idem[idemHash(k.Key)] = idemRecord{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq, Args: k.Args}
 			}
 			if e.Task != "" {
 				r.Prompt = true
 				tasks[e.Task] = append(tasks[e.Task], tid)
 			}
 			if e.NewThreadKey != "" {
-				keys[e.NewThreadKey] = tid
+				keys[e.NewThreadKey] = newThreadKey{Key: e.NewThreadKey, Command: "send", ThreadID: tid, Args: e.NewThreadArgs}
 			}
 			subject = b.eventSubject(r)
 			rec := *r
@@ -148,8 +148,8 @@ func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryE
 			return err
 		})
 	}
-	for k, tid := range keys {
-		data, _ := json.Marshal(newThreadKey{Key: k, Command: "send", ThreadID: tid})
+	for k, rec := range keys {
+		data, _ := json.Marshal(rec)
 		if err := put("idem."+idemHash(k), data); err != nil {
 			return nil, inbox.Storage(err, "copy idempotency keys")
 		}
@@ -191,7 +191,7 @@ func Import(ctx context.Context, db string, history func(fn func(*inbox.HistoryE
 // History calls fn with every event of the store, in order, with what it
 // carried: the store's history, for copying it elsewhere (inbox migrate).
 func (b *Bus) History(ctx context.Context, fn func(e *inbox.HistoryEntry) error) error {
-	keys := map[string]string{} // thread → the key of the send that made it
+	keys := map[string]newThreadKey{} // thread → the key of the send that made it
 	err := b.retry(ctx, func(ctx context.Context) error {
 		l, err := b.kv.ListKeysFiltered(ctx, "idem.*")
 		if err != nil {
@@ -201,7 +201,7 @@ func (b *Bus) History(ctx context.Context, fn func(e *inbox.HistoryEntry) error)
 			if e, err := b.kv.Get(ctx, k); err == nil {
 				var rec newThreadKey
 				if json.Unmarshal(e.Value(), &rec) == nil {
-					keys[rec.ThreadID] = rec.Key
+					keys[rec.ThreadID] = rec
 				}
 			}
 		}
@@ -245,7 +245,7 @@ func (b *Bus) History(ctx context.Context, fn func(e *inbox.HistoryEntry) error)
 			t := r.Thread
 			e.Thread, e.Lease, e.LastFrom, e.Origin, e.Message = &t, r.Lease, r.From, r.Origin, r.Message
 			if m := r.Message; m != nil && m.Seq == 1 {
-				e.NewThreadKey = keys[tid]
+				e.NewThreadKey, e.NewThreadArgs = keys[tid].Key, keys[tid].Args
 				if r.Prompt {
 					var p struct {
 						Task inbox.TaskSpec `json:"task"`
@@ -257,7 +257,7 @@ func (b *Bus) History(ctx context.Context, fn func(e *inbox.HistoryEntry) error)
 			}
 			for h, k := range r.Idem {
 				if _, had := prevIdem[tid][h]; !had {
-					e.Key = &inbox.IdempotencyUse{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq}
+					e.Key = &inbox.IdempotencyUse{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq, Args: k.Args}
 				}
 			}
 			prevIdem[tid] = r.Idem

@@ -339,6 +339,9 @@ type idemRecord struct {
 	Command   string `json:"command"`
 	MessageID string `json:"message_id"`
 	Seq       int    `json:"seq"`
+	// Args is what the call was given (inbox.IdemArgs); a record of a
+	// version before them has none.
+	Args string `json:"args,omitempty"`
 }
 
 // decode reads a stream message as a record at its sequence.

@@ -90,7 +90,7 @@ func (b *Bus) sendNew(ctx context.Context, in inbox.SendInput, taskName, owner s
 		if err := inbox.ValidateIdemKey(in.IdempotencyKey); err != nil {
 			return nil, err
 		}
-		if tid, err = b.claimKey(ctx, in.IdempotencyKey, tid); err != nil {
+		if tid, err = b.claimKey(ctx, in.IdempotencyKey, tid, inbox.NewThreadArgs(in)); err != nil {
 			return nil, err
 		}
 		if res, err := b.createdBefore(ctx, tid); res != nil || err != nil {
@@ -152,6 +152,7 @@ func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string
 	}
 	a.AllowTerminal = allowTerminal
 	to = a.Addr.Given
+	args := inbox.MessageArgs(from, to, kind, c)
 	m0, err := b.message(ctx, b.now(), from, to, kind, c, "")
 	if err != nil {
 		return nil, err
@@ -160,7 +161,7 @@ func (b *Bus) appendMessage(ctx context.Context, cmd, tid, from, to, kind string
 		return nil, err
 	}
 	r, err := b.mutate(ctx, tid, func(ch *change) error {
-		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey); err != nil {
+		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey, args); err != nil {
 			return err
 		}
 		if check != nil {
@@ -254,8 +255,9 @@ func (b *Bus) holderMessage(ctx context.Context, cmd, agent, tid, status string,
 		return nil, err
 	}
 	m0.Status = st.Status
+	args := inbox.HolderArgs(agent, status, c)
 	return b.readResult(ctx, agent)(b.mutateResult(ctx, tid, func(ch *change) error {
-		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey); err != nil {
+		if err := ch.idempotent(ctx, cmd, c.IdempotencyKey, args); err != nil {
 			return err
 		}
 		t := &ch.r.Thread
@@ -299,8 +301,9 @@ func (b *Bus) Cancel(ctx context.Context, agent, tid string, c inbox.Content) (*
 		return nil, err
 	}
 	m0.Status = inbox.StatusCancelled
+	args := inbox.CancelArgs(agent, c)
 	return b.readResult(ctx, agent)(b.mutateResult(ctx, tid, func(ch *change) error {
-		if err := ch.idempotent(ctx, "cancel", c.IdempotencyKey); err != nil {
+		if err := ch.idempotent(ctx, "cancel", c.IdempotencyKey, args); err != nil {
 			return err
 		}
 		t := &ch.r.Thread

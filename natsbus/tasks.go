@@ -264,7 +264,7 @@ func (b *Bus) CancelTask(ctx context.Context, agent string, t *inbox.Task, c inb
 	}
 	m0.Status = inbox.StatusCancelled
 	return b.mutateResult(ctx, t.ThreadID, func(ch *change) error {
-		if err := ch.idempotent(ctx, "cancel", c.IdempotencyKey); err != nil {
+		if err := ch.idempotent(ctx, "cancel", c.IdempotencyKey, inbox.CancelTaskArgs(agent, c)); err != nil {
 			return err
 		}
 		if inbox.IsTerminal(ch.r.Thread.Status) {

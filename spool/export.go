@@ -31,11 +31,11 @@ func (s *Store) History(fn func(e *inbox.HistoryEntry) error) error {
 			msg.EventID = ev.EventID
 			e.Message = &msg
 			if m.IdempotencyKey != "" && (m.IdempotencyCommand == "" || m.IdempotencyCommand == "send") {
-				e.NewThreadKey = m.IdempotencyKey
+				e.NewThreadKey, e.NewThreadArgs = m.IdempotencyKey, m.IdempotencyArgs
 			}
 		}
 		if k := ev.Idem; k != nil {
-			e.Key = &inbox.IdempotencyUse{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq}
+			e.Key = &inbox.IdempotencyUse{Key: k.Key, Command: k.Command, MessageID: k.MessageID, Seq: k.Seq, Args: k.Args}
 		}
 		if ev.Team != nil {
 			team := ev.Team.Team

@@ -23,7 +23,10 @@ type idemRecord struct {
 	MessageID string `json:"message_id"`
 	Seq       int    `json:"seq"`
 	CreatedAt string `json:"created_at"`
-	hash      string
+	// Args is what the call was given (inbox.IdemArgs); a record of a
+	// version before them has none.
+	Args string `json:"args,omitempty"`
+	hash string
 }
 
 // idemHash names a key's record file: FNV-1a, 128 bits. The record keeps
@@ -60,12 +63,14 @@ func mismatch(key, used, cmd string) error {
 		"%q was already used by %s in this scope; use a new key for %s", key, used, cmd)
 }
 
-// idempotent checks key inside a thread transaction. When an earlier call
+// idempotent checks key, given to command cmd with arguments args
+// (inbox.IdemArgs), inside a thread transaction. When an earlier call
 // with the key committed, it returns that call's result (the message it
 // wrote, the thread and lease as they are now) and marks the transaction
-// as having nothing to commit. Otherwise it stages a new record for the
+// as having nothing to commit, or refuses the call when its arguments
+// differ (inbox.CheckIdemArgs). Otherwise it stages a new record for the
 // message the caller is about to add.
-func (t *tx) idempotent(cmd, key string) (*inbox.Result, error) {
+func (t *tx) idempotent(cmd, key, args string) (*inbox.Result, error) {
 	if key == "" {
 		return nil, nil
 	}
@@ -81,12 +86,15 @@ func (t *tx) idempotent(cmd, key string) (*inbox.Result, error) {
 		if rec.Seq >= 1 && rec.Seq <= t.h.MessageCount {
 			m, err := t.s.readMessageAt(t.dir, t.tid, rec.Seq)
 			if err == nil && m.MessageID == rec.MessageID {
+				if err := inbox.CheckIdemArgs(key, rec.Args, args); err != nil {
+					return nil, err
+				}
 				t.skip = true
 				return &inbox.Result{Thread: &t.old.Thread, Message: m, Lease: t.old.Lease, Replayed: true}, nil
 			}
 		}
 	}
-	t.idem = &idemRecord{Key: key, Command: cmd, ThreadID: t.tid, CreatedAt: inbox.FormatTime(t.now), hash: hash}
+	t.idem = &idemRecord{Key: key, Command: cmd, ThreadID: t.tid, CreatedAt: inbox.FormatTime(t.now), Args: args, hash: hash}
 	return nil, nil
 }
 
@@ -103,10 +111,11 @@ func (t *tx) sealIdem() {
 // no write of its own. The first message records the key, so the link
 // identifies the thread and a hash collision is detected.
 
-// newThreadReplay looks up a store-scoped key: the thread an earlier call
-// with it committed, or nothing (removing the link of an attempt that
-// never committed).
-func (s *Store) newThreadReplay(ctx context.Context, key string) (*inbox.Result, error) {
+// newThreadReplay looks up a store-scoped key given with arguments args
+// (inbox.NewThreadArgs): the thread an earlier call with it committed, or
+// nothing (removing the link of an attempt that never committed). A call
+// whose arguments differ from the committed one's is refused.
+func (s *Store) newThreadReplay(ctx context.Context, key, args string) (*inbox.Result, error) {
 	p := s.idemPath(idemHash(key))
 	data, err := readOptional(p, "idempotency record")
 	if data == nil || err != nil {
@@ -129,6 +138,9 @@ func (s *Store) newThreadReplay(ctx context.Context, key string) (*inbox.Result,
 		return nil, nil
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := inbox.CheckIdemArgs(key, m.IdempotencyArgs, args); err != nil {
 		return nil, err
 	}
 	if !archived {

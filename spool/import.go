@@ -81,12 +81,12 @@ func Import(ctx context.Context, dir string, history func(fn func(*inbox.History
 			mf := &msgFile{Message: *m}
 			mf.EventID = e.Event.EventID
 			if e.NewThreadKey != "" {
-				mf.IdempotencyKey, mf.IdempotencyCommand = e.NewThreadKey, "send"
+				mf.IdempotencyKey, mf.IdempotencyCommand, mf.IdempotencyArgs = e.NewThreadKey, "send", e.NewThreadArgs
 			}
 			ev.Message = mf
 		}
 		if k := e.Key; k != nil {
-			ev.Idem = &idemRecord{Key: k.Key, Command: k.Command, ThreadID: tid, MessageID: k.MessageID, Seq: k.Seq, CreatedAt: e.Event.CreatedAt}
+			ev.Idem = &idemRecord{Key: k.Key, Command: k.Command, ThreadID: tid, MessageID: k.MessageID, Seq: k.Seq, CreatedAt: e.Event.CreatedAt, Args: k.Args}
 		}
 		buf = append(buf, encodeEvent(ev)...)
 		n++

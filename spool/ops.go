@@ -100,7 +100,8 @@ func (s *Store) SendBatch(ctx context.Context, ins []inbox.SendInput) (results [
 	}
 	var txs []*tx
 	var at []int
-	first := map[string]int{} // idempotency key → the input that carries it
+	first := map[string]int{}        // idempotency key → the input that carries it
+	firstArgs := map[string]string{} // … and what that input was given
 	for i := range ins {
 		in := ins[i]
 		if in.ThreadID != "" {
@@ -112,12 +113,17 @@ func (s *Store) SendBatch(ctx context.Context, ins []inbox.SendInput) (results [
 			continue
 		}
 		if k := in.IdempotencyKey; k != "" {
+			args := inbox.NewThreadArgs(in)
 			if j, dup := first[k]; dup {
+				if err := inbox.CheckIdemArgs(k, firstArgs[k], args); err != nil {
+					errs[i] = err
+					continue
+				}
 				errs[i] = errs[j]
 				results[i] = results[j] // filled in below, after the commit
 				continue
 			}
-			first[k] = i
+			first[k], firstArgs[k] = i, args
 		}
 		t, replay, err := s.prepareThread(ctx, in)
 		if err != nil || replay != nil {
@@ -142,7 +148,7 @@ func (s *Store) SendBatch(ctx context.Context, ins []inbox.SendInput) (results [
 		s.acted(t.msg.FromAgent, &t.msg.Message)
 	}
 	for i, in := range ins {
-		if j, ok := first[in.IdempotencyKey]; ok && j != i && results[i] == nil {
+		if j, ok := first[in.IdempotencyKey]; ok && j != i && results[i] == nil && errs[i] == nil {
 			results[i], errs[i] = results[j], errs[j]
 		}
 	}
@@ -174,8 +180,9 @@ func (s *Store) prepareThread(ctx context.Context, in inbox.SendInput) (*tx, *in
 	if err != nil {
 		return nil, nil, err
 	}
+	args := inbox.NewThreadArgs(in)
 	if in.IdempotencyKey != "" {
-		if r, err := s.newThreadReplay(ctx, in.IdempotencyKey); r != nil || err != nil {
+		if r, err := s.newThreadReplay(ctx, in.IdempotencyKey, args); r != nil || err != nil {
 			m.discardBlobs()
 			return nil, r, err
 		}
@@ -189,7 +196,7 @@ func (s *Store) prepareThread(ctx context.Context, in inbox.SendInput) (*tx, *in
 	if assignee == "" {
 		h.Recipients = recipients
 	}
-	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: in.IdempotencyKey}
+	t := &tx{s: s, tid: tid, dir: s.threadDir(tid), now: now, h: h, newKey: in.IdempotencyKey, newArgs: args}
 	t.ev = inbox.Event{EventType: inbox.EventThreadCreated, Agent: in.From, Summary: m.Summary}
 	t.addMessage(m)
 	if s.linkErr != nil { // refused before anything is made (commitAll refuses too)
@@ -217,6 +224,7 @@ func (s *Store) appendMessage(ctx context.Context, cmd, tid, from, to, kind stri
 	}
 	a.Check, a.AllowTerminal = check, allowTerminal
 	to = a.Addr.Given
+	args := inbox.MessageArgs(from, to, kind, c)
 	now := s.now()
 	m, err := s.message(ctx, now, from, to, kind, c, "")
 	if err != nil {
@@ -228,7 +236,7 @@ func (s *Store) appendMessage(ctx context.Context, cmd, tid, from, to, kind stri
 	}
 	var res *inbox.Result
 	err = s.mutate(ctx, tid, func(t *tx) error {
-		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
+		if r, err := t.idempotent(cmd, c.IdempotencyKey, args); r != nil || err != nil {
 			res = r
 			return err
 		}
@@ -314,9 +322,10 @@ func (s *Store) holderMessage(ctx context.Context, cmd, agent, tid, status strin
 	}
 	defer m.discardBlobs()
 	m.Status = st.Status
+	args := inbox.HolderArgs(agent, status, c)
 	var res *inbox.Result
 	err = s.mutate(ctx, tid, func(t *tx) error {
-		if r, err := t.idempotent(cmd, c.IdempotencyKey); r != nil || err != nil {
+		if r, err := t.idempotent(cmd, c.IdempotencyKey, args); r != nil || err != nil {
 			res = r
 			return err
 		}
@@ -366,9 +375,10 @@ func (s *Store) Cancel(ctx context.Context, agent, tid string, c inbox.Content) 
 	}
 	defer m.discardBlobs()
 	m.Status = inbox.StatusCancelled
+	args := inbox.CancelArgs(agent, c)
 	var res *inbox.Result
 	err = s.mutate(ctx, tid, func(t *tx) error {
-		if r, err := t.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
+		if r, err := t.idempotent("cancel", c.IdempotencyKey, args); r != nil || err != nil {
 			res = r
 			return err
 		}

@@ -158,7 +158,7 @@ func (v *header) decodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadHeader(d, v) })
 }
 
-var msgFileJSONMembers = []string{"thread_header", "idempotency_key", "idempotency_command", "message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra"}
+var msgFileJSONMembers = []string{"thread_header", "idempotency_key", "idempotency_command", "idempotency_args", "message_id", "thread_id", "seq", "from_agent", "to_agent", "recipients", "kind", "type", "summary", "body", "payload_json", "created_at", "event_id", "artifacts", "status", "damaged", "request_id", "ack_id", "timestamp", "extra"}
 
 func (v *msgFile) appendJSON(b []byte) []byte {
 	return jsonrec.AppendObject(b, v, (*msgFile).appendJSONMembers)
@@ -168,6 +168,7 @@ func (v *msgFile) appendJSONMembers(b []byte) []byte {
 	b = jsonrec.ObjectPtrOmitEmpty(b, `,"thread_header":`, v.InitialHeader, (*header).appendJSONMembers)
 	b = jsonrec.StringOmitEmpty(b, `,"idempotency_key":`, v.IdempotencyKey)
 	b = jsonrec.StringOmitEmpty(b, `,"idempotency_command":`, v.IdempotencyCommand)
+	b = jsonrec.StringOmitEmpty(b, `,"idempotency_args":`, v.IdempotencyArgs)
 	b = v.Message.AppendJSONMembers(b)
 	return b
 }
@@ -184,8 +185,10 @@ func (v *msgFile) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Str(&v.IdempotencyKey)
 	case i == 2:
 		d.Str(&v.IdempotencyCommand)
-	case i >= 3:
-		v.Message.ReadJSONMember(d, i-3)
+	case i == 3:
+		d.Str(&v.IdempotencyArgs)
+	case i >= 4:
+		v.Message.ReadJSONMember(d, i-4)
 	default:
 		d.Skip()
 	}
@@ -195,7 +198,7 @@ func (v *msgFile) decodeJSON(data []byte) error {
 	return jsonrec.Decode(data, func(d *jsonrec.Decoder) { jsonReadMsgFile(d, v) })
 }
 
-var idemRecordJSONMembers = []string{"key", "command", "thread_id", "message_id", "seq", "created_at"}
+var idemRecordJSONMembers = []string{"key", "command", "thread_id", "message_id", "seq", "created_at", "args"}
 
 func (v *idemRecord) appendJSON(b []byte) []byte {
 	return jsonrec.AppendObject(b, v, (*idemRecord).appendJSONMembers)
@@ -208,6 +211,7 @@ func (v *idemRecord) appendJSONMembers(b []byte) []byte {
 	b = jsonrec.String(b, `,"message_id":`, v.MessageID)
 	b = jsonrec.Int(b, `,"seq":`, int64(v.Seq))
 	b = jsonrec.String(b, `,"created_at":`, v.CreatedAt)
+	b = jsonrec.StringOmitEmpty(b, `,"args":`, v.Args)
 	return b
 }
 
@@ -229,6 +233,8 @@ func (v *idemRecord) readJSONMember(d *jsonrec.Decoder, i int) {
 		d.Int(&v.Seq)
 	case 5:
 		d.Str(&v.CreatedAt)
+	case 6:
+		d.Str(&v.Args)
 	default:
 		d.Skip()
 	}

@@ -413,7 +413,7 @@ func (s *Store) CancelTask(ctx context.Context, agent string, t *inbox.Task, c i
 	m.Status = inbox.StatusCancelled
 	var res *inbox.Result
 	err = s.mutate(ctx, t.ThreadID, func(tx *tx) error {
-		if r, err := tx.idempotent("cancel", c.IdempotencyKey); r != nil || err != nil {
+		if r, err := tx.idempotent("cancel", c.IdempotencyKey, inbox.CancelTaskArgs(agent, c)); r != nil || err != nil {
 			res = r
 			return err
 		}

@@ -70,6 +70,8 @@ type msgFile struct {
 	// thread-creating send that wrote this first message (see idem.go).
 	IdempotencyKey     string `json:"idempotency_key,omitempty"`
 	IdempotencyCommand string `json:"idempotency_command,omitempty"`
+	// IdempotencyArgs is what that send was given (inbox.NewThreadArgs).
+	IdempotencyArgs string `json:"idempotency_args,omitempty"`
 	inbox.Message
 }
 

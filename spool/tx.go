@@ -66,8 +66,9 @@ type tx struct {
 	// skip is set when an idempotency key replayed an earlier call:
 	// there is nothing to commit.
 	skip bool
-	// newKey is the idempotency key of a thread-creating send.
-	newKey string
+	// newKey is the idempotency key of a thread-creating send, newArgs
+	// what the send was given (inbox.NewThreadArgs).
+	newKey, newArgs string
 	// taskName registers a new thread as a queued task of that name.
 	taskName string
 	// readBy is the agent the change reads the thread for (a claim, or a
@@ -187,7 +188,7 @@ func (s *Store) stage(path string, data ...[]byte) (*stagedFile, error) {
 func (t *tx) messageFile() *msgFile {
 	mf := &msgFile{Message: t.msg.Message}
 	if t.old == nil && t.newKey != "" {
-		mf.IdempotencyKey, mf.IdempotencyCommand = t.newKey, "send"
+		mf.IdempotencyKey, mf.IdempotencyCommand, mf.IdempotencyArgs = t.newKey, "send", t.newArgs
 	}
 	return mf
 }

@@ -324,7 +324,11 @@ func emit(e *env, g globals, name string, res *result) int {
 		}
 		e.stdout.Write(append(b, '\n'))
 	} else if res.human != nil {
-		res.human(e.stdout)
+		// Every human view goes through one humanWriter: nothing a
+		// sender wrote can act on the reader's terminal (SPEC §4).
+		w := newHumanWriter(e.stdout)
+		res.human(w)
+		w.Flush()
 	}
 	return res.exit
 }
@@ -342,10 +346,12 @@ func fail(e *env, g globals, name string, err error) int {
 		b, _ := o.appendJSON(nil)
 		e.stdout.Write(append(b, '\n'))
 	} else {
-		fmt.Fprintf(e.stderr, "inbox: error: %s\n", messageIn(err, name))
+		w := newHumanWriter(e.stderr)
+		fmt.Fprintf(w, "inbox: error: %s\n", messageIn(err, name))
 		if h := hintFor(err); h != "" {
-			fmt.Fprintf(e.stderr, "inbox: hint: %s\n", h)
+			fmt.Fprintf(w, "inbox: hint: %s\n", h)
 		}
+		w.Flush()
 	}
 	return exitCode(err)
 }

@@ -377,7 +377,14 @@ func (r *hookCmd) answer(c *call, tool, event, kind string) ([]byte, error) {
 	return json.Marshal(map[string]any{"hookSpecificOutput": map[string]string{"hookEventName": event, "additionalContext": text}})
 }
 
-func quote(s string) string { return "\"" + inbox.Shorten(inbox.FirstLine(s), 80) + "\"" }
+// quote is s's first line, cut to 80 bytes, in quotes, for a hook's text.
+func quote(s string) string { return "\"" + hookText(inbox.FirstLine(s), 80) + "\"" }
+
+// hookText is s, a sender's text, as a hook's reason or context shows it:
+// a tool hands that text to a person's terminal as well as to its model,
+// so its control characters are escaped as every human view escapes them
+// (inbox.Printable, SPEC §4), and it is cut to max bytes.
+func hookText(s string, max int) string { return inbox.Shorten(inbox.Printable(s), max) }
 
 // shellCmds words the commands a hook names so that each works pasted
 // into the agent's shell as it is, from wherever it is: inbox as that
@@ -461,7 +468,7 @@ func contextText(sc shellCmds, st *hookState) string {
 			if m.Type != "" {
 				kind = m.Type
 			}
-			lines = append(lines, fmt.Sprintf("- from %s [%s] in %s: %s", m.FromAgent, kind, m.ThreadID, inbox.Shorten(inbox.FirstLine(m.Summary), 200)))
+			lines = append(lines, fmt.Sprintf("- from %s [%s] in %s: %s", m.FromAgent, kind, m.ThreadID, hookText(inbox.FirstLine(m.Summary), 200)))
 		}
 		if older := st.mailN - len(st.mail); older > 0 {
 			lines = append(lines, fmt.Sprintf("- and %d older: %s", older, sc.as("mailbox", "")))
@@ -470,7 +477,7 @@ func contextText(sc shellCmds, st *hookState) string {
 	if len(st.held) > 0 {
 		lines = append(lines, "Threads you hold:")
 		for _, t := range st.held {
-			lines = append(lines, fmt.Sprintf("- %s (%s): %s", t.ThreadID, t.Status, inbox.Shorten(t.Subject, 200)))
+			lines = append(lines, fmt.Sprintf("- %s (%s): %s", t.ThreadID, t.Status, hookText(t.Subject, 200)))
 		}
 	}
 	if len(st.blocked) > 0 {
@@ -478,15 +485,15 @@ func contextText(sc shellCmds, st *hookState) string {
 		for _, t := range st.blocked {
 			q := ""
 			if m := st.question[t.ThreadID]; m != nil {
-				q = " — " + m.FromAgent + " asks: " + inbox.Shorten(inbox.FirstLine(m.Summary), 200)
+				q = " — " + m.FromAgent + " asks: " + hookText(inbox.FirstLine(m.Summary), 200)
 			}
-			lines = append(lines, fmt.Sprintf("- %s: %s%s", t.ThreadID, inbox.Shorten(t.Subject, 200), q))
+			lines = append(lines, fmt.Sprintf("- %s: %s%s", t.ThreadID, hookText(t.Subject, 200), q))
 		}
 	}
 	if len(st.owed) > 0 {
 		lines = append(lines, "Acknowledgments you owe ("+sc.as("ack", "--message ID")+"):")
 		for _, m := range st.owed {
-			lines = append(lines, fmt.Sprintf("- %s from %s: %s", m.MessageID, m.FromAgent, inbox.Shorten(inbox.FirstLine(m.Summary), 200)))
+			lines = append(lines, fmt.Sprintf("- %s from %s: %s", m.MessageID, m.FromAgent, hookText(inbox.FirstLine(m.Summary), 200)))
 		}
 	}
 	more := fmt.Sprintf("… and more: %s, %s", sc.as("mailbox", ""), sc.run("list", "--assigned-to "+shellQuote(agent)))

@@ -63,9 +63,9 @@ func kindLabel(m *inbox.Message) string {
 }
 
 func mailLine(w io.Writer, m *inbox.Message) {
-	fmt.Fprintf(w, "%s → %s [%s] %s  (%s, %s)\n", m.FromAgent, m.ToAgent, kindLabel(m), m.Summary, m.ThreadID, shortTime(m.CreatedAt))
+	fmt.Fprintf(w, "%s → %s [%s] %s  (%s, %s)\n", m.FromAgent, m.ToAgent, kindLabel(m), inbox.Printable(m.Summary), m.ThreadID, shortTime(m.CreatedAt))
 	if m.RequestID != "" {
-		fmt.Fprintf(w, "  request %s\n", m.RequestID)
+		fmt.Fprintf(w, "  request %s\n", inbox.Printable(m.RequestID))
 	}
 	if m.AckID != "" && m.Type != inbox.TypeAcknowledgment {
 		fmt.Fprintf(w, "  asks for acknowledgment: inbox ack --message %s\n", m.MessageID)
@@ -76,7 +76,7 @@ func mailLine(w io.Writer, m *inbox.Message) {
 		}
 	}
 	if p := string(m.PayloadJSON); p != "" && p != "{}" {
-		fmt.Fprintf(w, "  payload: %s\n", p)
+		fmt.Fprintf(w, "  payload: %s\n", inbox.Printable(p))
 	}
 }
 

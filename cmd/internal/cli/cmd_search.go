@@ -77,7 +77,7 @@ func (r *searchCmd) run(c *call) (*result, error) {
 		for _, h := range hits {
 			m := h.Message
 			fmt.Fprintf(w, "%s  %s → %s  [%s]  %s  %s\n", shortTime(m.CreatedAt), m.FromAgent, m.ToAgent, m.Kind, h.ThreadID, oneLine(h.Subject, 50))
-			fmt.Fprintf(w, "    %s\n", h.Snippet)
+			fmt.Fprintf(w, "    %s\n", inbox.Printable(h.Snippet))
 		}
 	}
 	return res, nil

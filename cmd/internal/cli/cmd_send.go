@@ -162,9 +162,9 @@ func (r *sendCmd) run(c *call) (*result, error) {
 			}
 			fmt.Fprintf(w, "mailed %s %s (%s in %s): it waits in %s, not in anyone's fetch%s\n", to, what, m.MessageID, m.ThreadID, where, replayNote(out))
 		case r.thread == "" && len(m.Recipients) > 0:
-			fmt.Fprintf(w, "created thread %s offered to %s (the first to claim it takes it): %s\n", out.Thread.ThreadID, to, out.Thread.Subject)
+			fmt.Fprintf(w, "created thread %s offered to %s (the first to claim it takes it): %s\n", out.Thread.ThreadID, to, inbox.Printable(out.Thread.Subject))
 		case r.thread == "":
-			fmt.Fprintf(w, "created thread %s for %s: %s\n", out.Thread.ThreadID, out.Thread.AssignedTo, out.Thread.Subject)
+			fmt.Fprintf(w, "created thread %s for %s: %s\n", out.Thread.ThreadID, out.Thread.AssignedTo, inbox.Printable(out.Thread.Subject))
 		}
 		if r.thread != "" || !out.Thread.Mail {
 			kind := m.Kind

@@ -112,7 +112,7 @@ func statusResult(out *inbox.Result) *result {
 	res := messageResult(out)
 	res.human = func(w io.Writer) {
 		fmt.Fprintf(w, "%s is now %s (%s: %s)%s\n", out.Thread.ThreadID, out.Thread.Status,
-			out.Message.MessageID, out.Message.Summary, replayNote(out))
+			out.Message.MessageID, inbox.Printable(out.Message.Summary), replayNote(out))
 	}
 	return res
 }

@@ -411,12 +411,12 @@ func (r *waitReplyCmd) run(c *call) (*result, error) {
 	res.set("message", w.Message)
 	res.human = func(wr io.Writer) {
 		m := w.Message
-		fmt.Fprintf(wr, "%s from %s in %s: %s\n", m.Kind, m.FromAgent, m.ThreadID, m.Summary)
+		fmt.Fprintf(wr, "%s from %s in %s: %s\n", m.Kind, m.FromAgent, m.ThreadID, inbox.Printable(m.Summary))
 		if m.Body != "" && m.Body != m.Summary {
 			fmt.Fprintln(wr, strings.TrimRight(m.Body, "\n"))
 		}
 		if p := string(m.PayloadJSON); p != "{}" {
-			fmt.Fprintf(wr, "payload: %s\n", p)
+			fmt.Fprintf(wr, "payload: %s\n", inbox.Printable(p))
 		}
 		fmt.Fprintf(wr, "(next: --after-event %d)\n", w.NextEventID)
 	}
@@ -484,7 +484,7 @@ func (r *watchCmd) run(c *call) (*result, error) {
 	res.set("event", w.Event).set("thread", w.Thread)
 	res.human = func(wr io.Writer) {
 		e := w.Event
-		fmt.Fprintf(wr, "%s: %s is %s (%s)\n", e.EventType, e.ThreadID, e.Status, w.Thread.Subject)
+		fmt.Fprintf(wr, "%s: %s is %s (%s)\n", e.EventType, e.ThreadID, e.Status, inbox.Printable(w.Thread.Subject))
 		fmt.Fprintf(wr, "(next: --after-event %d)\n", w.NextEventID)
 	}
 	return res, nil
@@ -582,12 +582,14 @@ func (r *eventsCmd) stream(c *call, s inbox.Bus) (*result, error) {
 	n := 0
 	next := r.afterEvent
 	opt := c.waitOptions(0)
+	human := newHumanWriter(c.env.stdout)
 	err := s.Follow(ctx, r.afterEvent, r.thread, opt, func(ev *inbox.Event) bool {
 		if c.g.json {
 			b, _ := encodeJSON(ev)
 			c.env.stdout.Write(append(b, '\n'))
 		} else {
-			fmt.Fprintln(c.env.stdout, eventLine(ev))
+			fmt.Fprintln(human, eventLine(ev))
+			human.Flush()
 		}
 		next = ev.EventID
 		n++

@@ -43,6 +43,12 @@ func scriptParams(dir string) testscript.Params {
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("INBOX_DB", "")
 			e.Setenv("INBOX_AGENT", "")
+			// Control characters, for scripts that send them ('a'$ESC'b'):
+			// ESC, BEL, CR, newline, tab, C1's CSI (U+009B) and a
+			// right-to-left override (U+202E).
+			for k, v := range map[string]string{"ESC": "\x1b", "BEL": "\a", "CR": "\r", "NL": "\n", "TAB": "\t", "CSI": "\u009b", "RLO": "\u202e"} {
+				e.Setenv(k, v)
+			}
 			// A process the script left running detached (a task runner)
 			// must not write into $WORK once it is removed.
 			work := e.WorkDir

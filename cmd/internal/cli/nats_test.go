@@ -241,6 +241,8 @@ var natsScripts = []string{
 	"team_files_protocol.txtar",
 	"search.txtar",
 	"search_bounds.txtar",
+	"idempotency_conflict.txtar",
+	"output_control_chars.txtar",
 }
 
 func TestScriptsNATS(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inbox-dev/inbox"
 	"github.com/inbox-dev/inbox/internal/jsonrec"
@@ -178,7 +179,7 @@ func (r *result) get(k string) any { return r.body.vals[k] }
 // printWarnings writes each of ws to stderr as "inbox: warning: …".
 func (c *call) printWarnings(ws []string) {
 	for _, w := range ws {
-		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", w)
+		fmt.Fprintf(c.env.stderr, "inbox: warning: %s\n", inbox.Printable(w))
 	}
 }
 
@@ -195,12 +196,91 @@ func (r *result) warn(c *call, ws []string) {
 	r.set("warnings", ws)
 }
 
-// table writes aligned columns.
+// humanWriter is how output for people reaches them (SPEC §4): every
+// human view writes through one (emit gives it to the renderer), which
+// escapes every control character but newline and tab, every C1 control,
+// bidi override and byte that is not UTF-8 (inbox.PrintableText), so no
+// sender's text can act on the reader's terminal, whatever view prints
+// it and however. A one-line field must escape its own newlines and tabs
+// as well (inbox.Printable, oneLine; table does it for every cell).
+// Output is kept until 64 KiB are waiting, then written; Flush writes
+// the rest.
+type humanWriter struct {
+	w   io.Writer
+	buf []byte
+	// tail is the start of a character cut off at the end of the last
+	// Write, escaped with what follows it.
+	tail []byte
+	err  error
+}
+
+const humanWriterBuffer = 64 << 10
+
+func newHumanWriter(w io.Writer) *humanWriter { return &humanWriter{w: w} }
+
+func (h *humanWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(h.tail) > 0 {
+		p = append(h.tail, p...)
+		h.tail = nil
+	}
+	// An incomplete UTF-8 sequence at the end may be completed by the
+	// next Write.
+	keep := 0
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				keep = len(p) - i
+			}
+			break
+		}
+	}
+	// Room for what comes and a few escapes, so that a long body is
+	// copied once.
+	h.buf = slices.Grow(h.buf, len(p)+len(p)/8)
+	h.buf = inbox.AppendPrintable(h.buf, p[:len(p)-keep], true)
+	if keep > 0 {
+		h.tail = append([]byte(nil), p[len(p)-keep:]...)
+	}
+	if len(h.buf) >= humanWriterBuffer {
+		h.write()
+	}
+	return n, h.err
+}
+
+// Flush writes what is waiting, an incomplete character at the end as
+// its bytes, escaped.
+func (h *humanWriter) Flush() error {
+	if len(h.tail) > 0 {
+		h.buf = inbox.AppendPrintable(h.buf, h.tail, true)
+		h.tail = nil
+	}
+	h.write()
+	return h.err
+}
+
+func (h *humanWriter) write() {
+	if len(h.buf) > 0 && h.err == nil {
+		_, h.err = h.w.Write(h.buf)
+	}
+	h.buf = h.buf[:0]
+}
+
+// table writes aligned columns, each cell a one-line field.
 func table(w io.Writer, header []string, rows [][]string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	writeRow := func(cells []string) {
+		for i, c := range cells {
+			if i > 0 {
+				io.WriteString(tw, "\t")
+			}
+			io.WriteString(tw, inbox.Printable(c))
+		}
+		io.WriteString(tw, "\n")
+	}
+	writeRow(header)
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		writeRow(r)
 	}
 	tw.Flush()
 }
@@ -232,12 +312,42 @@ func shortTime(s string) string {
 	return t.UTC().Format("2006-01-02 15:04:05")
 }
 
+// oneLine is s as a one-line field of at most n characters: escaped
+// (inbox.Printable: its newlines and tabs too), runs of spaces made one,
+// and cut with "…" when longer, never inside an escape.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+	s = strings.Join(strings.Fields(inbox.Printable(s)), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
-	return s
+	cut := 0
+	for range n - 1 {
+		_, size := utf8.DecodeRuneInString(s[cut:])
+		cut += size
+	}
+	// The longest escape is \u202e: a backslash among the last five
+	// bytes kept may start one the cut would split.
+	from := max(0, cut-5)
+	if j := strings.LastIndexByte(s[from:cut], '\\'); j >= 0 && from+j+escapeLen(s[from+j:]) > cut {
+		cut = from + j
+	}
+	return s[:cut] + "…"
+}
+
+// escapeLen is the length of the escape inbox.Printable wrote at the
+// start of s (a backslash): 1 when it is a backslash of the text.
+func escapeLen(s string) int {
+	if len(s) > 1 {
+		switch s[1] {
+		case 'n', 't', 'r':
+			return 2
+		case 'x':
+			return 4
+		case 'u':
+			return 6
+		}
+	}
+	return 1
 }
 
 func leaseLine(l *inbox.Lease, now time.Time) string {
@@ -271,10 +381,11 @@ func recipientsOf(m *inbox.Message) []string {
 }
 
 // transcript renders a thread for people; cut lists the messages whose
-// body show cut, each marked after its body.
+// body show cut, each marked after its body. Every field but a body is
+// one line (inbox.Printable); the body keeps its lines and tabs.
 func transcript(w io.Writer, v *inbox.ThreadView, now time.Time, cut []bodyCut) {
 	t := v.Thread
-	fmt.Fprintf(w, "%s  %s\n", t.ThreadID, t.Subject)
+	fmt.Fprintf(w, "%s  %s\n", t.ThreadID, inbox.Printable(t.Subject))
 	fmt.Fprintf(w, "  status %s · priority %s · created by %s · assigned to %s\n", t.Status, t.Priority, t.CreatedBy, t.AssignedTo)
 	if t.RunID != "" || t.TaskID != "" {
 		fmt.Fprintf(w, "  run %s · task %s\n", dash(t.RunID), dash(t.TaskID))
@@ -293,12 +404,12 @@ func transcript(w io.Writer, v *inbox.ThreadView, now time.Time, cut []bodyCut) 
 		}
 		fmt.Fprintf(w, "#%d  %s  %s → %s  [%s%s]  %s\n", m.Seq, shortTime(m.CreatedAt), m.FromAgent, m.ToAgent, kindLabel(m), status, m.MessageID)
 		if m.RequestID != "" {
-			fmt.Fprintf(w, "    request %s\n", m.RequestID)
+			fmt.Fprintf(w, "    request %s\n", inbox.Printable(m.RequestID))
 		}
 		if m.AckID != "" && m.Type != inbox.TypeAcknowledgment {
 			fmt.Fprintf(w, "    asks %s for acknowledgment\n", strings.Join(recipientsOf(m), ", "))
 		}
-		fmt.Fprintf(w, "    %s\n", m.Summary)
+		fmt.Fprintf(w, "    %s\n", inbox.Printable(m.Summary))
 		if m.Body != "" && m.Body != m.Summary {
 			for line := range strings.SplitSeq(strings.TrimRight(m.Body, "\n"), "\n") {
 				fmt.Fprintf(w, "    │ %s\n", line)
@@ -310,14 +421,14 @@ func transcript(w io.Writer, v *inbox.ThreadView, now time.Time, cut []bodyCut) 
 			}
 		}
 		if p := string(m.PayloadJSON); p != "" && p != "{}" {
-			fmt.Fprintf(w, "    payload: %s\n", p)
+			fmt.Fprintf(w, "    payload: %s\n", inbox.Printable(p))
 		}
 		for _, a := range m.Artifacts {
 			meta := ""
 			if md := string(a.MetadataJSON); md != "" && md != "{}" {
 				meta = " " + md
 			}
-			fmt.Fprintf(w, "    artifact: %s (%s)%s\n", a.Path, a.Kind, meta)
+			fmt.Fprintf(w, "    artifact: %s (%s)%s\n", inbox.Printable(a.Path), inbox.Printable(a.Kind), inbox.Printable(meta))
 		}
 	}
 }
